@@ -1,0 +1,48 @@
+# rtlab: the two commands of the README do all set-up on a fresh Debian 12.
+#   make run    the main job: every board x variant, table, exit code
+#   make test   unit and integration tests (real QEMU boots through labgrid)
+# Set-up is idempotent and quiet the second time.
+SHELL := /bin/bash
+VENV := .venv
+PY := $(VENV)/bin/python
+RTLAB := $(VENV)/bin/rtlab
+STAMPS := .cache/stamps
+PYTHON ?= python3
+
+.PHONY: all setup images rtbench run test bench clean
+all: run
+
+setup: $(STAMPS)/host $(VENV)/.installed
+
+$(STAMPS)/host: env/apt-packages.txt env/setup-host.sh
+	@bash env/setup-host.sh
+	@mkdir -p $(STAMPS) && touch $@
+
+$(VENV)/.installed: pyproject.toml | $(STAMPS)/host
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@$(PY) -m pip install -q --disable-pip-version-check -e . 
+	@touch $@
+
+# rtbench (our POSIX primitive benchmarks), native and cross-built for boards
+rtbench: setup
+	@if [ -f rtbench/Makefile ]; then $(MAKE) -s -C rtbench && $(MAKE) -s -C rtbench ARCH=aarch64; fi
+
+# board images: Debian's pinned kernels + an initramfs per arch (cached by content)
+images: setup rtbench
+	@$(RTLAB) images -q
+
+# exit code: rtlab's is 0 all within budget, 1 a budget broke, 2 infra error;
+# make turns any non-zero into 2, so the line below says which it was.
+run: images
+	@$(RTLAB) run $(RUN_ARGS); rc=$$?; \
+	  case $$rc in 0) ;; 1) echo "rtlab run: exit 1 (a latency budget broke)";; \
+	  *) echo "rtlab run: exit $$rc (infra error or bad input)";; esac; exit $$rc
+
+test: images
+	@$(PY) -m pytest $(PYTEST_ARGS)
+
+bench: images
+	@for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+clean:
+	rm -rf results .pytest_cache

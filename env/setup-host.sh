@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Idempotent host set-up for rtlab on Debian 12: apt packages, foreign
+# architectures for board images. Quiet when everything is already there.
+set -euo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+export DEBIAN_FRONTEND=noninteractive
+
+need_update=0
+# arm64 (and armhf for 32-bit boards) packages are fetched for board images
+for arch in arm64; do
+  if ! dpkg --print-foreign-architectures | grep -qx "$arch"; then
+    echo "setup: adding dpkg architecture $arch"
+    dpkg --add-architecture "$arch"
+    need_update=1
+  fi
+done
+
+mapfile -t pkgs < <(grep -vE '^\s*(#|$)' "$here/apt-packages.txt" | awk '{print $1}')
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+
+# an apt index older than a day, or none for a foreign arch, is refreshed once
+if [ ! -d /var/lib/apt/lists ] || [ -z "$(ls /var/lib/apt/lists/*_Packages* 2>/dev/null)" ] \
+   || ! ls /var/lib/apt/lists/*binary-arm64_Packages* >/dev/null 2>&1; then
+  need_update=1
+fi
+if [ ${#missing[@]} -gt 0 ] || [ $need_update = 1 ]; then
+  echo "setup: apt-get update"
+  apt-get update -qq
+fi
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+# influxd is started on demand by rtlab, never as a system service
+if command -v systemctl >/dev/null 2>&1 && systemctl is-enabled influxdb >/dev/null 2>&1; then
+  systemctl disable --now influxdb >/dev/null 2>&1 || true
+fi
+exit 0

@@ -1,0 +1,112 @@
+"""Boards: labgrid environment files in env/ plus the properties rtlab needs.
+
+A board is a labgrid target (resources + drivers + strategy); rtlab keeps its
+own properties in the target's ``options`` (labgrid's place for them), so one
+file describes the hardware for labgrid and the board for rtlab.
+"""
+from __future__ import annotations
+
+import os
+import platform
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from labgrid.util.yaml import load as lg_load
+
+from . import ROOT
+from .config import Node
+from .errors import InputError
+from .variants import HOST_VARIANT
+
+ENV_DIR = ROOT / "env"
+KINDS = ("qemu", "local", "remote")
+
+
+@dataclass(frozen=True)
+class Board:
+    name: str
+    env_file: Path
+    arch: str
+    cpus: int
+    isolate_cpu: Optional[int]
+    budget_class: str
+    kind: str
+    features: tuple = ()
+    options: dict = field(default_factory=dict, compare=False)
+
+    @property
+    def fixed_kernel(self) -> bool:
+        """Boards that cannot boot another kernel run only the `host` variant."""
+        return self.kind == "local"
+
+    def supports(self, variant: str) -> bool:
+        return (variant == HOST_VARIANT) == self.fixed_kernel
+
+    def to_json(self) -> dict:
+        return {"name": self.name, "env_file": str(self.env_file), "arch": self.arch,
+                "cpus": self.cpus, "isolate_cpu": self.isolate_cpu,
+                "budget_class": self.budget_class, "kind": self.kind,
+                "features": list(self.features)}
+
+
+def _host_cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # pragma: no cover - non-Linux
+        return os.cpu_count() or 1
+
+
+def load_board(env_file: Path, name: Optional[str] = None) -> Board:
+    env_file = Path(env_file)
+    try:
+        with open(env_file) as f:
+            data = lg_load(f)
+    except FileNotFoundError:
+        raise InputError(env_file, "board file not found") from None
+    except Exception as e:  # yaml errors from labgrid's loader
+        raise InputError(env_file, f"invalid labgrid environment: {e}") from None
+    root = Node(env_file, data)
+    target = root.req("targets").req("main")
+    opts = target.req("options").only(["arch", "cpus", "isolate_cpu", "budget_class", "kind"])
+    kind = opts.req("kind").str()
+    if kind not in KINDS:
+        raise opts.child("kind").error(f"must be one of {KINDS}, got {kind!r}")
+    arch = opts.req("arch").str()
+    if arch == "host":
+        arch = platform.machine()
+    cpus_node = opts.req("cpus")
+    cpus = _host_cpus() if cpus_node.value == "host" else cpus_node.integer(minimum=1)
+    iso = opts.child("isolate_cpu")
+    isolate_cpu = None if iso.value is None else iso.integer(minimum=0)
+    if isolate_cpu is not None and isolate_cpu >= cpus:
+        raise iso.error(f"CPU {isolate_cpu} does not exist on a {cpus}-CPU board")
+    features = target.child("features").str_list([])
+    return Board(
+        name=name or env_file.stem, env_file=env_file.resolve(), arch=arch, cpus=cpus,
+        isolate_cpu=isolate_cpu, budget_class=opts.req("budget_class").str(), kind=kind,
+        features=tuple(features), options=dict(opts.mapping()),
+    )
+
+
+def load_boards(env_dir: Path = ENV_DIR) -> dict[str, Board]:
+    """Every board env file directly in env/ (templates for real boards live below)."""
+    boards = {}
+    for f in sorted(Path(env_dir).glob("*.yaml")):
+        with open(f) as fh:
+            head = fh.read()
+        if "targets:" not in head:
+            continue  # data files such as env/images.yaml
+        boards[f.stem] = load_board(f)
+    return boards
+
+
+def find_board(name: str, env_dir: Path = ENV_DIR) -> Board:
+    path = Path(name)
+    if path.suffix in (".yaml", ".yml") and path.exists():
+        return load_board(path)
+    f = Path(env_dir) / f"{name}.yaml"
+    if not f.exists():
+        known = ", ".join(sorted(load_boards(env_dir))) or "none"
+        raise InputError(f, f"no board named {name!r} (known boards: {known})")
+    return load_board(f)

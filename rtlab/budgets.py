@@ -1,0 +1,80 @@
+"""Latency budgets as data: budget class × variant × suite × load → limits.
+
+    budgets:
+      <budget class>:          # a board's budget_class (env/<board>.yaml)
+        <variant | "*">:
+          <suite | "*">:
+            <load | "*">:
+              max_us: 100                     # every sample must stay below
+              percentiles_us: {"99.9": 50}    # nearest-rank percentile below
+
+The most specific entry wins: an exact variant beats "*", then an exact
+suite, then an exact load. A budget is a strict upper bound: a sample at the
+budget already breaks it, which matches "share of samples at or above".
+"""
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from .config import open_node
+from .model import PERCENTILES
+
+WILDCARD = "*"
+
+
+@dataclass(frozen=True)
+class Budget:
+    max_us: Optional[float] = None
+    percentiles_us: dict[str, float] = field(default_factory=dict)
+    #: where it came from: "file: class.variant.suite.load"
+    source: str = ""
+
+    def to_json(self) -> dict:
+        return {"max_us": self.max_us, "percentiles_us": dict(self.percentiles_us),
+                "source": self.source}
+
+
+class Budgets:
+    def __init__(self, table: dict, path: Path):
+        self.table = table
+        self.path = Path(path)
+
+    def lookup(self, budget_class: str, variant: str, suite: str, load: str) -> Optional[Budget]:
+        by_variant = self.table.get(budget_class)
+        if not by_variant:
+            return None
+        # exact before wildcard at each level, earlier levels weigh more
+        for v, s, l in itertools.product((variant, WILDCARD), (suite, WILDCARD), (load, WILDCARD)):
+            b = by_variant.get(v, {}).get(s, {}).get(l)
+            if b is not None:
+                return b
+        return None
+
+
+def load_budgets(path) -> Budgets:
+    path = Path(path)
+    root = open_node(path).only(["budgets"])
+    table: dict = {}
+    for cls, cnode in root.req("budgets").items():
+        for variant, vnode in cnode.items():
+            for suite, snode in vnode.items():
+                for load, lnode in snode.items():
+                    lnode.only(["max_us", "percentiles_us"])
+                    max_us = lnode.child("max_us")
+                    pct = {}
+                    for p, pnode in lnode.child("percentiles_us").items():
+                        if str(p) not in PERCENTILES:
+                            raise pnode.error(f"unknown percentile (known: {', '.join(PERCENTILES)})")
+                        pct[str(p)] = pnode.number(positive=True)
+                    if max_us.value is None and not pct:
+                        raise lnode.error("a budget needs max_us or percentiles_us")
+                    budget = Budget(
+                        max_us=None if max_us.value is None else max_us.number(positive=True),
+                        percentiles_us=pct,
+                        source=f"{path.name}: {cls}.{variant}.{suite}.{load}")
+                    table.setdefault(str(cls), {}).setdefault(str(variant), {}) \
+                        .setdefault(str(suite), {})[str(load)] = budget
+    return Budgets(table, path)

@@ -1,0 +1,50 @@
+"""`rtlab report RESULTS_DIR` and `rtlab gate RESULTS_DIR`: the table, and the
+verdict re-judged against (possibly other) budgets, from results on disk."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..errors import InputError
+
+
+def register(sub):
+    p = sub.add_parser("report", help="print the variant comparison table of a run")
+    p.add_argument("run_dir", type=Path, help="results/<run_id> (or results/latest)")
+    p.set_defaults(func=report)
+    g = sub.add_parser("gate", help="judge a run against budgets; exit 0 pass, 1 over budget, 2 infra")
+    g.add_argument("run_dir", type=Path)
+    g.add_argument("--budgets", type=Path, help="budget file (default: the one the run used)")
+    g.set_defaults(func=gate)
+
+
+def load_run(run_dir: Path):
+    from ..model import RunResult
+
+    path = Path(run_dir) / "run.json"
+    try:
+        return RunResult.from_json(json.loads(path.read_text()))
+    except FileNotFoundError:
+        raise InputError(path, "no run.json: not a results directory") from None
+    except (ValueError, KeyError, TypeError) as e:
+        raise InputError(path, f"not a valid run result: {e}") from None
+
+
+def report(args) -> int:
+    from ..report import comparison_table
+
+    print(comparison_table(load_run(args.run_dir)))
+    return 0
+
+
+def gate(args) -> int:
+    from ..budgets import load_budgets
+    from ..gate import judge_run
+    from ..model import EXIT_CODE
+    from ..report import comparison_table
+
+    run = load_run(args.run_dir)
+    budgets_file = args.budgets or Path(args.run_dir) / "budgets.yaml"
+    judge_run(run, load_budgets(budgets_file))
+    print(comparison_table(run))
+    return EXIT_CODE[run.verdict]

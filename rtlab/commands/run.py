@@ -1,0 +1,54 @@
+"""`rtlab run [--campaign FILE]`: the main job.
+
+Exit codes: 0 every budget held, 1 a budget broke, 2 infra error (no boot,
+lost console, load died, tool crash) or bad input. A broken budget wins over
+infra errors elsewhere in the run: it is definitive, a retry cannot fix it.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+
+def register(sub):
+    p = sub.add_parser("run", help="run a campaign: boot, measure, store, report, gate")
+    p.add_argument("--campaign", "-c", help="campaign file or preset name (default: campaigns/default.yaml)")
+    p.add_argument("--board", "-b", action="append", help="only this board (repeatable)")
+    p.add_argument("--variant", "-V", action="append", help="only this variant (repeatable)")
+    p.add_argument("--results", type=Path, help="results root (default: results/)")
+    p.add_argument("--no-publish", action="store_true", help="do not publish to the store")
+    p.set_defaults(func=run)
+
+
+def commit_from_env() -> dict:
+    """The kernel commit under test, from CI variables where there are some."""
+    keys = {"sha": "RTLAB_KERNEL_SHA", "subject": "RTLAB_KERNEL_SUBJECT",
+            "branch": "RTLAB_KERNEL_BRANCH", "pipeline_id": "CI_PIPELINE_ID",
+            "pipeline_source": "CI_PIPELINE_SOURCE"}
+    return {k: os.environ[v] for k, v in keys.items() if os.environ.get(v)}
+
+
+def run(args) -> int:
+    from ..campaign import load_campaign
+    from ..model import EXIT_CODE
+    from ..report import comparison_table
+    from ..runner import RESULTS_DIR, Progress, run_campaign
+
+    campaign = load_campaign(args.campaign, boards=args.board, variants=args.variant)
+    progress = Progress()
+    run, run_dir = run_campaign(campaign, results_root=args.results or RESULTS_DIR,
+                                progress=progress, commit=commit_from_env())
+    print()
+    print(comparison_table(run))
+    print(f"\nresults: {run_dir}")
+    if not args.no_publish:
+        try:
+            from ..store.publish import publish_run  # the store (InfluxDB)
+        except ImportError:
+            publish_run = None
+        if publish_run is not None:
+            try:
+                publish_run(run_dir, progress=progress)
+            except Exception as e:  # noqa: BLE001 - a store outage never changes the verdict
+                progress(f"publish failed, results kept on disk ({type(e).__name__}: {e})")
+    return EXIT_CODE[run.verdict]

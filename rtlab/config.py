@@ -1,0 +1,150 @@
+"""Loading rtlab's declarative data files (variants, boards, campaigns, budgets).
+
+Every error names the file and the dotted key at fault, so a typo in a
+budget never turns into a confusing traceback in the middle of a run.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Iterable
+
+import yaml
+
+from .errors import InputError
+
+
+def load_yaml(path) -> Any:
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except FileNotFoundError:
+        raise InputError(path, "file not found") from None
+    except OSError as e:
+        raise InputError(path, f"cannot read: {e.strerror}") from None
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError as e:
+        mark = getattr(e, "problem_mark", None)
+        where = f"line {mark.line + 1}: " if mark else ""
+        raise InputError(path, f"{where}invalid YAML: {getattr(e, 'problem', e)}") from None
+
+
+class Node:
+    """A value inside a data file that knows where it came from."""
+
+    def __init__(self, path, value: Any, key: str = ""):
+        self.path = Path(path)
+        self.value = value
+        self.key = key
+
+    def error(self, what: str) -> InputError:
+        return InputError(self.path, f"{self.key or '<top>'}: {what}")
+
+    def child(self, name) -> "Node":
+        key = f"{self.key}.{name}" if self.key else str(name)
+        return Node(self.path, self.mapping().get(name), key)
+
+    def mapping(self) -> dict:
+        if self.value is None:
+            return {}
+        if not isinstance(self.value, dict):
+            raise self.error(f"must be a mapping, got {type(self.value).__name__}")
+        return self.value
+
+    def items(self):
+        for k in self.mapping():
+            yield k, self.child(k)
+
+    def only(self, allowed: Iterable[str]) -> "Node":
+        allowed = set(allowed)
+        for k in self.mapping():
+            if k not in allowed:
+                raise self.child(k).error(f"unknown key (expected one of: {', '.join(sorted(allowed))})")
+        return self
+
+    def req(self, name) -> "Node":
+        if name not in self.mapping():
+            raise self.error(f"missing required key '{name}'")
+        return self.child(name)
+
+    def str(self, default=None) -> str:
+        if self.value is None:
+            if default is None:
+                raise self.error("missing value")
+            return default
+        if not isinstance(self.value, (str, int, float)) or isinstance(self.value, bool):
+            raise self.error(f"must be a string, got {type(self.value).__name__}")
+        return str(self.value)
+
+    def number(self, default=None, positive=False) -> float:
+        if self.value is None:
+            if default is None:
+                raise self.error("missing value")
+            return default
+        if isinstance(self.value, bool) or not isinstance(self.value, (int, float)):
+            raise self.error(f"must be a number, got {self.value!r}")
+        if positive and self.value <= 0:
+            raise self.error(f"must be a positive number, got {self.value!r}")
+        return self.value
+
+    def integer(self, default=None, minimum=None) -> int:
+        if self.value is None:
+            if default is None:
+                raise self.error("missing value")
+            return default
+        if isinstance(self.value, bool) or not isinstance(self.value, int):
+            raise self.error(f"must be an integer, got {self.value!r}")
+        if minimum is not None and self.value < minimum:
+            raise self.error(f"must be >= {minimum}, got {self.value!r}")
+        return self.value
+
+    def boolean(self, default=None) -> bool:
+        if self.value is None:
+            if default is None:
+                raise self.error("missing value")
+            return default
+        if not isinstance(self.value, bool):
+            raise self.error(f"must be true or false, got {self.value!r}")
+        return self.value
+
+    def str_list(self, default=None) -> list[str]:
+        if self.value is None:
+            if default is None:
+                raise self.error("missing value")
+            return list(default)
+        if isinstance(self.value, str):
+            return [self.value]
+        if not isinstance(self.value, list) or not all(isinstance(v, str) for v in self.value):
+            raise self.error("must be a string or a list of strings")
+        return list(self.value)
+
+
+def open_node(path) -> Node:
+    return Node(path, load_yaml(path))
+
+
+def parse_cpulist(text: str) -> list[int]:
+    """Kernel cpulist syntax ("0-2,5") to a sorted list; "" is empty."""
+    cpus: set[int] = set()
+    for part in text.strip().split(","):
+        part = part.strip()
+        if not part:
+            continue
+        if "-" in part:
+            lo, hi = part.split("-", 1)
+            cpus.update(range(int(lo), int(hi) + 1))
+        else:
+            cpus.add(int(part))
+    return sorted(cpus)
+
+
+def format_cpulist(cpus: Iterable[int]) -> str:
+    cpus = sorted(set(cpus))
+    out, i = [], 0
+    while i < len(cpus):
+        j = i
+        while j + 1 < len(cpus) and cpus[j + 1] == cpus[j] + 1:
+            j += 1
+        out.append(str(cpus[i]) if i == j else f"{cpus[i]}-{cpus[j]}")
+        i = j + 1
+    return ",".join(out)

@@ -1,0 +1,26 @@
+"""Errors that reach users. Each names the file, field or board at fault."""
+
+
+class RtlabError(Exception):
+    """Base of every error rtlab reports to a user (exit code 2 on the CLI)."""
+
+
+class InputError(RtlabError):
+    """A file rtlab was given is malformed: names the file and what is wrong."""
+
+    def __init__(self, path, what: str):
+        self.path = str(path)
+        self.what = what
+        super().__init__(f"{self.path}: {what}")
+
+
+class InfraError(RtlabError):
+    """The lab failed (no boot, lost console, load died, tool crashed).
+
+    Never a latency statement: callers turn it into Verdict.INFRA.
+    """
+
+    def __init__(self, board: str, cause: str):
+        self.board = board
+        self.cause = cause
+        super().__init__(f"board {board}: {cause}")

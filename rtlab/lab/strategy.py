@@ -1,0 +1,74 @@
+"""RtlabStrategy: off -> shell for any board rtlab measures.
+
+Like labgrid's ShellStrategy, but power is optional (this machine used as a
+board has no power switch) and failures say which step broke, so the runner
+can report "no boot" or "no prompt" as an infra error naming the cause.
+"""
+import enum
+import os
+
+import attr
+from labgrid.factory import target_factory
+from labgrid.step import step
+from labgrid.strategy.common import Strategy, StrategyError, never_retry
+
+
+class Status(enum.Enum):
+    unknown = 0
+    off = 1
+    shell = 2
+
+
+@target_factory.reg_driver
+@attr.s(eq=False)
+class RtlabStrategy(Strategy):
+    bindings = {
+        "power": {"PowerProtocol", None},
+        "console": "ConsoleProtocol",
+        "shell": "ShellDriver",
+    }
+
+    status = attr.ib(default=Status.unknown)
+
+    def _check_images(self):
+        # QEMU boards boot files staged by rtlab; a missing one is a clear
+        # infra error before QEMU gets to fail obscurely.
+        for name, path in self.target.env.config.get_images().items():
+            if not os.path.isfile(path):
+                raise StrategyError(f"image '{name}' does not exist: {path}")
+
+    @never_retry
+    @step(args=["status"])
+    def transition(self, status, *, step):  # pylint: disable=redefined-outer-name
+        if not isinstance(status, Status):
+            status = Status[status]
+        if status == Status.unknown:
+            raise StrategyError(f"can not transition to {status}")
+        if status == self.status:
+            step.skip("nothing to do")
+            return
+        if status == Status.off:
+            if self.power:
+                self.target.deactivate(self.shell)
+                self.target.activate(self.power)
+                self.power.off()
+        elif status == Status.shell:
+            self.transition(Status.off)
+            self._check_images()
+            try:
+                self.target.activate(self.console)
+                if self.power:
+                    self.power.on()
+            except Exception as e:  # noqa: BLE001 - reported as "no boot"
+                raise StrategyError(f"power on / console failed: {type(e).__name__}: {e}") from e
+            try:
+                self.target.activate(self.shell)
+            except Exception as e:  # noqa: BLE001 - reported as "no prompt"
+                prompt = getattr(self.shell, "prompt", "?")
+                timeout = getattr(self.shell, "login_timeout", "?")
+                raise StrategyError(
+                    f"no shell prompt {prompt!r} on the console within {timeout} s "
+                    f"({type(e).__name__}: {e})") from e
+        else:
+            raise StrategyError(f"no transition found from {self.status} to {status}")
+        self.status = status

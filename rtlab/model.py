@@ -1,0 +1,372 @@
+"""The one typed result model of rtlab.
+
+It flows, unchanged, from the parsers (rt-tests, rtbench, LAVA results) to
+the results directory, the store (InfluxDB), the report and the gate.
+
+Units: every latency is in microseconds (float). Parsers convert tools that
+report in nanoseconds (cyclictest -N, rtbench) so nothing downstream has to
+know which tool produced a number.
+"""
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import asdict, dataclass, field
+from typing import Any, Optional
+
+#: percentiles every thread reports; keys are the strings used in JSON,
+#: budgets and the store ("99.9" rather than 99.9 so they survive YAML/JSON)
+PERCENTILES = ("50", "99", "99.9", "99.99")
+
+
+@dataclass(frozen=True)
+class Histogram:
+    """A latency histogram as the tool recorded it.
+
+    ``counts`` maps bucket index to sample count (non-zero buckets only);
+    bucket ``i`` holds samples in ``[i*bucket_us, (i+1)*bucket_us)``.
+    ``size`` is the number of buckets the tool kept (cyclictest ``-h N``);
+    samples beyond it are ``overflows``, which count towards the total but
+    whose values are unknown (only the thread's exact ``max`` survives).
+    """
+
+    counts: dict[int, int]
+    bucket_us: float = 1.0
+    size: Optional[int] = None
+    overflows: int = 0
+
+    @property
+    def recorded(self) -> int:
+        return sum(self.counts.values())
+
+    @property
+    def total(self) -> int:
+        return self.recorded + self.overflows
+
+    def percentile(self, p: float) -> Optional[float]:
+        """Nearest-rank percentile over all samples, overflows included.
+
+        Returns the lower bound of the bucket holding the sample of rank
+        ceil(p/100 * N). A rank that falls among the overflowed samples is
+        beyond what the histogram knows: None, never a guess.
+        """
+        n = self.total
+        if n == 0:
+            return None
+        rank = max(1, math.ceil(p / 100.0 * n))
+        seen = 0
+        for idx in sorted(self.counts):
+            seen += self.counts[idx]
+            if seen >= rank:
+                return idx * self.bucket_us
+        return None
+
+    def count_at_or_above(self, threshold_us: float) -> int:
+        """Samples whose latency is >= threshold (overflows are above the range).
+
+        Only exact where the threshold lies inside the histogram range; callers
+        check :meth:`covers` first.
+        """
+        first = math.ceil(threshold_us / self.bucket_us - 1e-9)
+        return sum(c for i, c in self.counts.items() if i >= first) + self.overflows
+
+    def covers(self, threshold_us: float) -> bool:
+        return self.size is None or threshold_us <= self.size * self.bucket_us
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "bucket_us": self.bucket_us,
+            "size": self.size,
+            "overflows": self.overflows,
+            "counts": {str(k): v for k, v in sorted(self.counts.items())},
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "Histogram":
+        return cls(
+            counts={int(k): int(v) for k, v in d["counts"].items()},
+            bucket_us=float(d.get("bucket_us", 1.0)),
+            size=d.get("size"),
+            overflows=int(d.get("overflows", 0)),
+        )
+
+
+@dataclass
+class ThreadResult:
+    """One measuring thread (cyclictest) or one receiver (IPC tools)."""
+
+    thread: int
+    cpu: Optional[int]
+    cycles: int
+    min_us: float
+    avg_us: float
+    max_us: float
+    #: samples above the histogram range; None where the input does not say
+    overflows: Optional[int] = None
+    histogram: Optional[Histogram] = None
+    #: tool-specific numbers that have no common column (sender cpu, timeouts…)
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def percentiles_us(self) -> dict[str, Optional[float]]:
+        if self.histogram is None:
+            return {p: None for p in PERCENTILES}
+        return {p: self.histogram.percentile(float(p)) for p in PERCENTILES}
+
+    def share_at_or_above(self, threshold_us: float) -> Optional[float]:
+        """Share of samples at or above a threshold, None if unknowable."""
+        if self.cycles == 0:
+            return None
+        if self.max_us < threshold_us:
+            return 0.0
+        if self.histogram is None or not self.histogram.covers(threshold_us):
+            return None
+        return self.histogram.count_at_or_above(threshold_us) / self.histogram.total
+
+    def to_json(self, with_histogram: bool = False) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "thread": self.thread,
+            "cpu": self.cpu,
+            "cycles": self.cycles,
+            "min_us": self.min_us,
+            "avg_us": self.avg_us,
+            "max_us": self.max_us,
+            "overflows": self.overflows,
+            "percentiles_us": self.percentiles_us,
+        }
+        if self.extra:
+            d["extra"] = self.extra
+        if with_histogram:
+            d["histogram"] = self.histogram.to_json() if self.histogram else None
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "ThreadResult":
+        h = d.get("histogram")
+        return cls(
+            thread=d["thread"], cpu=d.get("cpu"), cycles=d["cycles"],
+            min_us=d["min_us"], avg_us=d["avg_us"], max_us=d["max_us"],
+            overflows=d.get("overflows"),
+            histogram=Histogram.from_json(h) if h else None,
+            extra=d.get("extra", {}),
+        )
+
+
+@dataclass
+class ToolOutput:
+    """One parsed output file of one tool run."""
+
+    path: str
+    tool: str
+    threads: list[ThreadResult] = field(default_factory=list)
+    return_code: Optional[int] = None
+    #: kernel facts the tool recorded itself (rt-tests JSON ``sysinfo``)
+    sysinfo: dict[str, Any] = field(default_factory=dict)
+    #: whole-run numbers: hackbench ``time_s``, pi_stress ``inversions``…
+    metrics: dict[str, Any] = field(default_factory=dict)
+
+    def worst(self) -> Optional[ThreadResult]:
+        return max(self.threads, key=lambda t: t.max_us, default=None)
+
+    def combined(self) -> Optional[ThreadResult]:
+        """All threads as one (what a per-board, per-variant table shows and
+        the gate judges): min of mins, max of maxes, cycle-weighted average,
+        histograms added bucket by bucket when they share a layout."""
+        ts = self.threads
+        if not ts:
+            return None
+        if len(ts) == 1:
+            return ts[0]
+        cycles = sum(t.cycles for t in ts)
+        avg = sum(t.avg_us * t.cycles for t in ts) / cycles if cycles else 0.0
+        hists = [t.histogram for t in ts]
+        hist = None
+        if all(h is not None for h in hists) and len({(h.bucket_us, h.size) for h in hists}) == 1:
+            counts: dict[int, int] = {}
+            for h in hists:
+                for k, v in h.counts.items():
+                    counts[k] = counts.get(k, 0) + v
+            hist = Histogram(counts=counts, bucket_us=hists[0].bucket_us, size=hists[0].size,
+                             overflows=sum(h.overflows for h in hists))
+        overflows = None if any(t.overflows is None for t in ts) else sum(t.overflows for t in ts)
+        return ThreadResult(thread=-1, cpu=None, cycles=cycles, min_us=min(t.min_us for t in ts),
+                            avg_us=avg, max_us=max(t.max_us for t in ts), overflows=overflows,
+                            histogram=hist)
+
+    def to_json(self, with_histogram: bool = False) -> dict[str, Any]:
+        d: dict[str, Any] = {
+            "path": self.path,
+            "tool": self.tool,
+            "threads": [t.to_json(with_histogram) for t in self.threads],
+        }
+        if self.return_code is not None:
+            d["return_code"] = self.return_code
+        if self.metrics:
+            d["metrics"] = self.metrics
+        if self.sysinfo:
+            d["sysinfo"] = self.sysinfo
+        return d
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "ToolOutput":
+        return cls(
+            path=d["path"], tool=d["tool"],
+            threads=[ThreadResult.from_json(t) for t in d["threads"]],
+            return_code=d.get("return_code"), sysinfo=d.get("sysinfo", {}),
+            metrics=d.get("metrics", {}),
+        )
+
+
+class Verdict(str, enum.Enum):
+    """What the gate says about one measurement or one job.
+
+    INFRA is never a latency statement: the board did not boot, the console
+    was lost, a load died or a tool crashed, so nothing was judged.
+    """
+
+    PASS = "pass"
+    FAIL = "fail"
+    INFRA = "infra"
+
+
+def combine_verdicts(verdicts) -> Verdict:
+    """One verdict for many. A broken budget is definitive (a retry cannot
+    fix it), so FAIL wins; otherwise any INFRA (or a measurement never
+    judged) makes the whole incomplete; PASS only when everything passed.
+    Each part keeps its own verdict: nothing is relabelled."""
+    vs = set(verdicts)
+    if Verdict.FAIL in vs:
+        return Verdict.FAIL
+    if vs - {Verdict.PASS}:
+        return Verdict.INFRA
+    return Verdict.PASS
+
+
+@dataclass(frozen=True)
+class MeasurementKey:
+    """Where a measurement comes from; the tags of the store."""
+
+    board: str
+    variant: str
+    suite: str
+    load: str = "idle"
+
+    def label(self) -> str:
+        return f"{self.board}/{self.variant}/{self.suite}/{self.load}"
+
+
+@dataclass
+class Measurement:
+    """A parsed tool output in its context, plus the gate's judgement."""
+
+    key: MeasurementKey
+    output: ToolOutput
+    raw: list[str] = field(default_factory=list)  # raw files, relative to the job dir
+    verdict: Optional[Verdict] = None
+    reasons: list[str] = field(default_factory=list)
+    #: the budget applied ({"max_us": .., "percentiles_us": {..}}), None if none
+    budget: Optional[dict[str, Any]] = None
+    #: share of samples at or above budget max_us (worst thread), None if unknowable
+    share_over_budget: Optional[float] = None
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "key": asdict(self.key),
+            "output": self.output.to_json(with_histogram=True),
+            "raw": self.raw,
+            "verdict": self.verdict.value if self.verdict else None,
+            "reasons": self.reasons,
+            "budget": self.budget,
+            "share_over_budget": self.share_over_budget,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "Measurement":
+        return cls(
+            key=MeasurementKey(**d["key"]),
+            output=ToolOutput.from_json(d["output"]),
+            raw=d.get("raw", []),
+            verdict=Verdict(d["verdict"]) if d.get("verdict") else None,
+            reasons=d.get("reasons", []),
+            budget=d.get("budget"),
+            share_over_budget=d.get("share_over_budget"),
+        )
+
+
+@dataclass
+class JobResult:
+    """One board × variant job: boot, then every suite under every load."""
+
+    board: str
+    variant: str
+    arch: str = ""
+    budget_class: str = ""
+    #: facts the boot test read off the running kernel (uname, cmdline, …)
+    kernel: dict[str, Any] = field(default_factory=dict)
+    measurements: list[Measurement] = field(default_factory=list)
+    #: set when the job could not produce trustworthy measurements
+    infra_error: Optional[str] = None
+    duration_s: float = 0.0
+
+    @property
+    def verdict(self) -> Verdict:
+        return combine_verdicts(
+            [m.verdict for m in self.measurements]
+            + ([Verdict.INFRA] if self.infra_error or not self.measurements else []))
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "board": self.board, "variant": self.variant, "arch": self.arch,
+            "budget_class": self.budget_class, "kernel": self.kernel,
+            "measurements": [m.to_json() for m in self.measurements],
+            "infra_error": self.infra_error, "duration_s": self.duration_s,
+            "verdict": self.verdict.value,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "JobResult":
+        return cls(
+            board=d["board"], variant=d["variant"], arch=d.get("arch", ""),
+            budget_class=d.get("budget_class", ""), kernel=d.get("kernel", {}),
+            measurements=[Measurement.from_json(m) for m in d.get("measurements", [])],
+            infra_error=d.get("infra_error"), duration_s=d.get("duration_s", 0.0),
+        )
+
+
+@dataclass
+class RunResult:
+    """A whole campaign run: what the store, report and gate consume."""
+
+    run_id: str
+    started: str  # ISO 8601 UTC; the one timestamp of every stored point
+    campaign: str
+    commit: dict[str, Any] = field(default_factory=dict)  # sha, subject, pipeline…
+    jobs: list[JobResult] = field(default_factory=list)
+
+    @property
+    def verdict(self) -> Verdict:
+        return combine_verdicts([j.verdict for j in self.jobs] or [Verdict.INFRA])
+
+    def measurements(self):
+        for j in self.jobs:
+            yield from j.measurements
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id, "started": self.started,
+            "campaign": self.campaign, "commit": self.commit,
+            "jobs": [j.to_json() for j in self.jobs],
+            "verdict": self.verdict.value,
+        }
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "RunResult":
+        return cls(
+            run_id=d["run_id"], started=d["started"], campaign=d.get("campaign", ""),
+            commit=d.get("commit", {}),
+            jobs=[JobResult.from_json(j) for j in d.get("jobs", [])],
+        )
+
+
+#: exit codes of `rtlab run` and `rtlab gate`
+EXIT_CODE = {Verdict.PASS: 0, Verdict.FAIL: 1, Verdict.INFRA: 2}

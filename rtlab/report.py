@@ -1,0 +1,97 @@
+"""The comparison table: variants side by side, as vendor reports show them.
+
+One block per board × suite × load; columns are kernel variants; rows are
+min / avg / max / p99.9 (µs), the share of samples at or above the budget,
+the budget and the verdict. Reasons for every non-pass follow the tables.
+"""
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Optional
+
+from .model import JobResult, Measurement, RunResult, Verdict
+
+
+def _us(v: Optional[float]) -> str:
+    if v is None:
+        return "-"
+    return f"{v:.1f}" if v < 10 else f"{v:,.0f}"
+
+
+def _share(v: Optional[float]) -> str:
+    if v is None:
+        return "?"
+    if v == 0:
+        return "0"
+    return f"{v * 100:.3g}%"
+
+
+ROWS = ("min", "avg", "max", "p99.9", ">= budget", "budget max", "cycles", "verdict")
+
+
+def _cells(m: Optional[Measurement], job: JobResult) -> dict[str, str]:
+    if m is None:
+        tag = "INFRA" if job.infra_error else "-"
+        return {r: (tag if r == "verdict" else "-") for r in ROWS}
+    c = m.output.combined()
+    v = (m.verdict.value if m.verdict else "?").upper()
+    if c is None:
+        return {r: (v if r == "verdict" else "-") for r in ROWS}
+    budget = (m.budget or {}).get("max_us")
+    return {
+        "min": _us(c.min_us), "avg": _us(c.avg_us), "max": _us(c.max_us),
+        "p99.9": _us(c.percentiles_us.get("99.9")),
+        ">= budget": _share(m.share_over_budget) if budget is not None else "-",
+        "budget max": _us(budget), "cycles": f"{c.cycles:,}", "verdict": v,
+    }
+
+
+def comparison_table(run: RunResult) -> str:
+    # board -> (suite, load) -> variant -> measurement, in run order
+    blocks: "OrderedDict[tuple, OrderedDict[str, tuple]]" = OrderedDict()
+    variants_by_board: "OrderedDict[str, list[str]]" = OrderedDict()
+    for job in run.jobs:
+        variants_by_board.setdefault(job.board, [])
+        if job.variant not in variants_by_board[job.board]:
+            variants_by_board[job.board].append(job.variant)
+    suites_by_board: dict[str, list[tuple[str, str]]] = {}
+    for job in run.jobs:
+        for m in job.measurements:
+            sl = (m.key.suite, m.key.load)
+            suites_by_board.setdefault(job.board, [])
+            if sl not in suites_by_board[job.board]:
+                suites_by_board[job.board].append(sl)
+    jobs = {(j.board, j.variant): j for j in run.jobs}
+    out = []
+    for board, variants in variants_by_board.items():
+        sample_job = jobs[(board, variants[0])]
+        for suite, load in suites_by_board.get(board, [("-", "-")]):
+            title = f"{board} ({sample_job.arch}, budget class {sample_job.budget_class}) · {suite} · {load} · µs"
+            cols = []
+            for v in variants:
+                job = jobs[(board, v)]
+                m = next((m for m in job.measurements if (m.key.suite, m.key.load) == (suite, load)), None)
+                cols.append((v, _cells(m, job)))
+            width0 = max(len(r) for r in ROWS)
+            widths = [max(len(v), *(len(c[r]) for r in ROWS)) for v, c in cols]
+            out.append(title)
+            out.append(" " * width0 + "  " + "  ".join(v.rjust(w) for (v, _), w in zip(cols, widths)))
+            for r in ROWS:
+                out.append(r.ljust(width0) + "  " + "  ".join(c[r].rjust(w) for (_, c), w in zip(cols, widths)))
+            out.append("")
+    problems = []
+    for job in run.jobs:
+        if job.infra_error:
+            problems.append(f"INFRA {job.board}/{job.variant}: {job.infra_error}")
+        for m in job.measurements:
+            if m.verdict in (Verdict.FAIL, Verdict.INFRA):
+                problems.append(f"{m.verdict.value.upper()} {m.key.label()}: {'; '.join(m.reasons)}")
+    if problems:
+        out.append("Not passed:")
+        out.extend(f"  {p}" for p in problems)
+        out.append("")
+    counts = {v: sum(1 for j in run.jobs if j.verdict == v) for v in Verdict}
+    out.append(f"Verdict: {run.verdict.value.upper()}  "
+               f"({counts[Verdict.PASS]} jobs pass, {counts[Verdict.FAIL]} over budget, "
+               f"{counts[Verdict.INFRA]} infra errors)")
+    return "\n".join(out)

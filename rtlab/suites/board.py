@@ -1,0 +1,139 @@
+"""Board-side mechanics shared by every suite: run a command over the board's
+console (labgrid CommandProtocol), fetch files byte-exact, read kernel facts.
+
+Raw outputs are fetched and written to the host before the exit code is
+looked at, so a crashing tool still leaves what it printed on disk.
+"""
+from __future__ import annotations
+
+import base64
+import gzip
+import json
+import re
+import shlex
+import time
+from pathlib import Path
+from typing import Optional
+
+from ..config import parse_cpulist
+from ..variants import Variant
+
+BOARD_WORKDIR = "/tmp/rtlab"
+
+
+class SuiteFailure(Exception):
+    """The tool did not produce a trustworthy result (crash, no output): infra."""
+
+
+class BoardShell:
+    """A thin, explicit wrapper over labgrid's CommandProtocol."""
+
+    def __init__(self, command):
+        self.command = command
+
+    def run(self, cmd: str, timeout: float = 30.0) -> tuple[list[str], int]:
+        out, _, rc = self.command.run(cmd, timeout=timeout)
+        return out, rc
+
+    def check(self, cmd: str, timeout: float = 30.0) -> list[str]:
+        out, rc = self.run(cmd, timeout)
+        if rc != 0:
+            raise SuiteFailure(f"`{cmd}` exited with {rc}: {' | '.join(out[-5:])}")
+        return out
+
+    def read(self, path: str, default: Optional[str] = None) -> Optional[str]:
+        out, rc = self.run(f"cat {shlex.quote(path)} 2>/dev/null")
+        return "\n".join(out).strip() if rc == 0 else default
+
+    def fetch(self, path: str, timeout: float = 120.0) -> Optional[bytes]:
+        """The file's exact bytes (gzip+base64 over the console), None if absent."""
+        q = shlex.quote(path)
+        out, rc = self.run(f"test -f {q} && wc -c < {q}")
+        if rc != 0:
+            return None
+        size = int(out[-1].strip())
+        lines = self.check(f"gzip -c {q} | base64", timeout=timeout)
+        data = gzip.decompress(base64.b64decode("".join(line.strip() for line in lines)))
+        if len(data) != size:
+            raise SuiteFailure(f"fetching {path}: got {len(data)} bytes, the board has {size}")
+        return data
+
+
+def kernel_facts(sh: BoardShell) -> dict:
+    """What the running kernel is, read off the board (recorded with every result)."""
+    facts = {
+        "release": sh.read("/proc/sys/kernel/osrelease", ""),
+        "version": sh.read("/proc/sys/kernel/version", ""),
+        "machine": " ".join(sh.run("uname -m")[0]).strip(),
+        "cmdline": sh.read("/proc/cmdline", ""),
+        "realtime": sh.read("/sys/kernel/realtime", "0") == "1",
+        "isolated": sh.read("/sys/devices/system/cpu/isolated", ""),
+        "nohz_full": sh.read("/sys/devices/system/cpu/nohz_full", ""),
+        "online": sh.read("/sys/devices/system/cpu/online", ""),
+        "preempt_dynamic": sh.read("/sys/kernel/debug/sched/preempt"),
+    }
+    facts["preempt"] = preempt_model(facts)
+    return facts
+
+
+def preempt_model(facts: dict) -> Optional[str]:
+    """none | voluntary | full | rt, or None when the kernel does not say."""
+    if facts.get("realtime") or "PREEMPT_RT" in facts.get("version", ""):
+        return "rt"
+    dyn = facts.get("preempt_dynamic")
+    if dyn:  # "none voluntary (full)": the current model is in parentheses
+        m = re.search(r"\((\w+)\)", dyn)
+        if m:
+            return m.group(1)
+    version = facts.get("version", "")
+    if "PREEMPT_DYNAMIC" in version:
+        return None  # dynamic, but debugfs not readable here
+    if re.search(r"\bPREEMPT\b", version):
+        return "full"
+    return None
+
+
+def check_variant(variant: Variant, facts: dict, boot_args: str,
+                  isolate_cpu: Optional[int]) -> list[str]:
+    """Every way the running kernel differs from the variant asked for."""
+    e = variant.expect
+    problems = []
+    if e.uname_v and e.uname_v not in facts["version"]:
+        problems.append(f"uname -v is {facts['version']!r}, expected it to contain {e.uname_v!r}")
+    if e.preempt and facts["preempt"] != e.preempt:
+        problems.append(f"preemption model is {facts['preempt']!r}, expected {e.preempt!r}")
+    if e.realtime is not None and facts["realtime"] != e.realtime:
+        problems.append(f"/sys/kernel/realtime says realtime={facts['realtime']}, expected {e.realtime}")
+    isolated = parse_cpulist(facts["isolated"]) if facts["isolated"] else []
+    if e.isolated and isolate_cpu not in isolated:
+        problems.append(f"CPU {isolate_cpu} not isolated (/sys/devices/system/cpu/isolated = {facts['isolated']!r})")
+    if variant.name != "host" and not e.isolated and isolated:
+        problems.append(f"CPUs {facts['isolated']} isolated, expected none")
+    cmdline = facts["cmdline"].split()
+    for arg in boot_args.split():
+        if arg not in cmdline:
+            problems.append(f"boot argument {arg!r} missing from /proc/cmdline")
+    return problems
+
+
+def run_tool(sh: BoardShell, run_id: str, command: str, host_dir: Path,
+             outputs: list[str], timeout: float) -> int:
+    """Run a tool in its own work dir on the board; write every raw file to
+    host_dir (stdout.txt, stderr.txt, the tool's own files, command.txt,
+    exit.json) and return the exit code. Raw files land before any judgement."""
+    host_dir.mkdir(parents=True, exist_ok=True)
+    wd = f"{BOARD_WORKDIR}/{run_id}"
+    (host_dir / "command.txt").write_text(command + "\n")
+    sh.check(f"rm -rf {shlex.quote(wd)} && mkdir -p {shlex.quote(wd)}")
+    t0 = time.monotonic()
+    _, rc_wrapper = sh.run(f"cd {shlex.quote(wd)} && {{ {command} ; }} > stdout.txt 2> stderr.txt; "
+                           f"echo $? > exit_code", timeout=timeout)
+    elapsed = time.monotonic() - t0
+    for name in ["stdout.txt", "stderr.txt", *outputs]:
+        data = sh.fetch(f"{wd}/{name}")
+        if data is not None:
+            (host_dir / name).write_bytes(data)
+    code_text = sh.read(f"{wd}/exit_code", "")
+    rc = int(code_text) if code_text.strip().lstrip("-").isdigit() else -1
+    (host_dir / "exit.json").write_text(json.dumps({"exit_code": rc, "elapsed_s": round(elapsed, 3)}) + "\n")
+    return rc

@@ -1,0 +1,119 @@
+"""Kernel variants (kernel-configs/variants.yaml): which kernel, which boot
+arguments, and what the boot test must find on the running kernel."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from . import ROOT
+from .config import Node, format_cpulist, open_node
+
+DEFAULT_FILE = ROOT / "kernel-configs" / "variants.yaml"
+
+#: the variant of a board that cannot change kernels (this machine): the boot
+#: test records what runs and expects nothing
+HOST_VARIANT = "host"
+
+
+@dataclass(frozen=True)
+class Expectation:
+    """Facts the boot test checks; None means "not checked"."""
+
+    uname_v: Optional[str] = None     # substring of `uname -v` (PREEMPT_RT, PREEMPT_DYNAMIC)
+    preempt: Optional[str] = None     # none | voluntary | full | rt
+    realtime: Optional[bool] = None   # /sys/kernel/realtime reads 1
+    isolated: bool = False            # the board's isolate_cpu is in /sys/devices/system/cpu/isolated
+
+
+@dataclass(frozen=True)
+class Variant:
+    name: str
+    description: str
+    #: how to get the kernel: {"prebuilt": "generic"|"rt"} or {"build": {...}}
+    kernel: dict
+    boot_args: str
+    expect: Expectation
+    isolated: bool = False
+    #: isolation arguments, templated per board by :meth:`boot_args_for`
+    isolation_args: str = ""
+    source: str = ""
+
+    @property
+    def prebuilt(self) -> Optional[str]:
+        return self.kernel.get("prebuilt")
+
+    def boot_args_for(self, isolate_cpu: Optional[int], cpus: int) -> str:
+        """The kernel command line for a board (isolation filled in for its CPU)."""
+        args = [self.boot_args] if self.boot_args else []
+        if self.isolated:
+            if isolate_cpu is None:
+                raise ValueError(f"variant {self.name} isolates a CPU but the board names none")
+            housekeeping = format_cpulist(c for c in range(cpus) if c != isolate_cpu)
+            args.append(self.isolation_args.format(cpu=isolate_cpu, housekeeping=housekeeping))
+        return " ".join(args)
+
+    def to_json(self) -> dict:
+        return {
+            "name": self.name, "description": self.description, "kernel": self.kernel,
+            "boot_args": self.boot_args, "isolated": self.isolated,
+            "isolation_args": self.isolation_args,
+            "expect": {"uname_v": self.expect.uname_v, "preempt": self.expect.preempt,
+                       "realtime": self.expect.realtime, "isolated": self.expect.isolated},
+        }
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Variant":
+        return cls(name=d["name"], description=d.get("description", ""), kernel=d["kernel"],
+                   boot_args=d["boot_args"], expect=Expectation(**d["expect"]),
+                   isolated=d["isolated"], isolation_args=d.get("isolation_args", ""))
+
+
+HOST = Variant(name=HOST_VARIANT, description="whatever kernel this machine runs",
+               kernel={"running": True}, boot_args="", expect=Expectation())
+
+_PREEMPT_MODELS = {"none", "voluntary", "full", "rt"}
+
+
+def _expectation(node: Node, isolated: bool) -> Expectation:
+    node.only(["uname_v", "preempt", "realtime"])
+    preempt = node.child("preempt").value
+    if preempt is not None and preempt not in _PREEMPT_MODELS:
+        raise node.child("preempt").error(f"must be one of {sorted(_PREEMPT_MODELS)}, got {preempt!r}")
+    realtime = node.child("realtime")
+    return Expectation(
+        uname_v=node.child("uname_v").value and node.child("uname_v").str(),
+        preempt=preempt,
+        realtime=None if realtime.value is None else realtime.boolean(),
+        isolated=isolated,
+    )
+
+
+def load_variants(path: Path = DEFAULT_FILE) -> dict[str, Variant]:
+    """All variants, each with and without isolation, by name (plus `host`)."""
+    root = open_node(path).only(["isolation", "variants"])
+    iso = root.req("isolation").only(["suffix", "boot_args"])
+    suffix = iso.req("suffix").str()
+    iso_args = iso.req("boot_args").str()
+    out: dict[str, Variant] = {HOST_VARIANT: HOST}
+    for name, node in root.req("variants").items():
+        node.only(["description", "kernel", "boot_args", "expect"])
+        kernel = node.req("kernel")
+        kernel.only(["prebuilt", "build"])
+        if not kernel.mapping():
+            raise kernel.error("must name 'prebuilt' or 'build'")
+        if kernel.child("prebuilt").value is not None and kernel.child("prebuilt").str() not in ("generic", "rt"):
+            raise kernel.child("prebuilt").error("must be 'generic' or 'rt'")
+        for isolated in (False, True):
+            vname = f"{name}{suffix}" if isolated else str(name)
+            out[vname] = Variant(
+                name=vname,
+                description=node.child("description").str("") + (" with CPU isolation" if isolated else ""),
+                kernel=dict(kernel.mapping()),
+                boot_args=node.child("boot_args").str(""),
+                expect=_expectation(node.req("expect"), isolated),
+                isolated=isolated,
+                isolation_args=iso_args,
+                source=str(path),
+            )
+    return out

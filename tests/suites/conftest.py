@@ -1,0 +1,72 @@
+"""Board suites, run by `rtlab run` through labgrid's pytest plugin.
+
+    pytest tests/suites --lg-env env/<board>.yaml --rtlab-job <job>/job-spec.json
+
+The job spec (written by rtlab.runner) says which variant the board was asked
+to boot and which suites to run under which loads. Tests here measure and
+store raw outputs; they fail only when the lab fails (no boot, wrong kernel,
+tool crash). Judging latency against budgets happens afterwards, on the host,
+from the raw files, so a latency failure can never look like an infra one.
+"""
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+from rtlab.suites.board import BoardShell
+from rtlab.suites.events import emit
+
+
+def pytest_addoption(parser):
+    parser.addoption("--rtlab-job", action="store", help="rtlab job spec (JSON)")
+
+
+def _load_job(config):
+    path = config.getoption("--rtlab-job")
+    if not path:
+        raise pytest.UsageError("tests/suites run on boards: give --rtlab-job (use `rtlab run`)")
+    if not config.getoption("lg_env"):
+        raise pytest.UsageError("tests/suites run on boards: give --lg-env (use `rtlab run`)")
+    return json.loads(Path(path).read_text())
+
+
+def pytest_configure(config):
+    config.rtlab_job = _load_job(config)
+    config.rtlab_events = Path(config.rtlab_job["job_dir"]) / "events.jsonl"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    outcome = yield
+    rep = outcome.get_result()
+    if rep.when == "call" or rep.outcome != "passed":
+        msg = ""
+        if rep.failed:
+            exc = call.excinfo
+            msg = exc.exconly() if exc else str(rep.longrepr)[-2000:]
+        emit(item.config, event="test", test=item.name, when=rep.when,
+             outcome=rep.outcome, message=msg, duration_s=round(rep.duration, 3))
+    # Nothing can be measured on a board that did not boot into the variant
+    # asked for: stop the job (like -x) instead of piling up errors.
+    if item.name == "test_boot" and rep.failed:
+        item.session.shouldstop = "boot failed"
+
+
+@pytest.fixture(scope="session")
+def job(request):
+    return request.config.rtlab_job
+
+
+@pytest.fixture(scope="session")
+def job_dir(job):
+    return Path(job["job_dir"])
+
+
+@pytest.fixture(scope="session")
+def board_shell(request, strategy, target):
+    emit(request.config, event="booting")
+    t0 = time.monotonic()
+    strategy.transition("shell")
+    emit(request.config, event="booted", duration_s=round(time.monotonic() - t0, 3))
+    return BoardShell(target.get_driver("CommandProtocol"))
