@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import enum
 import math
+from fractions import Fraction
 from dataclasses import asdict, dataclass, field
 from typing import Any, Optional
 
@@ -53,12 +54,14 @@ class Histogram:
         n = self.total
         if n == 0:
             return None
-        rank = max(1, math.ceil(p / 100.0 * n))
+        # exact decimal arithmetic: in floats 99.9/100*1000 is 999.0000000000001,
+        # which would make p99.9 of 1000 samples the 1000th rather than the 999th
+        rank = max(1, math.ceil(Fraction(str(p)) * n / 100))
         seen = 0
         for idx in sorted(self.counts):
             seen += self.counts[idx]
             if seen >= rank:
-                return idx * self.bucket_us
+                return round(idx * self.bucket_us, 9)  # no float dust (10 ns buckets)
         return None
 
     def count_at_or_above(self, threshold_us: float) -> int:

@@ -1,0 +1,108 @@
+#!/usr/bin/env python3
+"""Benchmarks of the spine, printed as ratios measured side by side in one run.
+
+1. Orchestration overhead: campaign wall time ÷ (the boards' own boot time
+   + the on-board tool time). Goal <= 1.10: rtlab adds little on top of what
+   the boards themselves must spend.
+2. Measurement fidelity on the local board: cyclictest p99 and max run
+   through rtlab (labgrid console, pytest, raw-file fetch) ÷ the same
+   cyclictest run bare, in interleaved pairs. Goal 0.95–1.05: the harness
+   does not disturb what it measures.
+
+    .venv/bin/python bench/bench_spine.py [--duration 10] [--pairs 3]
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from rtlab.campaign import load_campaign  # noqa: E402
+from rtlab.images import ensure_images  # noqa: E402
+from rtlab.parsers import parse_file  # noqa: E402
+from rtlab.runner import run_campaign  # noqa: E402
+
+
+def write_campaign(tmp: Path, boards, variants, duration: int) -> Path:
+    budgets = tmp / "budgets.yaml"
+    budgets.write_text('budgets: {}\n')
+    c = tmp / f"bench-{'-'.join(boards)}.yaml"
+    c.write_text(
+        f"name: bench\nbudgets: {budgets}\nboards: {boards}\nvariants: {variants}\n"
+        "suites:\n  - name: cyclictest\n"
+        f"    params: {{interval_us: 1000, duration_s: {duration}, histogram_us: 2000}}\n"
+        "    overrides: {qemu-tcg: {histogram_us: 50000}}\n")
+    return c
+
+
+def quiet(_msg):
+    pass
+
+
+def overhead(tmp: Path, duration: int) -> float:
+    for arch in ("aarch64", "x86_64"):
+        ensure_images(arch, progress=quiet)  # cached; not part of a campaign's cost
+    camp = load_campaign(write_campaign(tmp, ["qemu-aarch64", "local"], ["rt"], duration))
+    t0 = time.monotonic()
+    run, run_dir = run_campaign(camp, results_root=tmp / "results", progress=quiet)
+    wall = time.monotonic() - t0
+    own = 0.0
+    for job in run.jobs:
+        jd = run_dir / job.board / job.variant
+        for line in (jd / "events.jsonl").read_text().splitlines():
+            ev = json.loads(line)
+            if ev.get("event") == "booted":
+                own += ev["duration_s"]
+        for ex in jd.glob("*/exit.json"):
+            own += json.loads(ex.read_text())["elapsed_s"]
+    ratio = wall / own
+    print(f"orchestration: campaign wall {wall:.1f} s, boards' boot + tool time {own:.1f} s "
+          f"-> ratio {ratio:.3f} (goal <= 1.10)")
+    return ratio
+
+
+def bare_cyclictest(tmp: Path, duration: int, i: int):
+    out = tmp / f"bare-{i}.json"
+    subprocess.run(["cyclictest", "-q", "-m", "-p", "90", "-i", "1000", "-D", str(duration), "-h", "2000",
+                    "-a", "0-1", "-t", "2", f"--json={out}"], check=True, capture_output=True)
+    return parse_file(out).combined()
+
+
+def fidelity(tmp: Path, duration: int, pairs: int):
+    camp = load_campaign(write_campaign(tmp, ["local"], ["host"], duration))
+    p99, mx = [], []
+    for i in range(pairs):
+        bare = bare_cyclictest(tmp, duration, i)
+        run, _ = run_campaign(camp, results_root=tmp / "fid", progress=quiet, run_id=f"pair{i}")
+        via = run.jobs[0].measurements[0].output.combined()
+        r99 = via.percentiles_us["99"] / bare.percentiles_us["99"]
+        rmax = via.max_us / bare.max_us
+        p99.append(r99)
+        mx.append(rmax)
+        print(f"fidelity pair {i + 1}: p99 {via.percentiles_us['99']:g}/{bare.percentiles_us['99']:g} us "
+              f"= {r99:.3f}, max {via.max_us:g}/{bare.max_us:g} us = {rmax:.3f}")
+    print(f"fidelity: median p99 ratio {statistics.median(p99):.3f}, median max ratio "
+          f"{statistics.median(mx):.3f} (goal 0.95-1.05; max is an extreme value and noisy)")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--duration", type=int, default=10, help="cyclictest seconds per measurement")
+    ap.add_argument("--pairs", type=int, default=3)
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory(prefix="rtlab-bench-") as d:
+        tmp = Path(d)
+        overhead(tmp, args.duration)
+        fidelity(tmp, args.duration, args.pairs)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,84 @@
+"""`rtlab run` end to end: QEMU boards through labgrid, the local board, the
+table, and exit codes that never mix latency failures with infra errors."""
+import json
+from pathlib import Path
+
+from conftest import rtlab
+
+
+def test_each_arch_boots_its_variant_and_measures(tmp_path, campaign):
+    c = campaign(["qemu-aarch64", "qemu-x86_64", "local"], variants="[rt, none-iso]")
+    res = rtlab("run", "--campaign", c, "--results", tmp_path / "results", "--no-publish")
+    assert res.returncode == 0, res.stdout + res.stderr
+    run_dir = Path(res.stdout.split("results: ")[-1].split()[0])
+    run = json.loads((run_dir / "run.json").read_text())
+    jobs = {(j["board"], j["variant"]): j for j in run["jobs"]}
+    assert set(jobs) == {("qemu-aarch64", "rt"), ("qemu-aarch64", "none-iso"),
+                         ("qemu-x86_64", "rt"), ("qemu-x86_64", "none-iso"), ("local", "host")}
+    for (board, variant), j in jobs.items():
+        assert j["verdict"] == "pass", (board, variant, j)
+        (m,) = j["measurements"]
+        threads = m["output"]["threads"]
+        assert threads and all(t["cycles"] > 0 for t in threads)
+        # the raw outputs are kept beside the parsed result
+        raw = run_dir / board / variant / "cyclictest@idle"
+        assert (raw / "cyclictest.json").exists() and (raw / "stdout.txt").exists()
+        assert (run_dir / board / variant / "console").is_dir()
+    # the boot test read the variant off the running kernel
+    assert jobs[("qemu-aarch64", "rt")]["kernel"]["realtime"] is True
+    assert "PREEMPT_RT" in jobs[("qemu-x86_64", "rt")]["kernel"]["version"]
+    iso = jobs[("qemu-aarch64", "none-iso")]
+    assert iso["kernel"]["preempt"] == "none" and iso["kernel"]["isolated"] == "1"
+    # measured on the isolated CPU only, named explicitly
+    assert [t["cpu"] for t in iso["measurements"][0]["output"]["threads"]] == [1]
+    assert "-a 1 -t 1" in (run_dir / "qemu-aarch64/none-iso/cyclictest@idle/command.txt").read_text()
+    # the table: variants side by side per board
+    assert any(l.split() == ["rt", "none-iso"] for l in res.stdout.splitlines())
+    assert "Verdict: PASS" in res.stdout
+
+
+def test_missing_kernel_image_is_infra_naming_board_and_cause(tmp_path, campaign, board_file):
+    b = board_file("broken-kernel", "qemu-aarch64",
+                   {"kernel: !template '$LG_RTLAB_KERNEL'": "kernel: /nonexistent/Image"})
+    res = rtlab("run", "--campaign", campaign([b], variants="[rt]"),
+                "--results", tmp_path / "r", "--no-publish")
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "broken-kernel" in res.stdout and "/nonexistent/Image" in res.stdout
+    assert "does not exist" in res.stdout
+    assert "FAIL" not in res.stdout.split("Verdict:")[-1].split("(")[0]
+
+
+def test_prompt_that_never_comes_is_infra_naming_board_and_cause(tmp_path, campaign, board_file):
+    b = board_file("mute-board", "qemu-aarch64",
+                   {"prompt: 'rtlab# '": "prompt: 'never-seen# '", "login_timeout: 120": "login_timeout: 15"})
+    res = rtlab("run", "--campaign", campaign([b], variants="[rt]"),
+                "--results", tmp_path / "r", "--no-publish")
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "mute-board" in res.stdout and "no shell prompt 'never-seen# '" in res.stdout
+
+
+def test_wrong_kernel_for_variant_is_infra_not_a_pass(tmp_path, campaign, board_file):
+    # the board boots the generic kernel whatever the variant asks for
+    generic = json.loads(rtlab("images", "--json", "--arch", "aarch64").stdout)["aarch64"]["kernels"]["generic"]["path"]
+    b = board_file("liar", "qemu-aarch64", {"kernel: !template '$LG_RTLAB_KERNEL'": f"kernel: {generic}"})
+    res = rtlab("run", "--campaign", campaign([b], variants="[rt]"),
+                "--results", tmp_path / "r", "--no-publish")
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "is not running variant rt" in res.stdout and "PREEMPT_RT" in res.stdout
+
+
+def test_broken_budget_exits_1_and_gate_rejudges(tmp_path, campaign):
+    tight = """
+        budgets:
+          local: {"*": {cyclictest: {"*": {max_us: 1}}}}
+    """
+    res = rtlab("run", "--campaign", campaign(["local"], budgets=tight),
+                "--results", tmp_path / "r", "--no-publish")
+    assert res.returncode == 1, res.stdout + res.stderr
+    assert "FAIL local/host/cyclictest/idle: max" in res.stdout
+    assert "INFRA" not in res.stdout.split("Not passed:")[-1].split("Verdict")[0]
+    run_dir = Path(res.stdout.split("results: ")[-1].split()[0])
+    loose = tmp_path / "loose.yaml"
+    loose.write_text('budgets:\n  local: {"*": {cyclictest: {"*": {max_us: 10000000}}}}\n')
+    assert rtlab("gate", run_dir, "--budgets", loose).returncode == 0
+    assert rtlab("gate", run_dir).returncode == 1  # the budgets the run used

@@ -1,0 +1,106 @@
+"""Verdicts: budgets judged on histograms; infra never becomes a latency verdict."""
+from rtlab.budgets import Budget
+from rtlab.gate import judge
+from rtlab.model import (EXIT_CODE, Histogram, JobResult, Measurement, MeasurementKey,
+                         RunResult, ThreadResult, ToolOutput, Verdict, combine_verdicts)
+from rtlab.report import comparison_table
+
+KEY = MeasurementKey("b", "rt", "cyclictest", "idle")
+
+
+def thread(counts, size=200, overflows=0, max_us=None, cpu=0, thread=0):
+    h = Histogram(counts=counts, size=size, overflows=overflows)
+    vals = sorted(counts)
+    cycles = h.total
+    avg = sum(k * v for k, v in counts.items()) / max(1, h.recorded)
+    return ThreadResult(thread=thread, cpu=cpu, cycles=cycles, min_us=vals[0], avg_us=avg,
+                        max_us=max_us if max_us is not None else vals[-1],
+                        overflows=overflows, histogram=h)
+
+
+def meas(*threads, rc=0):
+    return Measurement(KEY, ToolOutput(path="x", tool="cyclictest", threads=list(threads), return_code=rc))
+
+
+def test_within_budget_passes_and_share_is_zero():
+    m = judge(meas(thread({10: 990, 40: 10})), Budget(max_us=100, percentiles_us={"99.9": 50}))
+    assert m.verdict == Verdict.PASS and m.share_over_budget == 0.0 and m.reasons == []
+
+
+def test_max_at_budget_fails_with_share_and_reason():
+    m = judge(meas(thread({10: 999, 100: 1})), Budget(max_us=100))
+    assert m.verdict == Verdict.FAIL
+    assert m.share_over_budget == 1 / 1000
+    assert "max 100 us >= budget 100 us" in m.reasons[0]
+
+
+def test_percentile_budget_uses_all_threads():
+    # thread 0 alone is fine at p99; with thread 1 the combined p99 moves up
+    m = judge(meas(thread({5: 100}), thread({60: 100}, thread=1, cpu=1)),
+              Budget(percentiles_us={"99": 50}))
+    assert m.verdict == Verdict.FAIL and "p99 60 us >= budget 50 us" in m.reasons[0]
+
+
+def test_percentile_beyond_histogram_range_is_a_failure_not_a_guess():
+    m = judge(meas(thread({5: 90}, size=20, overflows=10, max_us=300)), Budget(percentiles_us={"99": 10}))
+    assert m.verdict == Verdict.FAIL and "beyond the histogram range" in m.reasons[0]
+
+
+def test_percentile_without_histogram_cannot_be_judged():
+    t = ThreadResult(thread=0, cpu=0, cycles=10, min_us=1, avg_us=2, max_us=3)
+    m = judge(meas(t), Budget(percentiles_us={"99": 10}))
+    assert m.verdict == Verdict.INFRA
+
+
+def test_tool_error_is_infra_even_with_numbers_over_budget():
+    m = judge(meas(thread({500: 10}), rc=1), Budget(max_us=100))
+    assert m.verdict == Verdict.INFRA and "returned 1" in m.reasons[0]
+
+
+def test_infra_set_by_runner_is_never_rejudged():
+    m = Measurement(KEY, ToolOutput(path="", tool="cyclictest"), verdict=Verdict.INFRA, reasons=["load died"])
+    assert judge(m, Budget(max_us=1)).verdict == Verdict.INFRA
+
+
+def test_verdicts_combine_fail_over_infra_over_pass():
+    assert combine_verdicts([Verdict.PASS, Verdict.PASS]) == Verdict.PASS
+    assert combine_verdicts([Verdict.PASS, Verdict.INFRA]) == Verdict.INFRA
+    assert combine_verdicts([Verdict.INFRA, Verdict.FAIL]) == Verdict.FAIL
+    assert combine_verdicts([Verdict.PASS, None]) == Verdict.INFRA  # never judged is not a pass
+    job = JobResult(board="b", variant="rt", infra_error="boot failed: no prompt")
+    assert job.verdict == Verdict.INFRA
+    assert EXIT_CODE[RunResult("r", "t", "c", jobs=[job]).verdict] == 2
+    assert EXIT_CODE[RunResult("r", "t", "c", jobs=[]).verdict] == 2
+
+
+def test_table_puts_variants_side_by_side_and_lists_reasons():
+    ok = meas(thread({10: 1000}))
+    judge(ok, Budget(max_us=100))
+    bad = Measurement(MeasurementKey("b", "none", "cyclictest", "idle"),
+                      ToolOutput(path="x", tool="cyclictest", threads=[thread({10: 990, 150: 10})]))
+    judge(bad, Budget(max_us=100))
+    run = RunResult("r", "t", "c", jobs=[
+        JobResult(board="b", variant="none", arch="aarch64", budget_class="k", measurements=[bad]),
+        JobResult(board="b", variant="rt", arch="aarch64", budget_class="k", measurements=[ok]),
+        JobResult(board="b", variant="rt-iso", arch="aarch64", budget_class="k", infra_error="no prompt"),
+    ])
+    table = comparison_table(run)
+    header = next(l for l in table.splitlines() if "rt-iso" in l and "none" in l)
+    assert header.split() == ["none", "rt", "rt-iso"]
+    maxrow = next(l for l in table.splitlines() if l.startswith("max "))
+    assert maxrow.split()[1:] == ["150", "10", "-"]
+    share = next(l for l in table.splitlines() if l.startswith(">= budget"))
+    assert share.split()[2:] == ["1%", "0", "-"]
+    verdict = next(l for l in table.splitlines() if l.startswith("verdict"))
+    assert verdict.split()[1:] == ["FAIL", "PASS", "INFRA"]
+    assert "INFRA b/rt-iso: no prompt" in table and "FAIL b/none/cyclictest/idle: max 150 us" in table
+    assert run.verdict == Verdict.FAIL
+
+
+def test_run_result_round_trips_through_json():
+    m = judge(meas(thread({10: 990, 40: 10})), Budget(max_us=100))
+    run = RunResult("r", "2026-01-01T00:00:00Z", "c", commit={"sha": "abc"},
+                    jobs=[JobResult(board="b", variant="rt", kernel={"release": "6.1"}, measurements=[m])])
+    again = RunResult.from_json(run.to_json())
+    assert again.to_json() == run.to_json()
+    assert again.jobs[0].measurements[0].output.threads[0].histogram.counts == {10: 990, 40: 10}
