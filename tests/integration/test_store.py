@@ -23,7 +23,7 @@ import pytest
 
 from rtlab.model import JobResult, Measurement, MeasurementKey, RunResult, ToolOutput
 from rtlab.parsers import parse_file
-from rtlab.store import (InfluxV1, LocalInfluxd, Session, Spool, StoreConfig, StoreUnavailable,
+from rtlab.store import (InfluxV1, LocalInfluxd, Session, Spool, StoreConfig,
                          load_run, points_for_run, publish_run, rows)
 from rtlab.store.lineproto import timestamp
 from rtlab.store.schema import MEASUREMENTS, rfc3339
@@ -217,6 +217,13 @@ def test_real_cyclictest_published_and_read_back_exactly(influxd, db, rt_outputs
     # one timestamp for the whole run
     times = {k[2] for k in got}
     assert times == {timestamp(run.started, "s")}
+    # the server typed every field as the schema says (float stays float)
+    from rtlab.store.schema import field_type
+    names = {float: "float", int: "integer", str: "string"}
+    res = db.query("SHOW FIELD KEYS")
+    for s in res["results"][0]["series"]:
+        for key, ftype in s["values"]:
+            assert names[field_type(s["name"], key)] == ftype, (s["name"], key, ftype)
     # one pipeline kind from CI_PIPELINE_SOURCE
     assert {r["value"] for r in rows(db.query('SHOW TAG VALUES WITH KEY = "pipeline"'))} == {"mr"}
 
@@ -523,3 +530,25 @@ def test_histogram_run_variable_matches_point_time(dashboard_db):
         assert rfc3339(r["time"], "s") == r["started"]
         n = rows(dashboard_db.query(f'SELECT count("count") FROM "latency_hist" WHERE time = \'{r["started"]}\''))
         assert n and n[0]["count"] > 0
+
+
+def test_local_influxd_lifecycle_and_stale_pidfile(tmp_path):
+    srv = LocalInfluxd(tmp_path)
+    srv.root.mkdir(parents=True)
+    # a pidfile naming a live process that is not our influxd (this test)
+    srv.pidfile.write_text(f"{os.getpid()}\n")
+    srv.portfile.write_text("9\n")
+    assert not srv.running()
+    srv.start()
+    try:
+        assert not srv.reused and srv.client().ping().startswith("1.")
+        assert int(srv.pidfile.read_text()) == srv.pid != os.getpid()
+        conf = srv.config_file.read_text()
+        assert f"127.0.0.1:{srv.port}" in conf and "reporting-disabled = true" in conf
+        assert {p.name for p in srv.root.iterdir()} >= {"meta", "data", "influxd.conf"}  # wal: on first write
+        again = LocalInfluxd(tmp_path).start()  # a second start adopts it
+        assert again.reused and again.port == srv.port and again.pid == srv.pid
+    finally:
+        assert srv.stop()
+    assert not srv.pidfile.exists() and not LocalInfluxd(tmp_path).running()
+    assert not LocalInfluxd(tmp_path).stop()
