@@ -29,7 +29,7 @@ rtbench: setup
 
 # board images: Debian's pinned kernels + an initramfs per arch (cached by content)
 images: setup rtbench
-	@$(RTLAB) images -q
+	@$(RTLAB) images >/dev/null
 
 # exit code: rtlab's is 0 all within budget, 1 a budget broke, 2 infra error;
 # make turns any non-zero into 2, so the line below says which it was.

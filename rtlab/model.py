@@ -345,6 +345,9 @@ class RunResult:
     campaign: str
     commit: dict[str, Any] = field(default_factory=dict)  # sha, subject, pipeline…
     jobs: list[JobResult] = field(default_factory=list)
+    #: board × variant pairs planned but not run because the board's kernels
+    #: cannot be that variant ({"board", "variant", "reason"}): no verdict
+    not_available: list[dict[str, str]] = field(default_factory=list)
 
     @property
     def verdict(self) -> Verdict:
@@ -359,6 +362,7 @@ class RunResult:
             "run_id": self.run_id, "started": self.started,
             "campaign": self.campaign, "commit": self.commit,
             "jobs": [j.to_json() for j in self.jobs],
+            "not_available": self.not_available,
             "verdict": self.verdict.value,
         }
 
@@ -368,6 +372,7 @@ class RunResult:
             run_id=d["run_id"], started=d["started"], campaign=d.get("campaign", ""),
             commit=d.get("commit", {}),
             jobs=[JobResult.from_json(j) for j in d.get("jobs", [])],
+            not_available=d.get("not_available", []),
         )
 
 

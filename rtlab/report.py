@@ -61,15 +61,24 @@ def comparison_table(run: RunResult) -> str:
             suites_by_board.setdefault(job.board, [])
             if sl not in suites_by_board[job.board]:
                 suites_by_board[job.board].append(sl)
+    for n in run.not_available:  # shown as n/a columns, in plan order
+        variants_by_board.setdefault(n["board"], [])
+        if n["variant"] not in variants_by_board[n["board"]]:
+            variants_by_board[n["board"]].append(n["variant"])
     jobs = {(j.board, j.variant): j for j in run.jobs}
     out = []
     for board, variants in variants_by_board.items():
-        sample_job = jobs[(board, variants[0])]
+        sample_job = next((jobs[(board, v)] for v in variants if (board, v) in jobs), None)
+        if sample_job is None:
+            continue  # nothing ran on this board: listed under "Not available"
         for suite, load in suites_by_board.get(board, [("-", "-")]):
             title = f"{board} ({sample_job.arch}, budget class {sample_job.budget_class}) · {suite} · {load} · µs"
             cols = []
             for v in variants:
-                job = jobs[(board, v)]
+                job = jobs.get((board, v))
+                if job is None:
+                    cols.append((v, {r: "n/a" for r in ROWS}))
+                    continue
                 m = next((m for m in job.measurements if (m.key.suite, m.key.load) == (suite, load)), None)
                 cols.append((v, _cells(m, job)))
             width0 = max(len(r) for r in ROWS)
@@ -80,6 +89,11 @@ def comparison_table(run: RunResult) -> str:
                 out.append(r.ljust(width0) + "  " + "  ".join(c[r].rjust(w) for (_, c), w in zip(cols, widths)))
             out.append("")
     problems = []
+    unavailable = [f"  {n['board']}/{n['variant']}: {n['reason']}" for n in run.not_available]
+    if unavailable:
+        out.append("Not available (not run, not judged):")
+        out.extend(unavailable)
+        out.append("")
     for job in run.jobs:
         if job.infra_error:
             problems.append(f"INFRA {job.board}/{job.variant}: {job.infra_error}")

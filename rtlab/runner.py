@@ -57,23 +57,42 @@ def new_run_id(now: Optional[dt.datetime] = None) -> str:
     return now.strftime("%Y%m%dT%H%M%SZ")
 
 
-def stage_kernel(job: Job, images: dict, job_dir: Path) -> dict[str, str]:
-    """LG_RTLAB_* for the board's env file: kernel, initramfs, boot args."""
+def stage_kernel(job: Job, images: dict) -> tuple[dict[str, str], dict]:
+    """LG_RTLAB_* for the board's env file (kernel, initramfs, boot args) and
+    what was staged (path, release, uname -v, config preemption model), which
+    the boot test holds the running kernel to."""
     board, variant = job.board, job.variant
     env = {"LG_RTLAB_BOOT_ARGS": variant.boot_args_for(board.isolate_cpu, board.cpus)}
     if board.fixed_kernel:
-        return env
+        return env, {}
     imgs = images.get(board.arch)
     if imgs is None:
         raise RtlabError(f"board {board.name}: no images for arch {board.arch}")
     if variant.prebuilt:
-        env["LG_RTLAB_KERNEL"] = str(imgs.kernels[variant.prebuilt].path)
+        k = imgs.kernels[variant.prebuilt]
+        kernel = {"path": str(k.path), "release": k.release, "uname_v": k.uname_v,
+                  "preempt": k.preempt, "source": f"{k.package} {k.version}"}
     elif "image" in variant.kernel:  # a kernel given by path (source builds, tests)
-        env["LG_RTLAB_KERNEL"] = str(Path(variant.kernel["image"]))
+        kernel = {"path": str(Path(variant.kernel["image"]))}
     else:
         raise RtlabError(f"variant {variant.name}: no kernel for board {board.name}")
-    env["LG_RTLAB_INITRD"] = str(imgs.initramfs)
-    return env
+    env["LG_RTLAB_KERNEL"] = kernel["path"]
+    env["LG_RTLAB_INITRD"] = kernel["initrd"] = str(imgs.initramfs)
+    return env, kernel
+
+
+def unavailable(job: Job, images: dict) -> Optional[str]:
+    """Why this board cannot run this variant at all (not an error: the
+    kernels it has cannot be that variant), or None."""
+    board, variant = job.board, job.variant
+    if board.fixed_kernel or not variant.prebuilt:
+        return None
+    imgs = images.get(board.arch)
+    k = imgs.kernels.get(variant.prebuilt) if imgs else None
+    if k is None:
+        return f"no {variant.prebuilt} kernel for {board.arch}"
+    why = variant.unavailable_on(k.preempt)
+    return f"{why} ({k.package} {k.version})" if why else None
 
 
 def _read_events(path: Path, pos: int) -> tuple[list[dict], int]:
@@ -102,15 +121,14 @@ def run_job(job: Job, run_dir: Path, images: dict, progress: Callable[[str], Non
                        budget_class=board.budget_class)
     t0 = time.monotonic()
     try:
-        lg_env = stage_kernel(job, images, job_dir)
+        lg_env, kernel = stage_kernel(job, images)
     except RtlabError as e:
         result.infra_error = str(e)
         return result
     boot_args = lg_env["LG_RTLAB_BOOT_ARGS"]
     spec = {
         "job_dir": str(job_dir), "board": board.to_json(), "variant": variant.to_json(),
-        "boot_args": boot_args, "suites": [s.to_json() for s in job.suites],
-        "kernel": {k: v for k, v in lg_env.items() if k != "LG_RTLAB_BOOT_ARGS"},
+        "boot_args": boot_args, "suites": [s.to_json() for s in job.suites], "kernel": kernel,
     }
     spec_path = job_dir / "job-spec.json"
     spec_path.write_text(json.dumps(spec, indent=2) + "\n")
@@ -232,6 +250,12 @@ def run_campaign(campaign: Campaign, *, results_root: Path = RESULTS_DIR,
                     campaign=campaign.name, commit=commit or {})
     for i, job in enumerate(jobs, 1):
         label = f"[{i}/{len(jobs)}] {job.id}"
+        why = unavailable(job, images)
+        if why:
+            progress(f"{label} not available: {why}")
+            run.not_available.append({"board": job.board.name, "variant": job.variant.name,
+                                      "reason": why})
+            continue
         jr = run_job(job, run_dir, images, progress, label)
         run.jobs.append(jr)
         # judged as each job lands, for the progress line; raw files are on disk

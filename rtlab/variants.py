@@ -43,6 +43,17 @@ class Variant:
     def prebuilt(self) -> Optional[str]:
         return self.kernel.get("prebuilt")
 
+    def unavailable_on(self, kernel_preempt: str) -> Optional[str]:
+        """Why a kernel whose config says `kernel_preempt` (dynamic, none,
+        voluntary, full, rt) cannot be this variant; None if it can."""
+        want = self.expect.preempt
+        if want is None or kernel_preempt == want:
+            return None
+        if kernel_preempt == "dynamic" and want in ("none", "voluntary", "full"):
+            return None
+        return (f"variant {self.name} needs preemption model {want}, "
+                f"the kernel is built {kernel_preempt or 'with an unknown model'}")
+
     def boot_args_for(self, isolate_cpu: Optional[int], cpus: int) -> str:
         """The kernel command line for a board (isolation filled in for its CPU)."""
         args = [self.boot_args] if self.boot_args else []

@@ -43,6 +43,11 @@ class RtlabStrategy(Strategy):
     }
 
     status = attr.ib(default=Status.unknown)
+    #: silence kernel messages on the console once the shell is up, so they
+    #: cannot interleave with command output (ShellDriver only does this after
+    #: a login, and board images give a shell without one). False for boards
+    #: whose console is not the kernel's (this machine used as a board).
+    silence_kernel = attr.ib(default=True, validator=attr.validators.instance_of(bool))
 
     def _check_images(self):
         # QEMU boards boot files staged by rtlab; a missing one is a clear
@@ -84,6 +89,8 @@ class RtlabStrategy(Strategy):
                 raise StrategyError(
                     f"no shell prompt {prompt!r} on the console within {timeout} s "
                     f"({type(e).__name__}: {e})") from e
+            if self.silence_kernel:
+                self.shell.run("dmesg -n 1")
         else:
             raise StrategyError(f"no transition found from {self.status} to {status}")
         self.status = status

@@ -76,32 +76,50 @@ def kernel_facts(sh: BoardShell) -> dict:
     return facts
 
 
-def preempt_model(facts: dict) -> Optional[str]:
-    """none | voluntary | full | rt, or None when the kernel does not say."""
+def preempt_model(facts: dict, static: Optional[str] = None) -> Optional[str]:
+    """none | voluntary | full | rt, or None when nothing says.
+
+    In order: PREEMPT_RT; the dynamic switch (debugfs, "none voluntary (full)");
+    the running kernel's own config (/proc/config.gz); `static`, the model of
+    the staged kernel's config, which callers pass only once they proved the
+    running kernel is the staged one."""
     if facts.get("realtime") or "PREEMPT_RT" in facts.get("version", ""):
         return "rt"
     dyn = facts.get("preempt_dynamic")
     if dyn:  # "none voluntary (full)": the current model is in parentheses
-        m = re.search(r"\((\w+)\)", dyn)
+        m = re.search(r"\((none|voluntary|full|lazy)\)", dyn)
         if m:
             return m.group(1)
-    version = facts.get("version", "")
-    if "PREEMPT_DYNAMIC" in version:
-        return None  # dynamic, but debugfs not readable here
-    if re.search(r"\bPREEMPT\b", version):
-        return "full"
+    config = facts.get("config_preempt")
+    if config and config != "dynamic":
+        return config
+    if static and static != "dynamic":
+        return static
     return None
 
 
 def check_variant(variant: Variant, facts: dict, boot_args: str,
-                  isolate_cpu: Optional[int]) -> list[str]:
-    """Every way the running kernel differs from the variant asked for."""
+                  isolate_cpu: Optional[int], kernel: Optional[dict] = None) -> list[str]:
+    """Every way the running kernel differs from the variant asked for.
+
+    `kernel` is what was staged (release, uname_v, preempt from the image
+    manifest or the build); the running kernel must be exactly that one."""
     e = variant.expect
+    kernel = kernel or {}
     problems = []
+    same_kernel = True
+    for fact, key, what in (("release", "release", "uname -r"), ("version", "uname_v", "uname -v")):
+        staged = kernel.get(key)
+        if staged and facts.get(fact) != staged:
+            same_kernel = False
+            problems.append(f"{what} is {facts.get(fact)!r}, the staged kernel is {staged!r}")
     if e.uname_v and e.uname_v not in facts["version"]:
         problems.append(f"uname -v is {facts['version']!r}, expected it to contain {e.uname_v!r}")
-    if e.preempt and facts["preempt"] != e.preempt:
-        problems.append(f"preemption model is {facts['preempt']!r}, expected {e.preempt!r}")
+    model = facts.get("preempt")
+    if model is None and same_kernel:
+        model = preempt_model(facts, static=kernel.get("preempt"))
+    if e.preempt and model != e.preempt:
+        problems.append(f"preemption model is {model!r}, expected {e.preempt!r}")
     if e.realtime is not None and facts["realtime"] != e.realtime:
         problems.append(f"/sys/kernel/realtime says realtime={facts['realtime']}, expected {e.realtime}")
     isolated = parse_cpulist(facts["isolated"]) if facts["isolated"] else []

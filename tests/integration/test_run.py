@@ -7,14 +7,14 @@ from conftest import rtlab
 
 
 def test_each_arch_boots_its_variant_and_measures(tmp_path, campaign):
-    c = campaign(["qemu-aarch64", "qemu-x86_64", "local"], variants="[rt, none-iso]")
+    c = campaign(["qemu-aarch64", "qemu-x86_64", "local"], variants="[rt, voluntary-iso]")
     res = rtlab("run", "--campaign", c, "--results", tmp_path / "results", "--no-publish")
     assert res.returncode == 0, res.stdout + res.stderr
     run_dir = Path(res.stdout.split("results: ")[-1].split()[0])
     run = json.loads((run_dir / "run.json").read_text())
     jobs = {(j["board"], j["variant"]): j for j in run["jobs"]}
-    assert set(jobs) == {("qemu-aarch64", "rt"), ("qemu-aarch64", "none-iso"),
-                         ("qemu-x86_64", "rt"), ("qemu-x86_64", "none-iso"), ("local", "host")}
+    assert set(jobs) == {("qemu-aarch64", "rt"), ("qemu-aarch64", "voluntary-iso"),
+                         ("qemu-x86_64", "rt"), ("qemu-x86_64", "voluntary-iso"), ("local", "host")}
     for (board, variant), j in jobs.items():
         assert j["verdict"] == "pass", (board, variant, j)
         (m,) = j["measurements"]
@@ -27,13 +27,14 @@ def test_each_arch_boots_its_variant_and_measures(tmp_path, campaign):
     # the boot test read the variant off the running kernel
     assert jobs[("qemu-aarch64", "rt")]["kernel"]["realtime"] is True
     assert "PREEMPT_RT" in jobs[("qemu-x86_64", "rt")]["kernel"]["version"]
-    iso = jobs[("qemu-aarch64", "none-iso")]
-    assert iso["kernel"]["preempt"] == "none" and iso["kernel"]["isolated"] == "1"
+    assert jobs[("qemu-x86_64", "voluntary-iso")]["kernel"]["preempt"] == "voluntary"
+    iso = jobs[("qemu-aarch64", "voluntary-iso")]
+    assert iso["kernel"]["isolated"] == "1"
     # measured on the isolated CPU only, named explicitly
     assert [t["cpu"] for t in iso["measurements"][0]["output"]["threads"]] == [1]
-    assert "-a 1 -t 1" in (run_dir / "qemu-aarch64/none-iso/cyclictest@idle/command.txt").read_text()
+    assert "-a 1 -t 1" in (run_dir / "qemu-aarch64/voluntary-iso/cyclictest@idle/command.txt").read_text()
     # the table: variants side by side per board
-    assert any(l.split() == ["rt", "none-iso"] for l in res.stdout.splitlines())
+    assert any(l.split() == ["rt", "voluntary-iso"] for l in res.stdout.splitlines())
     assert "Verdict: PASS" in res.stdout
 
 
@@ -59,7 +60,7 @@ def test_prompt_that_never_comes_is_infra_naming_board_and_cause(tmp_path, campa
 
 def test_wrong_kernel_for_variant_is_infra_not_a_pass(tmp_path, campaign, board_file):
     # the board boots the generic kernel whatever the variant asks for
-    generic = json.loads(rtlab("images", "--json", "--arch", "aarch64").stdout)["aarch64"]["kernels"]["generic"]["path"]
+    generic = json.loads(rtlab("images", "--arch", "aarch64").stdout)["aarch64"]["kernels"]["generic"]["path"]
     b = board_file("liar", "qemu-aarch64", {"kernel: !template '$LG_RTLAB_KERNEL'": f"kernel: {generic}"})
     res = rtlab("run", "--campaign", campaign([b], variants="[rt]"),
                 "--results", tmp_path / "r", "--no-publish")
