@@ -45,6 +45,7 @@ def pytest_runtest_makereport(item, call):
         if rep.failed:
             exc = call.excinfo
             msg = exc.exconly() if exc else str(rep.longrepr)[-2000:]
+            msg = msg.removeprefix("Failed: ")  # pytest.fail(): the text is the message
         emit(item.config, event="test", test=item.name, when=rep.when,
              outcome=rep.outcome, message=msg, duration_s=round(rep.duration, 3))
     # Nothing can be measured on a board that did not boot into the variant
@@ -64,9 +65,14 @@ def job_dir(job):
 
 
 @pytest.fixture(scope="session")
-def board_shell(request, strategy, target):
+def board_shell(request, job, strategy, target):
     emit(request.config, event="booting")
     t0 = time.monotonic()
-    strategy.transition("shell")
+    try:
+        strategy.transition("shell")
+    except Exception as e:  # noqa: BLE001 - reported as the job's infra error
+        # labgrid wraps the first failure as "in broken state"; say the cause
+        cause = e.__cause__ or e
+        pytest.fail(f"{cause}", pytrace=False)
     emit(request.config, event="booted", duration_s=round(time.monotonic() - t0, 3))
     return BoardShell(target.get_driver("CommandProtocol"))
