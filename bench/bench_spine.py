@@ -39,7 +39,7 @@ def write_campaign(tmp: Path, boards, variants, duration: int) -> Path:
         f"name: bench\nbudgets: {budgets}\nboards: {boards}\nvariants: {variants}\n"
         "suites:\n  - name: cyclictest\n"
         f"    params: {{interval_us: 1000, duration_s: {duration}, histogram_us: 2000}}\n"
-        "    overrides: {qemu-tcg: {histogram_us: 50000}}\n")
+        "    overrides: {qemu-tcg: {histogram_us: 20000}}\n")
     return c
 
 

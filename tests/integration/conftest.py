@@ -35,7 +35,7 @@ def campaign(tmp_path):
         lines.append(textwrap.indent(textwrap.dedent(suites or """
             - name: cyclictest
               params: {interval_us: 1000, duration_s: 2, histogram_us: 2000}
-              overrides: {qemu-tcg: {histogram_us: 50000}}
+              overrides: {qemu-tcg: {histogram_us: 20000}}
         """), "  "))
         path = tmp_path / "campaign.yaml"
         path.write_text("\n".join(lines) + "\n")

@@ -81,7 +81,7 @@ def test_default_campaign_plans_every_qemu_board_by_every_variant_plus_local():
     assert rt_iso.suites[0].cpus == (1,)  # the isolated CPU, named explicitly
     rt = next(j for j in jobs if j.id == "qemu-aarch64/rt")
     assert rt.suites[0].cpus == (0, 1)
-    assert rt.suites[0].params["histogram_us"] == 50000  # the qemu-tcg override
+    assert rt.suites[0].params["histogram_us"] == 20000  # the qemu-tcg override
 
 
 def test_campaign_errors_name_file_and_key(tmp_path):
