@@ -264,6 +264,8 @@ def run_campaign(campaign: Campaign, *, results_root: Path = RESULTS_DIR,
             json.dumps(jr.to_json(), indent=2) + "\n")
         progress(f"{label} {_job_summary(jr)}")
     (run_dir / "run.json").write_text(json.dumps(run.to_json(), indent=2) + "\n")
+    from .plot import write_html_report
+    write_html_report(run, run_dir / "report.html")
     latest = Path(results_root) / "latest"
     try:
         if latest.is_symlink() or latest.exists():

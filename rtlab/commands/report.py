@@ -11,6 +11,8 @@ from ..errors import InputError
 def register(sub):
     p = sub.add_parser("report", help="print the variant comparison table of a run")
     p.add_argument("run_dir", type=Path, help="results/<run_id> (or results/latest)")
+    p.add_argument("--html", type=Path, metavar="FILE",
+                   help="also write an HTML report: the table plus latency histograms (log-scale counts)")
     p.set_defaults(func=report)
     g = sub.add_parser("gate", help="judge a run against budgets; exit 0 pass, 1 over budget, 2 infra")
     g.add_argument("run_dir", type=Path)
@@ -33,7 +35,11 @@ def load_run(run_dir: Path):
 def report(args) -> int:
     from ..report import comparison_table
 
-    print(comparison_table(load_run(args.run_dir)))
+    run = load_run(args.run_dir)
+    print(comparison_table(run))
+    if args.html:
+        from ..plot import write_html_report
+        print(f"report: {write_html_report(run, args.html)}")
     return 0
 
 

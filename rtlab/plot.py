@@ -1,0 +1,136 @@
+"""Pictures of a run: latency histograms with log-scale counts, variants
+overlaid (the plot vendor and OSADL reports show), and an HTML report that
+puts them beside the comparison table. Plain SVG: no plotting library, and
+GitLab and every browser render it as an artifact.
+"""
+from __future__ import annotations
+
+import html
+import math
+from pathlib import Path
+from typing import Optional
+
+from .model import Histogram, RunResult
+from .report import comparison_table
+
+#: distinct, colour-blind-safe line colours (Okabe-Ito)
+COLOURS = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#000000"]
+
+
+def _nice_ticks(lo: float, hi: float, n: int = 6) -> list[float]:
+    if hi <= lo:
+        return [lo]
+    raw = (hi - lo) / n
+    mag = 10 ** math.floor(math.log10(raw))
+    step = next(m * mag for m in (1, 2, 5, 10) if m * mag >= raw)
+    start = math.ceil(lo / step) * step
+    ticks, v = [], start
+    while v <= hi + 1e-9:
+        ticks.append(round(v, 9))
+        v += step
+    return ticks
+
+
+def _fmt(v: float) -> str:
+    return f"{v:,.0f}" if v >= 10 or v == 0 else f"{v:g}"
+
+
+def histogram_svg(series: list[tuple[str, Histogram]], title: str,
+                  budget_us: Optional[float] = None, width: int = 760, height: int = 360) -> str:
+    """One step line per series; x: latency (µs, linear), y: samples (log10)."""
+    series = [(label, h) for label, h in series if h is not None and h.counts]
+    left, right, top, bottom = 70, 20, 40, 50
+    pw, ph = width - left - right, height - top - bottom
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+           f'font-family="sans-serif" font-size="11">',
+           f'<rect width="{width}" height="{height}" fill="white"/>',
+           f'<text x="{width / 2}" y="18" text-anchor="middle" font-size="13">{html.escape(title)}</text>']
+    if not series:
+        out.append(f'<text x="{width / 2}" y="{height / 2}" text-anchor="middle">no histogram</text></svg>')
+        return "\n".join(out)
+    xmax = max((max(h.counts) + 1) * h.bucket_us for _, h in series) * 1.05
+    budget_on_scale = bool(budget_us) and budget_us <= 2 * xmax
+    if budget_on_scale:  # a far-away budget would squash the data to a sliver
+        xmax = max(xmax, budget_us * 1.05)
+    ymax = max(max(h.counts.values()) for _, h in series)
+    ytop = 10 ** math.ceil(math.log10(max(ymax, 1) * 1.01))
+
+    def x(v):
+        return left + pw * v / xmax
+
+    def y(c):  # counts of 0 sit on the axis; log scale from 1
+        return top + ph * (1 - (math.log10(c) / math.log10(ytop) if c >= 1 else 0)) if ytop > 1 else top + ph
+
+    out.append(f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="#888"/>')
+    for t in _nice_ticks(0, xmax):
+        out.append(f'<line x1="{x(t):.1f}" y1="{top + ph}" x2="{x(t):.1f}" y2="{top + ph + 4}" stroke="#888"/>'
+                   f'<text x="{x(t):.1f}" y="{top + ph + 16}" text-anchor="middle">{_fmt(t)}</text>')
+    decade = 1
+    while decade <= ytop:
+        out.append(f'<line x1="{left}" y1="{y(decade):.1f}" x2="{left + pw}" y2="{y(decade):.1f}" stroke="#eee"/>'
+                   f'<text x="{left - 6}" y="{y(decade) + 4:.1f}" text-anchor="end">1e{int(math.log10(decade))}</text>')
+        decade *= 10
+    out.append(f'<text x="{left + pw / 2}" y="{height - 10}" text-anchor="middle">latency (µs)</text>')
+    out.append(f'<text transform="translate(16,{top + ph / 2}) rotate(-90)" text-anchor="middle">'
+               f'samples (log scale)</text>')
+    if budget_on_scale:
+        out.append(f'<line x1="{x(budget_us):.1f}" y1="{top}" x2="{x(budget_us):.1f}" y2="{top + ph}" '
+                   f'stroke="#c00" stroke-dasharray="5,3"/><text x="{x(budget_us) - 4:.1f}" y="{top + ph - 6}" '
+                   f'text-anchor="end" fill="#c00">budget {_fmt(budget_us)} µs</text>')
+    elif budget_us:
+        out.append(f'<text x="{left + pw - 4}" y="{top + ph - 6}" text-anchor="end" fill="#c00">'
+                   f'budget {_fmt(budget_us)} µs (off scale) →</text>')
+    for i, (label, h) in enumerate(series):
+        colour = COLOURS[i % len(COLOURS)]
+        # a step line: drops to the axis only where buckets are empty
+        pts, prev = [], None
+        base = top + ph
+        for idx in sorted(h.counts):
+            x0, x1, yy = x(idx * h.bucket_us), x((idx + 1) * h.bucket_us), y(h.counts[idx])
+            if prev is None or idx != prev + 1:
+                if prev is not None:
+                    pts.append(f"{x((prev + 1) * h.bucket_us):.1f},{base:.1f}")
+                pts.append(f"{x0:.1f},{base:.1f}")
+            pts.append(f"{x0:.1f},{yy:.1f} {x1:.1f},{yy:.1f}")
+            prev = idx
+        pts.append(f"{x((prev + 1) * h.bucket_us):.1f},{base:.1f}")
+        out.append(f'<polyline fill="none" stroke="{colour}" stroke-width="1.2" points="{" ".join(pts)}"/>')
+        extra = f" (+{h.overflows:,} over range)" if h.overflows else ""
+        out.append(f'<rect x="{left + pw - 230}" y="{top + 8 + 16 * i}" width="10" height="10" fill="{colour}"/>'
+                   f'<text x="{left + pw - 215}" y="{top + 17 + 16 * i}">{html.escape(label)}{extra}</text>')
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+def run_plots(run: RunResult) -> list[tuple[str, str]]:
+    """(title, svg) per board × suite × load, variants overlaid."""
+    groups: dict[tuple[str, str, str], list] = {}
+    budgets: dict[tuple[str, str, str], Optional[float]] = {}
+    for job in run.jobs:
+        for m in job.measurements:
+            c = m.output.combined()
+            if c is None or c.histogram is None:
+                continue
+            key = (job.board, m.key.suite, m.key.load)
+            groups.setdefault(key, []).append((job.variant, c.histogram))
+            if m.budget and m.budget.get("max_us"):
+                budgets[key] = min(budgets.get(key) or math.inf, m.budget["max_us"])
+    return [(f"{b} · {s} · {l}", histogram_svg(series, f"{b} · {s} · {l}", budgets.get((b, s, l))))
+            for (b, s, l), series in groups.items()]
+
+
+def write_html_report(run: RunResult, path: Path) -> Path:
+    parts = ["<!doctype html><meta charset='utf-8'>",
+             f"<title>rtlab run {html.escape(run.run_id)}</title>",
+             "<style>body{font-family:sans-serif;margin:2em} pre{background:#f6f6f6;padding:1em}</style>",
+             f"<h1>rtlab run {html.escape(run.run_id)} — {run.verdict.value.upper()}</h1>",
+             f"<p>campaign {html.escape(run.campaign)}, started {html.escape(run.started)}"
+             + (f", kernel commit {html.escape(str(run.commit.get('sha')))}" if run.commit.get("sha") else "")
+             + "</p>",
+             "<h2>Variants side by side</h2>", f"<pre>{html.escape(comparison_table(run))}</pre>",
+             "<h2>Latency histograms</h2>"]
+    for _, svg in run_plots(run):
+        parts.append(f"<div>{svg}</div>")
+    path = Path(path)
+    path.write_text("\n".join(parts) + "\n")
+    return path
