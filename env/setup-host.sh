@@ -38,4 +38,11 @@ fi
 if command -v systemctl >/dev/null 2>&1 && systemctl is-enabled influxdb >/dev/null 2>&1; then
   systemctl disable --now influxdb >/dev/null 2>&1 || true
 fi
+# lava-dispatcher enables lava-worker (it would poll a LAVA server that is not
+# there) and tftpd-hpa starts a TFTP daemon: rtlab runs lava-run itself
+for svc in lava-worker tftpd-hpa; do
+  if command -v systemctl >/dev/null 2>&1 && systemctl is-enabled "$svc" >/dev/null 2>&1; then
+    systemctl disable --now "$svc" >/dev/null 2>&1 || true
+  fi
+done
 exit 0

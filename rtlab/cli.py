@@ -17,8 +17,11 @@ COMMAND_MODULES = [
     "rtlab.commands.run",
     "rtlab.commands.parse",
     "rtlab.commands.images",
+    "rtlab.commands.kernel",
     "rtlab.commands.report",
     "rtlab.commands.publish",
+    "rtlab.commands.lava",
+    "rtlab.commands.rack",
 ]
 
 

@@ -1,0 +1,286 @@
+"""`rtlab lava ...`: the same boards, variants and suites as LAVA jobs.
+
+    rtlab lava render  [--campaign F] [--out DIR]     campaign -> LAVA job definitions (validated)
+    rtlab lava validate JOB...  [--pipeline]           LAVA's schema (and lava-run --validate)
+    rtlab lava run     JOB|DIR... [--out DIR]          Debian's lava-run here, then ingest + gate
+    rtlab lava submit  JOB|DIR... [--wait]             to a LAVA server (lavacli)
+    rtlab lava fetch   ID...                           a server's job -> a record directory
+    rtlab lava ingest  RECORD...                       LAVA results -> results/<run_id>/run.json
+
+`run`, `fetch --ingest` and `ingest` print the comparison table and exit like
+`rtlab gate`: 0 all within budget, 1 a budget broke, 2 infra (incomplete
+job, failed boot, missing declared measurements) or bad input.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+RESULTS = "results"
+
+
+def register(sub):
+    p = sub.add_parser("lava", help="render, run (lava-run), submit, fetch and ingest LAVA jobs",
+                       description=__doc__.split("\n\n")[0])
+    lsub = p.add_subparsers(dest="lava_command", required=True, metavar="SUBCOMMAND")
+
+    r = lsub.add_parser("render", help="write one LAVA job per board x variant x suite x load")
+    r.add_argument("--campaign", "-c", help="campaign file or preset (default: campaigns/default.yaml)")
+    r.add_argument("--board", "-b", action="append", help="only this board (repeatable; lab boards too)")
+    r.add_argument("--variant", "-V", action="append", help="only this variant (repeatable)")
+    r.add_argument("--out", type=Path, help="output directory (default: results/lava-jobs/<campaign>)")
+    r.add_argument("--artifacts-url", metavar="URL",
+                   help="base URL the lab serves <out>/artifacts/ from (default: file:// paths of the image cache)")
+    r.add_argument("--no-lab-boards", action="store_true", help="only the campaign's boards (no lava/boards.yaml lab boards)")
+    r.add_argument("--no-validate", action="store_true", help="skip LAVA's schema check (needs Debian's lava-common)")
+    r.set_defaults(func=render)
+
+    v = lsub.add_parser("validate", help="check job files against LAVA's own schema (lava-common)")
+    v.add_argument("jobs", nargs="+", type=Path, metavar="JOB|DIR")
+    v.add_argument("--pipeline", action="store_true",
+                   help="also build the pipeline with lava-run --validate and the board's device dictionary (root)")
+    v.set_defaults(func=validate)
+
+    u = lsub.add_parser("run", help="run jobs with Debian's lava-run on this machine, then ingest and gate")
+    u.add_argument("jobs", nargs="+", type=Path, metavar="JOB|DIR", help="job files, or a `lava render` directory")
+    u.add_argument("--board", "-b", action="append", help="only jobs of this board (repeatable)")
+    u.add_argument("--variant", "-V", action="append", help="only jobs of this variant (repeatable)")
+    u.add_argument("--device", type=Path, help="device dictionary (default: the board's, lava/devices/)")
+    u.add_argument("--out", type=Path, help="record directories (default: results/lava-runs/<time>)")
+    u.add_argument("--results", type=Path, help="results root for the ingested run (default: results/)")
+    u.add_argument("--budgets", type=Path, help="budget file (default: the campaign's)")
+    u.add_argument("--no-ingest", action="store_true", help="only run; ingest later with rtlab lava ingest")
+    u.add_argument("--lab-boards", action="store_true",
+                   help="also run jobs of lab boards (needs their lab: serial server, PDU, TFTP)")
+    u.add_argument("--verbose", "-v", action="store_true", help="show the board console")
+    u.set_defaults(func=run)
+
+    s = lsub.add_parser("submit", help="submit jobs to a LAVA server (lavacli)")
+    s.add_argument("jobs", nargs="+", type=Path, metavar="JOB|DIR")
+    _server_args(s)
+    s.add_argument("--wait", action="store_true", help="wait for the jobs, fetch and ingest them")
+    s.add_argument("--out", type=Path, help="record directories for --wait (default: results/lava-fetch)")
+    s.add_argument("--results", type=Path, help="results root (default: results/)")
+    s.add_argument("--budgets", type=Path)
+    s.set_defaults(func=submit)
+
+    f = lsub.add_parser("fetch", help="fetch finished jobs from a LAVA server into record directories")
+    f.add_argument("job_ids", nargs="+", metavar="ID")
+    _server_args(f)
+    f.add_argument("--out", type=Path, help="where records go (default: results/lava-fetch)")
+    f.add_argument("--ingest", action="store_true", help="ingest the records and gate")
+    f.add_argument("--results", type=Path, help="results root (default: results/)")
+    f.add_argument("--budgets", type=Path)
+    f.set_defaults(func=fetch)
+
+    i = lsub.add_parser("ingest", help="turn LAVA records into an rtlab results directory, report and gate")
+    i.add_argument("records", nargs="+", type=Path, metavar="RECORD",
+                   help="record directories (job.yaml + lava-run.log / log.yaml / results.yaml), or a tree of them")
+    i.add_argument("--results", type=Path, help="results root (default: results/)")
+    i.add_argument("--run-id", help="name of the run directory (default: <time>-lava)")
+    i.add_argument("--budgets", type=Path, help="budget file (default: the campaign's)")
+    i.set_defaults(func=ingest)
+
+
+def _server_args(p):
+    g = p.add_mutually_exclusive_group()
+    g.add_argument("--identity", "-i", help="lavacli identity (~/.config/lavacli.yaml)")
+    g.add_argument("--uri", help="LAVA server RPC2 URI (https://user:token@host/RPC2)")
+
+
+def _progress():
+    from ..runner import Progress
+
+    return Progress()
+
+
+def _job_files(paths, boards=None, variants=None) -> list[Path]:
+    from ..errors import InputError
+
+    files: list[Path] = []
+    for p in paths:
+        p = Path(p)
+        if p.is_dir():
+            index = p / "index.json"
+            if index.is_file():
+                entries = json.loads(index.read_text())["jobs"]
+                files += [p / e["file"] for e in entries]
+            else:
+                files += sorted(q for q in p.rglob("*.yaml") if q.name != "index.yaml")
+        elif p.is_file():
+            files.append(p)
+        else:
+            raise InputError(p, "no such job file or directory")
+    if boards or variants:
+        from ..lava.render import load_job
+
+        keep = []
+        for f in files:
+            _, spec = load_job(f)
+            if boards and spec["board"]["name"] not in boards:
+                continue
+            if variants and spec["variant"]["name"] not in variants:
+                continue
+            keep.append(f)
+        files = keep
+    return files
+
+
+def _finish(run, run_dir) -> int:
+    from ..model import EXIT_CODE
+    from ..report import comparison_table
+
+    print()
+    print(comparison_table(run))
+    print(f"\nresults: {run_dir}")
+    return EXIT_CODE[run.verdict]
+
+
+def render(args) -> int:
+    from ..campaign import load_campaign
+    from ..lava.render import render_campaign
+    from ..lava.schema import validate_files
+
+    progress = _progress()
+    campaign = load_campaign(args.campaign, variants=args.variant)
+    out = args.out or Path(RESULTS) / "lava-jobs" / campaign.name
+    index = render_campaign(campaign, out, boards=args.board, lab_boards=not args.no_lab_boards,
+                            artifacts_url=args.artifacts_url, progress=progress)
+    for n in index["not_available"]:
+        progress(f"  not available: {n['board']}/{n['variant']}: {n['reason']}")
+    for s in index["skipped_boards"]:
+        progress(f"  skipped board {s['board']}: {s['reason']}")
+    for s in index["not_rendered"]:
+        progress(f"  not rendered: {s['board']}/{s['variant']}/{s['suite']}: {s['reason']}")
+    if args.no_validate or not index["jobs"]:
+        return 0
+    results, version = validate_files([out / j["file"] for j in index["jobs"]])
+    bad = {k: e for k, e in results.items() if e}
+    progress(f"LAVA schema (lava-common {version}, strict): {len(results) - len(bad)}/{len(results)} jobs valid")
+    for f, e in bad.items():
+        print(f"  INVALID {f}: {e}")
+    print(f"jobs: {out} (index.json)")
+    return 2 if bad else 0
+
+
+def validate(args) -> int:
+    import tempfile
+
+    from ..lava.dispatch import validate_pipeline
+    from ..lava.schema import validate_files
+
+    files = _job_files(args.jobs)
+    results, version = validate_files(files)
+    status = 0
+    for f, e in results.items():
+        print(f"{'ok     ' if not e else 'INVALID'} {f}" + (f": {e}" if e else ""))
+        status = status or (2 if e else 0)
+    print(f"LAVA schema: lava-common {version}, strict")
+    if args.pipeline:
+        for f in files:
+            with tempfile.TemporaryDirectory(prefix="rtlab-lava-validate-") as tmp:
+                ok, tail = validate_pipeline(f, workdir=Path(tmp))
+            print(f"{'pipeline ok' if ok else 'PIPELINE INVALID'} {f}" + ("" if ok else f"\n{tail}"))
+            status = status or (0 if ok else 2)
+    return status
+
+
+def run(args) -> int:
+    from ..lava.dispatch import record_name, run_job
+    from ..lava.ingest import ingest_records, load_record
+    from ..lava.render import load_job
+    from ..runner import new_run_id
+    from .run import commit_from_env
+
+    progress = _progress()
+    files = _job_files(args.jobs, args.board, args.variant)
+    selected = []
+    for f in files:
+        _, spec = load_job(f)
+        runs_here = spec["lava"].get("runs_here", spec["lava"]["boot"] == "qemu")
+        if not runs_here and not args.lab_boards and args.device is None:
+            progress(f"skip {record_name(spec)}: lab board {spec['lava']['board']} "
+                     f"(needs its lab: rtlab lava submit, or --lab-boards / --device)")
+            continue
+        selected.append((f, spec))
+    if not selected:
+        print("rtlab lava run: no jobs to run", file=sys.stderr)
+        return 2
+    out = args.out or Path(RESULTS) / "lava-runs" / new_run_id()
+    progress(f"lava run: {len(selected)} job(s) -> {out}")
+    records = []
+    for i, (f, spec) in enumerate(selected, 1):
+        outcome = run_job(f, out / record_name(spec), device=args.device, verbose=args.verbose,
+                          progress=lambda m, i=i: progress(f"[{i}/{len(selected)}] {m}"))
+        records.append(outcome.record)
+    if args.no_ingest:
+        print(f"records: {out}")
+        return 0
+    run_res, run_dir = ingest_records([load_record(r) for r in records], args.results or Path(RESULTS),
+                                      budgets_file=args.budgets, commit=commit_from_env(), progress=progress)
+    return _finish(run_res, run_dir)
+
+
+def _records(paths) -> list[Path]:
+    from ..errors import InputError
+
+    found: list[Path] = []
+    for p in paths:
+        p = Path(p)
+        if (p / "job.yaml").is_file():
+            found.append(p)
+        elif p.is_dir():
+            sub = sorted(q.parent for q in p.rglob("job.yaml"))
+            if not sub:
+                raise InputError(p, "no LAVA record (job.yaml) here nor below")
+            found += sub
+        else:
+            raise InputError(p, "no such record directory")
+    return found
+
+
+def ingest(args) -> int:
+    from ..lava.ingest import ingest_records, load_record
+    from .run import commit_from_env
+
+    progress = _progress()
+    records = [load_record(r) for r in _records(args.records)]
+    run_res, run_dir = ingest_records(records, args.results or Path(RESULTS), run_id=args.run_id,
+                                      budgets_file=args.budgets, commit=commit_from_env(), progress=progress)
+    return _finish(run_res, run_dir)
+
+
+def submit(args) -> int:
+    from ..lava import dispatch
+
+    files = _job_files(args.jobs)
+    ids = dispatch.submit(files, identity=args.identity, uri=args.uri)
+    for f, jid in ids.items():
+        print(f"{jid}\t{f}")
+    if not args.wait:
+        return 0
+    for jid in ids.values():
+        dispatch.wait(jid, identity=args.identity, uri=args.uri)
+    args.job_ids = list(ids.values())
+    args.ingest = True
+    return fetch(args)
+
+
+def fetch(args) -> int:
+    from ..lava import dispatch
+    from ..lava.ingest import ingest_records, load_record
+    from .run import commit_from_env
+
+    progress = _progress()
+    out = args.out or Path(RESULTS) / "lava-fetch"
+    records = []
+    for jid in args.job_ids:
+        rec = dispatch.fetch(jid, out / f"job-{jid}", identity=args.identity, uri=args.uri)
+        progress(f"LAVA job {jid} -> {rec}")
+        records.append(rec)
+    if not args.ingest:
+        return 0
+    run_res, run_dir = ingest_records([load_record(r) for r in records], args.results or Path(RESULTS),
+                                      budgets_file=args.budgets, commit=commit_from_env(), progress=progress)
+    return _finish(run_res, run_dir)

@@ -1,0 +1,317 @@
+"""`rtlab rack up|down|status|power|fault|reap|env`: the virtual rack.
+
+    rtlab rack up        coordinator + exporter + PDU + virtual boards (labgrid/rack.yaml)
+    rtlab rack status    services, places (locks, reservations), boards (power, last boot)
+    rtlab rack down      power off, stop everything
+    eval "$(rtlab rack env)"   LG_COORDINATOR for labgrid-client
+
+The rack directory is --dir, else $RTLAB_RACK_DIR, else .cache/rack.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+from ..errors import RtlabError
+
+UP_TIMEOUT_S = 120
+
+
+def register(sub):
+    p = sub.add_parser("rack", help="the virtual rack: labgrid coordinator, exporter, PDU, U-Boot boards")
+    rs = p.add_subparsers(dest="rack_command", required=True, metavar="ACTION")
+
+    def common(sp):
+        sp.add_argument("--dir", type=Path, help="rack directory (default: $RTLAB_RACK_DIR or .cache/rack)")
+        return sp
+
+    up = common(rs.add_parser("up", help="start the rack (returns when it is ready)"))
+    up.add_argument("--config", type=Path, help="rack config (default: labgrid/rack.yaml)")
+    up.add_argument("--coordinator-port", type=int, help="coordinator port (0: any free port; default: rack.yaml)")
+    up.add_argument("--pdu-port", type=int, help="PDU port (0: any free port; default: rack.yaml)")
+    up.set_defaults(func=cmd_up)
+    common(rs.add_parser("down", help="power off the boards and stop the rack")).set_defaults(func=cmd_down)
+    st = common(rs.add_parser("status", help="services, places, locks, boards"))
+    st.add_argument("--json", action="store_true")
+    st.set_defaults(func=cmd_status)
+    pw = common(rs.add_parser("power", help="switch a board's PDU outlet"))
+    pw.add_argument("board")
+    pw.add_argument("action", choices=["on", "off", "cycle", "get"])
+    pw.set_defaults(func=cmd_power)
+    fl = common(rs.add_parser("fault", help="inject a fault: hang-boot (next power-on hangs), hang-now, clear"))
+    fl.add_argument("board")
+    fl.add_argument("fault", choices=["hang-boot", "hang-now", "clear"])
+    fl.set_defaults(func=cmd_fault)
+    common(rs.add_parser("reap", help="release places held by dead rtlab jobs now")).set_defaults(func=cmd_reap)
+    pl = common(rs.add_parser("places", help="create/update the places of a places file on a coordinator"))
+    pl.add_argument("file", type=Path, help="places file (e.g. labgrid/lab/places.yaml)")
+    pl.add_argument("--coordinator", help="HOST:PORT (default: $LG_COORDINATOR, else the running rack's)")
+    pl.set_defaults(func=cmd_places)
+    common(rs.add_parser("env", help="print shell exports for labgrid-client")).set_defaults(func=cmd_env)
+
+
+# -- helpers (also used by tests and the benchmark) ------------------------------------
+def rack_up(directory=None, *, config=None, coordinator_port=None, pdu_port=None,
+            timeout: float = UP_TIMEOUT_S, quiet: bool = False) -> dict:
+    """Start the rack service detached; return its state once ready."""
+    from ..rack.state import rack_dir, read_state, running_state, pid_alive
+    d = rack_dir(directory)
+    st = running_state(d)
+    if st:
+        return st
+    old = read_state(d)
+    if old and pid_alive(old.get("pid")):
+        raise RtlabError(f"a rack service (pid {old['pid']}) is {old.get('state')} in {d}; "
+                         f"`rtlab rack down --dir {d}` first")
+    if old:
+        rack_down(d)  # a service that was killed: whatever it left behind goes too
+    d.mkdir(parents=True, exist_ok=True)
+    for stale in ("rack.json",):
+        (d / stale).unlink(missing_ok=True)
+    cmd = [sys.executable, "-m", "rtlab.rack.service", "--dir", str(d)]
+    if config:
+        cmd += ["--config", str(config)]
+    if coordinator_port is not None:
+        cmd += ["--coordinator-port", str(coordinator_port)]
+    if pdu_port is not None:
+        cmd += ["--pdu-port", str(pdu_port)]
+    log = open(d / "service.log", "ab")
+    proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                            start_new_session=True, cwd=str(Path(__file__).resolve().parents[2]))
+    log.close()
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        st = read_state(d)
+        if st and st.get("state") == "ready":
+            return st
+        if st and st.get("state") == "failed" or proc.poll() is not None:
+            proc.wait()
+            raise RtlabError(f"rack failed to start: {(st or {}).get('error', 'service exited')} "
+                             f"(see {d / 'service.log'})\n{_tail(d / 'service.log')}")
+        time.sleep(0.3)
+    proc.terminate()
+    raise RtlabError(f"rack not ready within {timeout:g} s (see {d / 'service.log'})")
+
+
+def rack_down(directory=None, timeout: float = 30.0) -> bool:
+    """Stop the rack service; False if none was running."""
+    from ..rack.state import rack_dir, read_state, pid_alive
+    d = rack_dir(directory)
+    st = read_state(d)
+    if not st:
+        return False
+    pid = st.get("pid")
+    was = pid_alive(pid)
+    if was:
+        os.kill(pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout
+        while pid_alive(pid) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if pid_alive(pid):
+            os.kill(pid, signal.SIGKILL)
+    # whatever the service could not stop (it was SIGKILLed): its process
+    # groups, but only processes that are still ours (pids get reused)
+    for pgid in (st.get("pgids") or {}).values():
+        for pid in _group_members(pgid, ("labgrid-coordinator", "labgrid-exporter", "ser2net")):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+    return was
+
+
+def _group_members(pgid: int, names: tuple) -> list[int]:
+    pids = []
+    for p in Path("/proc").iterdir():
+        if not p.name.isdigit():
+            continue
+        try:
+            stat = (p / "stat").read_text()
+            cmdline = (p / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if int(stat.rsplit(")", 1)[1].split()[2]) == pgid and any(n in cmdline for n in names):
+            pids.append(int(p.name))
+    return pids
+
+
+def pdu_request(state: dict, method: str, path: str, body: str = "") -> str:
+    req = urllib.request.Request(state["pdu"] + path, method=method,
+                                 data=body.encode() if body else None)
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback: never a proxy
+    try:
+        with opener.open(req, timeout=30) as r:
+            return r.read().decode()
+    except urllib.error.HTTPError as e:
+        raise RtlabError(f"PDU {method} {path}: {e.code} {e.read().decode().strip()}") from None
+
+
+def rack_status(directory=None) -> dict:
+    from ..lab.coordinator import Coordinator, CoordinatorError
+    from ..rack.state import rack_dir, read_state, pid_alive
+    d = rack_dir(directory)
+    st = read_state(d) or {}
+    alive = pid_alive(st.get("pid"))
+    state = st.get("state", "absent")
+    if not alive and state in ("starting", "ready", "stopping"):
+        state = "dead"  # killed without cleaning up: `rtlab rack down` clears what is left
+    out = {"dir": str(d), "state": state,
+           "service_pid": st.get("pid"), "coordinator": st.get("coordinator"), "pdu": st.get("pdu"),
+           "processes": {k: pid_alive(v) for k, v in (st.get("pids") or {}).items()},
+           "places": {}, "reservations": {}, "boards": {}}
+    if not alive or st.get("state") != "ready":
+        return out
+    try:
+        with Coordinator(st["coordinator"]) as c:
+            out["places"] = {n: p.to_json() for n, p in sorted(c.places().items())}
+            out["reservations"] = {t: r.to_json() for t, r in c.reservations().items()}
+    except CoordinatorError as e:
+        out["coordinator_error"] = str(e)
+    try:
+        out["boards"] = {b["name"]: b for b in json.loads(pdu_request(st, "GET", "/rack/status"))["outlets"]}
+    except (OSError, RtlabError, ValueError) as e:
+        out["pdu_error"] = str(e)
+    for name in out["boards"]:
+        boots = d / "boards" / name / "boots.jsonl"
+        if boots.exists():
+            lines = boots.read_text().splitlines()
+            if lines:
+                out["boards"][name]["last_boot"] = json.loads(lines[-1])
+    return out
+
+
+def _tail(path: Path, n: int = 8) -> str:
+    try:
+        return "\n".join(path.read_text(errors="replace").splitlines()[-n:])
+    except OSError:
+        return ""
+
+
+def _running(args) -> dict:
+    from ..rack.state import rack_dir, running_state
+    st = running_state(args.dir)
+    if not st:
+        raise RtlabError(f"no rack is running in {rack_dir(args.dir)} (`rtlab rack up`)")
+    return st
+
+
+# -- commands ---------------------------------------------------------------------------
+def cmd_up(args) -> int:
+    st = rack_up(args.dir, config=args.config, coordinator_port=args.coordinator_port,
+                 pdu_port=args.pdu_port)
+    print(f"rack {st['name']} ready in {st['dir']} (service pid {st['pid']})")
+    print(f"  coordinator {st['coordinator']}   PDU {st['pdu']}")
+    for name, b in st["boards"].items():
+        print(f"  board {name}: place {b['place']}, outlet {b['outlet']}, uart {b['tty']}")
+    print(f"  export LG_COORDINATOR={st['coordinator']}")
+    return 0
+
+
+def cmd_down(args) -> int:
+    from ..rack.state import rack_dir
+    was = rack_down(args.dir)
+    print(f"rack in {rack_dir(args.dir)} {'stopped' if was else 'was not running'}")
+    return 0
+
+
+def cmd_status(args) -> int:
+    s = rack_status(args.dir)
+    if args.json:
+        print(json.dumps(s, indent=2))
+        return 0 if s["state"] == "ready" else 1
+    print(f"rack {s['dir']}: {s['state']}" + (f" (pid {s['service_pid']})" if s["state"] == "ready" else ""))
+    if s["state"] != "ready":
+        return 1
+    print(f"  coordinator {s['coordinator']}   PDU {s['pdu']}   "
+          + "  ".join(f"{k} {'up' if v else 'DOWN'}" for k, v in s["processes"].items()))
+    from ..lab.places import stale_owner
+    for name, p in s["places"].items():
+        lock = f"locked by {p['acquired']}" if p["acquired"] else "free"
+        if p["acquired"] and stale_owner(p["acquired"]):
+            lock += " (job process gone: the reaper releases it)"
+        res = f", reserved {p['reservation']}" if p["reservation"] else ""
+        tags = " ".join(f"{k}={v}" for k, v in sorted(p["tags"].items()))
+        print(f"  place {name}: {lock}{res}  [{tags}]")
+    for name, b in s["boards"].items():
+        lb = b.get("last_boot")
+        boot = ""
+        if lb:
+            t = lb["t"]
+            boot = "  last boot: " + ", ".join(f"{k} {v:.1f}s" for k, v in t.items())
+        print(f"  board {name}: power {b['power']}{' FROZEN' if b['frozen'] else ''}"
+              f"{' (fault ' + b['pending_fault'] + ' pending)' if b['pending_fault'] else ''}"
+              f", power-ons {b['power_ons']}{boot}")
+    for t, r in s["reservations"].items():
+        print(f"  reservation {t}: {r['owner']} {r['state']} {r['allocations'] or ''}")
+    return 0
+
+
+def cmd_power(args) -> int:
+    st = _running(args)
+    b = st["boards"].get(args.board)
+    if b is None:
+        raise RtlabError(f"no board {args.board!r} (boards: {', '.join(st['boards'])})")
+    o = b["outlet"]
+    if args.action == "cycle":
+        pdu_request(st, "GET", f"/relay/{o}/0")
+        time.sleep(1)
+        args.action = "on"
+    if args.action in ("on", "off"):
+        pdu_request(st, "GET", f"/relay/{o}/{1 if args.action == 'on' else 0}")
+    print(f"{args.board}: {'on' if pdu_request(st, 'GET', f'/relay/{o}') == '1' else 'off'}")
+    return 0
+
+
+def cmd_fault(args) -> int:
+    st = _running(args)
+    s = json.loads(pdu_request(st, "POST", f"/rack/fault/{args.board}", args.fault))
+    print(f"{args.board}: fault {args.fault} ({'frozen' if s['frozen'] else 'pending: ' + str(s['pending_fault'])})")
+    return 0
+
+
+def cmd_reap(args) -> int:
+    from ..lab.coordinator import Coordinator
+    from ..lab.places import reap_stale
+    from ..rack.state import coordinator_address
+    addr = coordinator_address(args.dir)
+    if not addr:
+        raise RtlabError("no coordinator: start the rack (`rtlab rack up`) or set LG_COORDINATOR")
+    with Coordinator(addr) as c:
+        done = reap_stale(c, say=print)
+    if not done:
+        print("nothing to reap")
+    return 0
+
+
+def sync_places(coordinator: str, places_file: Path) -> list[str]:
+    """Declare every place of *places_file* on *coordinator* (idempotent)."""
+    from ..lab.coordinator import Coordinator
+    from ..rack.config import load_places
+    places = load_places(places_file)
+    with Coordinator(coordinator) as c:
+        for p in places.values():
+            c.ensure_place(p.name, list(p.matches), p.tags, p.comment)
+    return list(places)
+
+
+def cmd_places(args) -> int:
+    from ..rack.state import coordinator_address
+    addr = args.coordinator or coordinator_address(args.dir)
+    if not addr:
+        raise RtlabError("no coordinator: give --coordinator, set LG_COORDINATOR or start the rack")
+    for name in sync_places(addr, args.file):
+        print(f"place {name}: declared on {addr}")
+    return 0
+
+
+def cmd_env(args) -> int:
+    st = _running(args)
+    print(f"export LG_COORDINATOR={st['coordinator']}")
+    return 0

@@ -1,0 +1,48 @@
+"""Two small labgrid driver refinements the rack's boards need.
+
+``RtlabSerialDriver``: labgrid's SerialDriver whose reads return what has
+arrived. labgrid's ``SerialDriver._read(size)`` waits until *size* bytes came
+or the timeout passed; pexpect asks for ``maxread`` bytes per step, so with
+the default ``maxread=1`` every byte is one step (the prompt regex re-runs
+over the whole buffer: quadratic on tens of kB of tool output), and with a
+larger ``maxread`` every expect waits out its full timeout. This driver reads
+the first byte with the timeout and then whatever else is already buffered,
+so :func:`rtlab.lab.strategy.speed_up_console` can raise ``maxread`` safely.
+
+``RtlabUBootDriver``: labgrid's UBootDriver, ranked below the Linux shell for
+``CommandProtocol``. Both implement it; on a booted board the suites ask the
+target for ``CommandProtocol`` and mean the shell (U-Boot is reached through
+its driver name, ``target.get_driver("UBootDriver")``).
+"""
+from __future__ import annotations
+
+import attr
+from labgrid.driver.serialdriver import SerialDriver
+from labgrid.driver.ubootdriver import UBootDriver
+from labgrid.factory import target_factory
+from labgrid.protocol import CommandProtocol
+from pexpect import TIMEOUT
+
+
+@target_factory.reg_driver
+@attr.s(eq=False)
+class RtlabSerialDriver(SerialDriver):
+    #: marks consoles whose _read does not wait for `size` bytes
+    reads_available = True
+
+    def _read(self, size: int = 1, timeout: float = 0.0, max_size: int = None):
+        limit = max_size or size
+        self.serial.timeout = timeout
+        res = self.serial.read(1)
+        if not res:
+            raise TIMEOUT(f"Timeout of {timeout:.2f} seconds exceeded or connection closed by peer")
+        more = min(self.serial.in_waiting, max(limit - 1, 0))
+        if more:
+            res += self.serial.read(more)
+        return res
+
+
+@target_factory.reg_driver
+@attr.s(eq=False)
+class RtlabUBootDriver(UBootDriver):
+    priorities = {CommandProtocol: -10}

@@ -1,0 +1,154 @@
+"""The LAVA side of rtlab's boards (lava/boards.yaml).
+
+A :class:`LavaBoard` pairs an rtlab :class:`~rtlab.boards.Board` with what a
+LAVA job for it needs: device type, boot method, device dictionary, and for
+QEMU boards the machine and kernel command line of the board's labgrid env
+file, so both paths boot the same thing.
+"""
+from __future__ import annotations
+
+import dataclasses
+import string
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Optional
+
+from .. import ROOT
+from ..boards import Board, find_board
+from ..config import Node, open_node
+from ..errors import InputError
+
+LAVA_DIR = ROOT / "lava"
+BOARDS_FILE = LAVA_DIR / "boards.yaml"
+
+#: LAVA's architecture name per rtlab arch (job context.arch)
+LAVA_ARCH = {"x86_64": "amd64", "aarch64": "arm64"}
+
+
+@dataclass(frozen=True)
+class QemuMachine:
+    """What the board's labgrid QEMUDriver runs, read from its env file."""
+
+    binary: str
+    machine: str
+    cpu: str
+    memory: str
+    #: extra QEMU arguments, with -initrd taken out (LAVA passes the ramdisk)
+    extra: tuple[str, ...]
+    #: the kernel command line with `$LG_RTLAB_BOOT_ARGS` left to fill in
+    boot_args_template: str
+
+    def kernel_args(self, variant_args: str) -> str:
+        text = string.Template(self.boot_args_template).safe_substitute(LG_RTLAB_BOOT_ARGS=variant_args)
+        return " ".join(text.split())
+
+
+@dataclass(frozen=True)
+class LavaBoard:
+    name: str
+    board: Board
+    device_type: str
+    #: device dictionary (rendered form) for lava-run, absolute path
+    device: Path
+    lava_arch: str
+    boot: str                      # "qemu" | "u-boot"
+    kernel_type: str = "image"     # u-boot: image | zimage | uimage
+    dtb: Optional[str] = None      # u-boot: path inside the kernel package's /usr/lib/linux-image-<release>/
+    lab: bool = False              # only LAVA drives it (no labgrid env file)
+    #: lava-run can run its jobs on this machine (QEMU boards, QEMU as a U-Boot board)
+    runs_here: bool = False
+    #: lava-run --dispatcher configuration, absolute path
+    dispatcher: Optional[Path] = None
+    qemu: Optional[QemuMachine] = field(default=None, compare=False)
+
+
+def _qemu_machine(board: Board) -> QemuMachine:
+    from labgrid.util.yaml import load as lg_load
+
+    with open(board.env_file) as f:
+        env = lg_load(f)
+    node = Node(board.env_file, env).req("targets").req("main").req("drivers")
+    drv = node.req("QEMUDriver").mapping()
+    tools = env.get("tools") or {}
+
+    def text(v) -> str:
+        return v.template if isinstance(v, string.Template) else str(v or "")
+
+    extra = text(drv.get("extra_args")).split()
+    keep: list[str] = []
+    skip = False
+    for tok in extra:  # drop "-initrd <path>": LAVA adds the ramdisk itself
+        if skip:
+            skip = False
+            continue
+        if tok == "-initrd":
+            skip = True
+            continue
+        keep.append(tok)
+    pairs = []
+    i = 0
+    while i < len(keep):  # "-smp 2" stays one option, as LAVA device dictionaries list them
+        if keep[i].startswith("-") and i + 1 < len(keep) and not keep[i + 1].startswith("-"):
+            pairs.append(f"{keep[i]} {keep[i + 1]}")
+            i += 2
+        else:
+            pairs.append(keep[i])
+            i += 1
+    binary = tools.get(drv.get("qemu_bin"), drv.get("qemu_bin"))
+    return QemuMachine(binary=str(binary), machine=str(drv["machine"]), cpu=str(drv["cpu"]),
+                       memory=str(drv["memory"]), extra=tuple(pairs),
+                       boot_args_template=text(drv.get("boot_args")))
+
+
+def load_lava_boards(path: Path = BOARDS_FILE) -> dict[str, LavaBoard]:
+    """Every board LAVA can run, by rtlab board name."""
+    root = open_node(path).only(["qemu", "lab"])
+    out: dict[str, LavaBoard] = {}
+    for name, n in root.child("qemu").items():
+        n.only(["device_type", "device", "arch"])
+        board = find_board(name)
+        if board.kind != "qemu":
+            raise n.error(f"board {name} is a {board.kind} board, not a QEMU one")
+        lava_arch = n.child("arch").str(LAVA_ARCH.get(board.arch, board.arch))
+        out[name] = LavaBoard(name=name, board=board, device_type=n.req("device_type").str(),
+                              device=(path.parent / n.req("device").str()).resolve(),
+                              lava_arch=lava_arch, boot="qemu", runs_here=True, qemu=_qemu_machine(board))
+    for name, n in root.child("lab").items():
+        n.only(["device_type", "device", "dispatcher", "runs_here", "arch", "boot", "kernel_type", "dtb",
+                "board"])
+        if isinstance(n.req("board").value, str):  # the properties of an env/ board
+            same = find_board(n.req("board").str())
+            board = dataclasses.replace(same, name=name, env_file=path.resolve(), kind="remote",
+                                        features=("lava",), options={**same.options, "kind": "remote"})
+        else:
+            b = n.req("board").only(["arch", "cpus", "isolate_cpu", "budget_class"])
+            cpus = b.req("cpus").integer(minimum=1)
+            iso = b.child("isolate_cpu")
+            isolate = None if iso.value is None else iso.integer(minimum=0)
+            if isolate is not None and isolate >= cpus:
+                raise iso.error(f"CPU {isolate} does not exist on a {cpus}-CPU board")
+            board = Board(name=name, env_file=path.resolve(), arch=b.req("arch").str(), cpus=cpus,
+                          isolate_cpu=isolate, budget_class=b.req("budget_class").str(), kind="remote",
+                          features=("lava",), options=dict(b.mapping()))
+        boot = n.req("boot").str()
+        if boot != "u-boot":
+            raise n.child("boot").error(f"lab boards boot with u-boot (got {boot!r})")
+        kernel_type = n.child("kernel_type").str("image")
+        if kernel_type not in ("image", "zimage", "uimage"):
+            raise n.child("kernel_type").error(f"must be image, zimage or uimage, got {kernel_type!r}")
+        dispatcher = n.child("dispatcher")
+        out[name] = LavaBoard(name=name, board=board, device_type=n.req("device_type").str(),
+                              device=(path.parent / n.req("device").str()).resolve(),
+                              lava_arch=n.child("arch").str(LAVA_ARCH.get(board.arch, board.arch)),
+                              boot=boot, kernel_type=kernel_type,
+                              dtb=n.child("dtb").value and n.child("dtb").str(), lab=True,
+                              runs_here=n.child("runs_here").boolean(False),
+                              dispatcher=(path.parent / dispatcher.str()).resolve() if dispatcher.value else None)
+    return out
+
+
+def find_lava_board(name: str, boards: Optional[dict[str, LavaBoard]] = None) -> LavaBoard:
+    boards = boards if boards is not None else load_lava_boards()
+    if name not in boards:
+        raise InputError(BOARDS_FILE, f"no LAVA board named {name!r} (known: {', '.join(sorted(boards))})")
+    return boards[name]

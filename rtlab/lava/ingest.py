@@ -1,0 +1,401 @@
+"""LAVA results -> an rtlab results directory (run.json in the runner's layout).
+
+Input: one *record* directory per LAVA job, as `rtlab lava run` and
+`rtlab lava fetch` write them::
+
+    job.yaml        the job definition (carries rtlab's spec in its metadata)
+    lava-run.log    lava-run's stderr log stream            } either, optional:
+    log.yaml        a server's log (lavacli jobs logs --raw) } raw outputs live here
+    results.yaml    lavacli results ID --yaml               (else: from the log)
+    job.json        lavacli jobs show --json (health) / rtlab's lava-run summary
+
+Output: ``<results>/<run_id>/`` exactly as :mod:`rtlab.runner` writes it
+(run.json, campaign.yaml, budgets.yaml, <board>/<variant>/job.json,
+kernel.json, job-spec.json, <suite>@<load>/ raw files), plus each LAVA job's
+evidence under ``<suite>@<load>/lava/``, so `rtlab report`, `rtlab gate` and
+`rtlab publish` work unchanged.
+
+Verdicts, in the gate's terms:
+
+* job ended Incomplete / Canceled, or a case of LAVA's own ``lava`` suite
+  failed (http-download, login-action, auto-login-action, the test
+  definition runs...), or the board is not running the variant: **INFRA**,
+  job-level ``infra_error`` naming the LAVA job and the cause; its
+  measurements are not judged.
+* the tool exited non-zero, or its raw output is missing or unreadable:
+  **INFRA** on that measurement (as the labgrid path does).
+* a declared test case is missing (``metadata.rtlab.expected``): **INFRA**
+  on that measurement, naming every missing case: the job must not pass, and
+  nothing was measured that could be called a latency failure; `rtlab gate`
+  exits 2 (non-zero) and lists them. A FAIL (exit 1) would tell CI "the kernel
+  got slower", which a test harness that lost its output does not show.
+* the board's lava-test-case numbers disagree with rtlab's parse of the raw
+  JSON: **INFRA** (one of the two reporting paths is broken).
+* otherwise the measurement is judged against the budgets like any other.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional
+
+from .. import ROOT
+from ..budgets import load_budgets
+from ..config import load_yaml
+from ..errors import InputError
+from ..gate import judge_run
+from ..model import (JobResult, Measurement, MeasurementKey, RunResult, ThreadResult,
+                     ToolOutput, Verdict)
+from ..suites import SUITES, SuiteRun
+from ..suites.board import BoardShell, check_variant, kernel_facts
+from ..variants import Variant
+from . import onboard
+from .logs import LavaLog, RawBlock, job_outcome, raw_blocks, results_from_server
+from .render import spec_of
+
+LOG_NAMES = ("lava-run.log", "log.yaml")
+
+
+@dataclass
+class LavaRecord:
+    """Everything one LAVA job left, read from a record directory."""
+
+    source: Path
+    definition: dict
+    spec: dict
+    job_id: str = ""
+    log: Optional[LavaLog] = None
+    log_file: Optional[Path] = None
+    results: list[dict] = field(default_factory=list)
+    health: str = "Unknown"
+    failure: Optional[str] = None
+    duration_s: float = 0.0
+    started: Optional[dt.datetime] = None
+
+    @property
+    def label(self) -> str:
+        s = self.spec
+        return f"LAVA job {self.job_id or '?'} ({s['board']['name']}/{s['variant']['name']}/{s['suite']['id']})"
+
+
+def load_record(path: Path) -> LavaRecord:
+    path = Path(path)
+    if not path.is_dir():
+        raise InputError(path, "not a LAVA record directory (expected job.yaml and a log or results.yaml)")
+    job_file = path / "job.yaml"
+    if not job_file.is_file():
+        raise InputError(path, "no job.yaml (the job definition carries rtlab's spec)")
+    definition = load_yaml(job_file)
+    if not isinstance(definition, dict):
+        raise InputError(job_file, "not a LAVA job definition")
+    rec = LavaRecord(source=path, definition=definition, spec=spec_of(definition, job_file))
+    meta = {}
+    if (path / "job.json").is_file():
+        try:
+            meta = json.loads((path / "job.json").read_text())
+        except ValueError as e:
+            raise InputError(path / "job.json", f"invalid JSON: {e}") from None
+    rec.job_id = str(meta.get("id") or meta.get("job_id") or "")
+    for name in LOG_NAMES:
+        if (path / name).is_file():
+            rec.log = LavaLog.from_file(path / name)
+            rec.log_file = path / name
+            break
+    if (path / "results.yaml").is_file():
+        rec.results = results_from_server(load_yaml(path / "results.yaml"), path / "results.yaml")
+    elif rec.log is not None:
+        rec.results = rec.log.results()
+    if rec.log is None and not rec.results:
+        raise InputError(path, "neither a log (lava-run.log, log.yaml) nor results.yaml")
+    health, failure = job_outcome(rec.results)
+    if meta.get("health"):  # a server's own word on the job wins
+        health = str(meta["health"])
+        failure = meta.get("failure_comment") or failure
+    if health is None:
+        health = "Incomplete"
+        failure = ("lava-run exited with %s before reporting the job result" % meta["returncode"]
+                   if meta.get("returncode") not in (None, 0) else
+                   "the log ends before LAVA reported the job result")
+    rec.health, rec.failure = health, failure
+    if rec.log is not None:
+        rec.duration_s = rec.log.span_s()
+        rec.started = rec.log.started()
+    if meta.get("wall_s"):
+        rec.duration_s = float(meta["wall_s"])
+    return rec
+
+
+class _ReplayShell(BoardShell):
+    """Answers kernel_facts' commands with what the board printed for them."""
+
+    def __init__(self, answers: dict[str, tuple[list[str], int]]):
+        super().__init__(None)
+        self.answers = answers
+        self.missing: list[str] = []
+
+    def run(self, cmd: str, timeout: float = 30.0):
+        if cmd not in self.answers:
+            self.missing.append(cmd)
+            return [], 1
+        return self.answers[cmd]
+
+
+def replay_facts(spec: dict, blocks: dict[tuple[str, str], RawBlock]) -> tuple[Optional[dict], list[str]]:
+    """kernel_facts() run over the board's recorded answers: (facts, problems)."""
+    answers: dict[str, tuple[list[str], int]] = {}
+    problems = []
+    for i, cmd in enumerate(spec["facts"]):
+        blk = blocks.get(("facts", f"cmd{i}"))
+        if blk is None or blk.data is None or blk.rc is None:
+            why = blk.error if blk is not None and blk.error else "not in the log"
+            problems.append(f"kernel fact `{cmd}`: {why}")
+            continue
+        answers[cmd] = (blk.data.decode(errors="replace").splitlines(), blk.rc)
+    if problems:
+        return None, problems
+    sh = _ReplayShell(answers)
+    facts = kernel_facts(sh)
+    if sh.missing:  # kernel_facts changed since the job was rendered
+        return None, [f"kernel fact `{c}` was not recorded on the board (re-render the job)" for c in sh.missing]
+    return facts, []
+
+
+def _lava_failures(rec: LavaRecord) -> list[str]:
+    out = []
+    for r in rec.results:
+        if r["definition"] == "lava" and r["case"] != "job" and r["result"] == "fail":
+            why = ": ".join(" ".join(str(x).split()) for x in (r.get("error_type"), r.get("error_msg")) if x)
+            out.append(f"LAVA {r['case']} failed" + (f" ({why})" if why else ""))
+    return out
+
+
+def _suite_cases(rec: LavaRecord) -> dict[str, dict]:
+    suite_def = rec.spec["definitions"]["suite"]
+    return {r["case"]: r for r in rec.results if r["definition"] == suite_def}
+
+
+def missing_cases(rec: LavaRecord) -> list[str]:
+    present = {f"{r['definition']}/{r['case']}" for r in rec.results}
+    return [c for c in rec.spec["expected"] if c not in present]
+
+
+def _threads_from_cases(cases: dict[str, dict]) -> list[ThreadResult]:
+    """Results-only ingest: threads from the board's lava-test-case numbers
+    (no histogram, so no percentiles: those need the raw JSON in the log)."""
+    vals: dict[int, dict[str, float]] = {}
+    for name, r in cases.items():
+        split = onboard.split_case(name)
+        if split and r.get("measurement") is not None:
+            vals.setdefault(split[0], {})[split[1]] = r["measurement"]
+    threads = []
+    for t, v in sorted(vals.items()):
+        if {"cycles", "min", "avg", "max"} <= set(v):
+            threads.append(ThreadResult(thread=t, cpu=None, cycles=int(v["cycles"]), min_us=v["min"],
+                                        avg_us=v["avg"], max_us=v["max"]))
+    return threads
+
+
+def cross_check(out: ToolOutput, cases: dict[str, dict]) -> list[str]:
+    """Where the board's lava-test-case numbers differ from rtlab's parse."""
+    problems = []
+    for t in out.threads:
+        mine = {"cycles": t.cycles, "min": t.min_us, "avg": t.avg_us, "max": t.max_us,
+                **{f"p{p}": v for p, v in t.percentiles_us.items()}}
+        for what, v in mine.items():
+            name = (f"t{t.thread}-{what}" if what == "cycles" else
+                    f"t{t.thread}-{onboard.percentile_case_name(what[1:]) if what.startswith('p') else what}-latency")
+            r = cases.get(name)
+            if r is None:
+                continue  # missing cases are reported on their own
+            lava = r.get("measurement")
+            if v is None or v != v:  # unknowable (overflows) or NaN: the board skips it
+                if r["result"] != "skip":
+                    problems.append(f"{name}: board reported {lava}, rtlab finds no value")
+            elif lava is None or abs(lava - v) > max(1e-3, 1e-6 * abs(v)):
+                problems.append(f"{name}: board reported {lava}, rtlab parsed {v:g}")
+    return problems
+
+
+def _accepts_exit(suite, rc: int, host_dir: Path) -> bool:
+    """A non-zero exit that is still a result (pi_stress deadlock: judged
+    FAIL from the raw files), as tests/suites/test_suites.py asks the suite."""
+    accepts = getattr(suite, "accepts_exit", None)
+    return bool(accepts and accepts(rc, host_dir))
+
+
+def _copy_evidence(rec: LavaRecord, dest: Path) -> list[str]:
+    dest.mkdir(parents=True, exist_ok=True)
+    names = []
+    for name in ("job.yaml", *LOG_NAMES, "results.yaml", "job.json"):
+        src = rec.source / name
+        if src.is_file():
+            if src.resolve() != (dest / name).resolve():
+                shutil.copyfile(src, dest / name)
+            names.append(name)
+    return names
+
+
+def ingest_records(records: list[LavaRecord], results_root: Path, *, run_id: Optional[str] = None,
+                   budgets_file: Optional[Path] = None, commit: Optional[dict] = None,
+                   progress: Callable[[str], None] = lambda m: None) -> tuple[RunResult, Path]:
+    from ..runner import new_run_id
+
+    if not records:
+        raise InputError("rtlab lava ingest", "no LAVA records given")
+    spec0 = records[0].spec
+    budgets_file = Path(budgets_file) if budgets_file else ROOT / spec0.get("budgets", "budgets/default.yaml")
+    budgets = load_budgets(budgets_file)
+    started = min((r.started for r in records if r.started), default=None) or dt.datetime.utcnow()
+    started = started.replace(microsecond=0)
+    results_root = Path(results_root)
+    run_id = run_id or new_run_id(started.replace(tzinfo=dt.timezone.utc)) + "-lava"
+    run_dir = results_root / run_id
+    n = 1
+    while run_dir.exists() and not (run_dir / ".lava-ingest").exists():
+        n += 1
+        run_dir = results_root / f"{run_id}.{n}"
+    run_dir.mkdir(parents=True, exist_ok=True)
+    (run_dir / ".lava-ingest").write_text("written by rtlab lava ingest\n")
+    shutil.copyfile(budgets_file, run_dir / "budgets.yaml")
+    campaign_file = ROOT / spec0.get("campaign_file", "")
+    if spec0.get("campaign_file") and campaign_file.is_file():
+        shutil.copyfile(campaign_file, run_dir / "campaign.yaml")
+
+    run = RunResult(run_id=run_dir.name, started=started.isoformat() + "Z",
+                    campaign=spec0.get("campaign", ""), commit=commit or {})
+    jobs: dict[tuple[str, str], JobResult] = {}
+    for rec in records:
+        s = rec.spec
+        board, variant = s["board"], Variant.from_json(s["variant"])
+        key = (board["name"], variant.name)
+        jr = jobs.get(key)
+        job_dir = run_dir / board["name"] / variant.name
+        if jr is None:
+            jr = jobs[key] = JobResult(board=board["name"], variant=variant.name, arch=board["arch"],
+                                       budget_class=board["budget_class"])
+            if job_dir.exists():
+                shutil.rmtree(job_dir)
+            job_dir.mkdir(parents=True)
+            (job_dir / "job-spec.json").write_text(json.dumps({
+                "job_dir": str(job_dir), "board": board, "variant": s["variant"],
+                "boot_args": s["boot_args"], "suites": [], "kernel": s["kernel"], "lava": s["lava"],
+            }, indent=2) + "\n")
+        spec_file = job_dir / "job-spec.json"
+        js = json.loads(spec_file.read_text())
+        js["suites"].append(s["suite"])
+        spec_file.write_text(json.dumps(js, indent=2) + "\n")
+        jr.duration_s = round(jr.duration_s + rec.duration_s, 3)
+        m = _ingest_one(rec, jr, job_dir, variant)
+        if m is not None:
+            jr.measurements.append(m)
+        progress(f"{rec.label}: {rec.health}" + (f" ({rec.failure})" if rec.failure else "")
+                 + (f", {m.key.suite}@{m.key.load} parsed" if m is not None and m.verdict is None else "")
+                 + (f", {m.verdict.value}: {'; '.join(m.reasons)}" if m is not None and m.verdict else ""))
+    run.jobs = list(jobs.values())
+    judge_run(run, budgets)
+    for jr in run.jobs:
+        (run_dir / jr.board / jr.variant / "job.json").write_text(json.dumps(jr.to_json(), indent=2) + "\n")
+    (run_dir / "run.json").write_text(json.dumps(run.to_json(), indent=2) + "\n")
+    latest = results_root / "latest"
+    try:
+        if latest.is_symlink() or not latest.exists():
+            if latest.is_symlink():
+                latest.unlink()
+            latest.symlink_to(run_dir.name)
+    except OSError:
+        pass
+    return run, run_dir
+
+
+def _ingest_one(rec: LavaRecord, jr: JobResult, job_dir: Path, variant: Variant) -> Optional[Measurement]:
+    s = rec.spec
+    run = SuiteRun.from_json(s["suite"])
+    suite = SUITES[run.suite]
+    mkey = MeasurementKey(board=jr.board, variant=jr.variant, suite=run.name, load=run.load)
+    suite_dir = job_dir / run.id
+    suite_dir.mkdir(parents=True, exist_ok=True)
+    _copy_evidence(rec, suite_dir / "lava")
+    (suite_dir / "command.txt").write_text(s["command"] + "\n")
+    blocks = raw_blocks(rec.log.target_lines()) if rec.log is not None else {}
+
+    infra: list[str] = []
+    if rec.health != "Complete":
+        infra.append(f"{rec.health}" + (f": {rec.failure}" if rec.failure else ""))
+    infra += _lava_failures(rec)
+    facts = None
+    if rec.log is not None:
+        facts, fact_problems = replay_facts(s, blocks)
+        if facts is not None:
+            (suite_dir / "kernel.json").write_text(json.dumps(facts, indent=2) + "\n")
+            if not jr.kernel:
+                jr.kernel = facts
+                (job_dir / "kernel.json").write_text(json.dumps(facts, indent=2) + "\n")
+            problems = check_variant(variant, facts, s["boot_args"], s["board"]["isolate_cpu"],
+                                     kernel=s.get("kernel"))
+            if problems:
+                infra.append(f"board {jr.board} is not running variant {variant.name}: " + "; ".join(problems))
+        elif rec.health == "Complete":
+            infra += fact_problems
+    if infra:
+        msg = f"{rec.label}: " + "; ".join(infra)
+        jr.infra_error = f"{jr.infra_error}; {msg}" if jr.infra_error else msg
+        return None  # nothing trustworthy was measured: the job-level error says why
+
+    # raw outputs first, byte-exact, before anything is judged
+    raw: list[str] = []
+    transfer: list[str] = []
+    for (bkey, name), blk in sorted(blocks.items()):
+        if bkey != run.id:
+            continue
+        if blk.data is not None:
+            (suite_dir / name).write_bytes(blk.data)
+        elif blk.error:
+            transfer.append(f"{name} {blk.error}")
+    rc = None
+    if (suite_dir / "exit_code").is_file():
+        text = (suite_dir / "exit_code").read_text().strip()
+        rc = int(text) if text.lstrip("-").isdigit() else None
+        (suite_dir / "exit.json").write_text(json.dumps({"exit_code": rc}) + "\n")
+    raw = sorted(str(p.relative_to(job_dir)) for p in suite_dir.rglob("*") if p.is_file())
+
+    cases = _suite_cases(rec)
+    missing = missing_cases(rec)
+    tool = ToolOutput(path="", tool=suite.tool)
+    reasons: list[str] = []
+    m: Optional[Measurement] = None
+    if rec.log is None:
+        threads = _threads_from_cases(cases)
+        if threads:
+            m = Measurement(mkey, ToolOutput(path="", tool=suite.tool, threads=threads), raw)
+        else:
+            reasons.append("no log and no measurements in the results: nothing to judge")
+    elif rc is None:
+        reasons.append(f"{suite.tool} left no exit code on the board (see lava/{rec.log_file.name})")
+    elif rc != 0 and not _accepts_exit(suite, rc, suite_dir):
+        err = suite_dir / "stderr.txt"
+        tail = err.read_text(errors="replace").strip().splitlines()[-3:] if err.is_file() else []
+        reasons.append(f"{suite.tool} exited with {rc}" + (f": {' | '.join(tail)}" if tail else ""))
+    else:
+        try:
+            out = suite.parse(job_dir, run)
+            out.path = str(Path(out.path).relative_to(job_dir)) if Path(out.path).is_absolute() else out.path
+            m = Measurement(mkey, out, raw)
+            disagree = cross_check(out, cases)
+            if disagree:
+                reasons.append("the board's lava-test-case numbers disagree with the raw output: "
+                               + "; ".join(disagree))
+        except InputError as e:
+            reasons.append(f"unreadable output: {e}")
+    if transfer:
+        reasons.append("raw output " + "; ".join(transfer))
+    if missing:
+        reasons.append(f"{rec.label} is missing {len(missing)} declared test case(s): " + ", ".join(missing))
+    if reasons:
+        if m is None:
+            m = Measurement(mkey, tool, raw)
+        m.verdict = Verdict.INFRA
+        m.reasons = reasons
+    return m

@@ -1,0 +1,476 @@
+"""Campaign -> LAVA job definitions, one per board × variant × suite × load.
+
+A job boots the board's kernel for the variant (the same kernel, initramfs
+and command line the labgrid path stages: :func:`rtlab.runner.stage_kernel`)
+and runs two inline test definitions:
+
+``0_rtlab-boot``
+    silences the console like RtlabStrategy does (``dmesg -n 1``), prints
+    the output of every command :func:`rtlab.suites.board.kernel_facts` runs
+    (recorded at render time, replayed through the real function at ingest),
+    and cheap on-board checks for LAVA users (kernel release, boot args).
+``1_<suite>-<load>``
+    runs ``Suite.command(run)`` in the wrapper of
+    :func:`rtlab.suites.board.run_tool`, prints the raw outputs byte-exact and
+    reports every measurement with ``lava-test-case`` (:mod:`.onboard`).
+
+The job declares the cases it must produce in ``metadata`` (``rtlab.expected``,
+and the whole job spec as JSON in ``rtlab.spec``): LAVA 2023.01's schema
+rejects ``expected``, and ingest checks them itself.
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import json
+import math
+import os
+import re
+import shlex
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+import yaml
+
+from .. import ROOT
+from ..campaign import Campaign, Job
+from ..errors import InputError, RtlabError
+from ..images import PROMPT_RE, ImageSet
+from ..runner import BOOT_ALLOWANCE_S, stage_kernel, unavailable
+from ..suites import SUITES, Suite, SuiteRun
+from ..suites.board import BOARD_WORKDIR, BoardShell, kernel_facts
+from ..variants import Variant
+from . import onboard
+from .boards import LavaBoard, load_lava_boards
+
+FORMAT = 1
+BOOT_DEFINITION = "rtlab-boot"
+#: lava-test-case names of the boot definition
+CASE_FACTS = "kernel-facts"
+CASE_RELEASE = "kernel-release"
+CASE_BOOT_ARGS = "boot-args"
+
+DEPLOY_TIMEOUT_S = 300          # downloads (file:// here, HTTP in a lab) + overlay into the ramdisk
+BOOT_TIMEOUT_S = BOOT_ALLOWANCE_S  # power-on to shell prompt, as the labgrid path allows
+BOOT_DEFINITION_S = 120         # kernel facts over the console
+TRANSFER_ALLOWANCE_S = 120      # raw outputs (base64) and lava-test-case calls
+JOB_MARGIN_S = 120              # LAVA's own set-up and tear-down
+
+#: board-side start/stop steps per load; a load without a LAVA form cannot be
+#: rendered (loads prove they ran through labgrid today, see rtlab/loads)
+LAVA_LOADS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {"idle": ((), ())}
+
+#: per tool: which on-board reporter turns its raw output into lava-test-cases
+RT_JSON_TOOLS = {"cyclictest"}
+
+
+def _seconds_to_timeout(seconds: float) -> dict[str, int]:
+    return {"minutes": max(1, math.ceil(seconds / 60))}
+
+
+def no_lava_form(run: SuiteRun) -> Optional[str]:
+    """Why a suite run cannot be a LAVA job yet, or None."""
+    if run.load not in LAVA_LOADS:
+        return (f"load {run.load} has no LAVA form yet: rtlab drives loads from the host over the "
+                f"console (rtlab.loads), a LAVA test definition runs unattended (LAVA loads: "
+                f"{', '.join(sorted(LAVA_LOADS))})")
+    return None
+
+
+def definition_name(run: SuiteRun) -> str:
+    """LAVA definition names allow [-_a-zA-Z0-9.]: "cyclictest@idle" -> "cyclictest-idle"."""
+    return re.sub(r"[^-_a-zA-Z0-9.]", "_", f"{run.name}-{run.load}")
+
+
+class _RecordingShell(BoardShell):
+    """Records the commands kernel_facts sends, answering none of them."""
+
+    def __init__(self):
+        super().__init__(None)
+        self.commands: list[str] = []
+
+    def run(self, cmd: str, timeout: float = 30.0):
+        if cmd not in self.commands:
+            self.commands.append(cmd)
+        return [], 1
+
+
+def fact_commands() -> list[str]:
+    """The shell commands :func:`kernel_facts` runs on a board, in order."""
+    rec = _RecordingShell()
+    kernel_facts(rec)
+    return rec.commands
+
+
+def suite_command(suite: Suite, run: SuiteRun, board: dict) -> str:
+    """Suite.command(run) exactly as tests/suites/test_suites.py asks for it."""
+    try:
+        return suite.command(run, board=board)
+    except TypeError:  # suites whose command() takes no board
+        return suite.command(run)
+
+
+def suite_outputs(suite: Suite, run: SuiteRun) -> list[str]:
+    """The files the tool writes besides stdout/stderr (Suite.outputs)."""
+    if hasattr(suite, "outputs"):
+        return list(suite.outputs(run))
+    return [suite.json_file] if suite.json_file else []
+
+
+def suite_steps(suite: Suite, run: SuiteRun, board: dict) -> list[str]:
+    start, stop = LAVA_LOADS[run.load]
+    wd = f"{BOARD_WORKDIR}/{run.id}"
+    command = suite_command(suite, run, board)
+    outputs = ["stdout.txt", "stderr.txt", *suite_outputs(suite, run), "exit_code"]
+    steps = [onboard.load_step(), f"rm -rf {shlex.quote(wd)} && mkdir -p {shlex.quote(wd)} && cd {shlex.quote(wd)}",
+             *start, onboard.announce_step(run.id, command), onboard.tool_step(command), *stop]
+    steps += [f"rtlab_emit {shlex.quote(run.id)} {shlex.quote(f)} {shlex.quote(f)}" for f in outputs]
+    steps.append(f"rtlab_exit_case {shlex.quote(suite.tool)}")
+    if suite.tool in RT_JSON_TOOLS and suite.json_file:
+        steps.append(onboard.rt_cases_step(suite.json_file))
+    return steps
+
+
+def suite_cases(suite: Suite, run: SuiteRun) -> list[str]:
+    cases = [suite.tool]
+    if suite.tool in RT_JSON_TOOLS and suite.json_file:
+        cases += onboard.rt_case_names(len(run.cpus))
+    return cases
+
+
+def _inline(name: str, description: str, steps: list[str]) -> dict:
+    return {
+        "from": "inline", "name": name, "path": f"inline/{name}.yaml",
+        "repository": {
+            "metadata": {"format": "Lava-Test Test Definition 1.0", "name": name,
+                         "description": description},
+            "run": {"steps": steps},
+        },
+    }
+
+
+class Artifacts:
+    """Where jobs find kernels, ramdisks and DTBs: file:// URLs of the image
+    cache by default (what lava-run on this machine reads), or `base_url`
+    + `<arch>/<name>` with the files linked under `<out>/artifacts/` for a
+    lab to publish over HTTP."""
+
+    def __init__(self, out_dir: Path, base_url: Optional[str] = None):
+        self.out_dir = Path(out_dir)
+        self.base_url = base_url.rstrip("/") if base_url else None
+        self.published: dict[str, str] = {}
+
+    def url(self, path: Path, arch: str) -> str:
+        path = Path(path).resolve()
+        if not self.base_url:
+            return path.as_uri()
+        rel = f"{arch}/{path.name}"
+        dest = self.out_dir / "artifacts" / rel
+        if not dest.exists():
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            try:
+                os.link(path, dest)
+            except OSError:
+                dest.symlink_to(path)
+        self.published[rel] = str(path)
+        return f"{self.base_url}/{rel}"
+
+
+def _sha256(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def extract_dtb(images: ImageSet, flavour: str, dtb: str, cache: Optional[Path] = None) -> Path:
+    """The DTB `dtb` (e.g. rockchip/rk3568-rock-3a.dtb) from the kernel
+    package of `flavour`, extracted once into the LAVA cache."""
+    import subprocess
+
+    from ..images import DEFAULT_CACHE, AptSource, DebCache
+
+    k = images.kernels[flavour]
+    cache = Path(cache) if cache else ROOT / ".cache" / "lava" / "dtbs"
+    dest = cache / k.release / dtb
+    if dest.is_file():
+        return dest
+    pkg = next((p for p in images.packages if p.name == k.package and p.version == k.version), None)
+    if pkg is None:
+        raise RtlabError(f"{k.package} {k.version} is not in the image manifest: cannot find {dtb}")
+    deb = DebCache(DEFAULT_CACHE / "debs", AptSource()).fetch([pkg], lambda m: None, "lava")[pkg.name]
+    member = f"./usr/lib/linux-image-{k.release}/{dtb}"
+    res = subprocess.run(f"dpkg-deb --fsys-tarfile {shlex.quote(str(deb))} | tar -xO {shlex.quote(member)}",
+                         shell=True, capture_output=True)
+    if res.returncode != 0 or not res.stdout:
+        raise RtlabError(f"{deb.name} has no {member}: {res.stderr.decode(errors='replace').strip()}")
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = dest.with_suffix(".tmp")
+    tmp.write_bytes(res.stdout)
+    os.replace(tmp, dest)
+    return dest
+
+
+@dataclasses.dataclass
+class RenderedJob:
+    file: Path
+    definition: dict
+    spec: dict
+
+    def index_entry(self, out_dir: Path) -> dict:
+        s = self.spec
+        return {"file": str(self.file.relative_to(out_dir)), "board": s["board"]["name"],
+                "variant": s["variant"]["name"], "suite": s["suite"]["id"],
+                "device_type": s["lava"]["device_type"], "boot": s["lava"]["boot"],
+                "device": s["lava"]["device"], "expected": s["expected"]}
+
+
+def render_job(lb: LavaBoard, variant: Variant, run: SuiteRun, images: ImageSet, *,
+               campaign: Campaign, artifacts: Artifacts) -> tuple[dict, dict]:
+    """One LAVA job definition and its rtlab spec (also in its metadata)."""
+    suite = SUITES[run.suite]
+    if run.load not in LAVA_LOADS:
+        raise InputError(campaign.path, no_lava_form(run))
+    board = lb.board
+    job = Job(board=board, variant=variant, suites=(run,))
+    env, kernel = stage_kernel(job, {board.arch: images})
+    boot_args = env["LG_RTLAB_BOOT_ARGS"]
+    flavour = variant.prebuilt
+    boot_def, suite_def = f"0_{BOOT_DEFINITION}", f"1_{definition_name(run)}"
+    command = suite_command(suite, run, board.to_json())
+
+    facts = fact_commands()
+    boot_steps = [onboard.install_step(), "dmesg -n 1",
+                  *[f"rtlab_fact {i} {shlex.quote(c)}" for i, c in enumerate(facts)],
+                  f"lava-test-case {CASE_FACTS} --result pass"]
+    boot_cases = [CASE_FACTS]
+    if kernel.get("release"):
+        boot_steps.append(f'rtlab_case {CASE_RELEASE} test "$(uname -r)" = {shlex.quote(kernel["release"])}')
+        boot_cases.append(CASE_RELEASE)
+    if boot_args:
+        boot_steps.append(f"rtlab_case {CASE_BOOT_ARGS} rtlab_cmdline_has {shlex.quote(boot_args)}")
+        boot_cases.append(CASE_BOOT_ARGS)
+    expected = ([f"{boot_def}/{c}" for c in boot_cases]
+                + [f"{suite_def}/{c}" for c in suite_cases(suite, run)])
+
+    suite_s = suite.duration_s(run) * 2 + 60 + TRANSFER_ALLOWANCE_S  # the runner's per-suite allowance + transfer
+    test_s = BOOT_DEFINITION_S + suite_s
+    job_s = DEPLOY_TIMEOUT_S + BOOT_TIMEOUT_S + test_s + JOB_MARGIN_S
+
+    kernel_path = Path(kernel["path"])
+    k_url = artifacts.url(kernel_path, board.arch)
+    r_url = artifacts.url(images.initramfs, board.arch)
+    k_sum = (images.kernels[flavour].sha256 if flavour else "") or _sha256(kernel_path)
+    r_sum = images.initramfs_sha256 or _sha256(images.initramfs)
+
+    context: dict[str, Any] = {"arch": lb.lava_arch}
+    if lb.boot == "qemu":
+        q = lb.qemu
+        kernel_args = q.kernel_args(boot_args)
+        # what the server's qemu.jinja2 needs to render the options of lava/devices/<board>.yaml
+        extra = [*(e for e in q.extra if not e.startswith("-nic")), *(() if lb.lava_arch == "arm64"
+                                                                     else (f"-machine {q.machine}", f"-cpu {q.cpu}"))]
+        context.update({"machine": q.machine, "cpu": q.cpu, "memory": int(q.memory.rstrip("MmBb")),
+                        "no_kvm": True, "extra_options": extra})
+        deploy = {"to": "tmpfs", "timeout": _seconds_to_timeout(DEPLOY_TIMEOUT_S), "images": {
+            "kernel": {"url": k_url, "sha256sum": k_sum,
+                       "image_arg": f'-kernel {{kernel}} -append "{kernel_args}"'},
+            "ramdisk": {"url": r_url, "sha256sum": r_sum, "image_arg": "-initrd {ramdisk}",
+                        "compression": "gz", "format": "cpio.newc", "overlays": {"lava": True}},
+        }}
+        boot = {"method": "qemu", "media": "tmpfs", "timeout": _seconds_to_timeout(BOOT_TIMEOUT_S),
+                "prompts": [PROMPT_RE]}
+    else:
+        kernel_args = boot_args
+        context["extra_kernel_args"] = kernel_args
+        deploy = {"to": "tftp", "timeout": _seconds_to_timeout(DEPLOY_TIMEOUT_S),
+                  "kernel": {"url": k_url, "sha256sum": k_sum, "type": lb.kernel_type},
+                  "ramdisk": {"url": r_url, "sha256sum": r_sum, "compression": "gz"}}
+        if lb.dtb:
+            if not flavour:
+                raise RtlabError(f"variant {variant.name}: a DTB comes from a prebuilt kernel package")
+            dtb = extract_dtb(images, flavour, lb.dtb)
+            deploy["dtb"] = {"url": artifacts.url(dtb, board.arch), "sha256sum": _sha256(dtb)}
+        boot = {"method": "u-boot", "commands": "ramdisk", "timeout": _seconds_to_timeout(BOOT_TIMEOUT_S),
+                "prompts": [PROMPT_RE]}
+
+    try:
+        device_rel = str(lb.device.relative_to(ROOT))
+    except ValueError:
+        device_rel = str(lb.device)
+    spec = {
+        "format": FORMAT,
+        "campaign": campaign.name,
+        "campaign_file": _repo_rel(campaign.path),
+        "budgets": _repo_rel(campaign.budgets),
+        "lava": {"board": lb.name, "device_type": lb.device_type, "boot": lb.boot, "device": device_rel,
+                 "dispatcher": _repo_rel(lb.dispatcher) if lb.dispatcher else None, "runs_here": lb.runs_here},
+        "board": board.to_json(),
+        "variant": variant.to_json(),
+        "boot_args": boot_args,
+        "kernel_args": kernel_args,
+        "kernel": kernel,
+        "suite": run.to_json(),
+        "command": command,
+        "definitions": {"boot": boot_def, "suite": suite_def},
+        "facts": facts,
+        "expected": expected,
+    }
+    definition = {
+        "job_name": f"rtlab {board.name} {variant.name} {run.id}",
+        "device_type": lb.device_type,
+        "visibility": "public",
+        "priority": "medium",
+        "timeouts": {"job": _seconds_to_timeout(job_s), "connection": {"minutes": 2}},
+        "context": context,
+        "metadata": {
+            "rtlab.format": str(FORMAT),
+            "rtlab.campaign": campaign.name,
+            "rtlab.board": board.name,
+            "rtlab.variant": variant.name,
+            "rtlab.suite": run.name,
+            "rtlab.load": run.load,
+            "rtlab.command": command,
+            "rtlab.expected": ",".join(expected),
+            "rtlab.spec": json.dumps(spec, separators=(",", ":"), sort_keys=True),
+        },
+        "actions": [
+            {"deploy": deploy},
+            {"boot": boot},
+            {"test": {"timeout": _seconds_to_timeout(test_s), "definitions": [
+                _inline(BOOT_DEFINITION, f"rtlab: is {board.name} running variant {variant.name}?", boot_steps),
+                _inline(definition_name(run), f"rtlab: {suite.tool} ({run.id}) on {board.name}/{variant.name}",
+                        suite_steps(suite, run, board.to_json())),
+            ]}},
+        ],
+    }
+    return definition, spec
+
+
+def _repo_rel(path) -> str:
+    p = Path(path).resolve()
+    try:
+        return str(p.relative_to(ROOT))
+    except ValueError:
+        return str(p)
+
+
+class _LiteralDumper(yaml.SafeDumper):
+    """Multi-line strings (the helper heredoc) as YAML literal blocks."""
+
+
+def _str_presenter(dumper, data):
+    if "\n" in data:
+        return dumper.represent_scalar("tag:yaml.org,2002:str", data, style="|")
+    return dumper.represent_scalar("tag:yaml.org,2002:str", data)
+
+
+_LiteralDumper.add_representer(str, _str_presenter)
+
+
+def dump_job(definition: dict) -> str:
+    return yaml.dump(definition, Dumper=_LiteralDumper, sort_keys=False, default_flow_style=False,
+                     width=1000, allow_unicode=True)
+
+
+def job_file_name(board: str, variant: str, run: SuiteRun) -> str:
+    return f"{board}/{variant}/{definition_name(run)}.yaml"
+
+
+def render_campaign(campaign: Campaign, out_dir: Path, *, boards: Optional[list[str]] = None,
+                    lab_boards: bool = True, artifacts_url: Optional[str] = None,
+                    images: Optional[dict[str, ImageSet]] = None,
+                    progress: Callable[[str], None] = lambda m: None) -> dict:
+    """Write every job of the campaign under `out_dir`; returns the index
+    (also written as `out_dir/index.json`)."""
+    from ..images import ensure_images
+
+    out_dir = Path(out_dir)
+    lava_boards = load_lava_boards()
+    names = [b.name for b in campaign.boards if b.name in lava_boards and not lava_boards[b.name].lab]
+    skipped = [{"board": b.name, "reason": f"not a LAVA board ({b.kind}: LAVA cannot boot it)"}
+               for b in campaign.boards if b.name not in lava_boards]
+    if lab_boards or boards:
+        names += [n for n, lb in lava_boards.items() if lb.lab and n not in names]
+    if boards:
+        unknown = [b for b in boards if b not in lava_boards]
+        if unknown:
+            raise InputError(lava_boards and next(iter(lava_boards.values())).device.parent.parent / "boards.yaml",
+                             f"no LAVA board named {', '.join(unknown)} (known: {', '.join(sorted(lava_boards))})")
+        names = [n for n in names if n in boards] + [b for b in boards if b not in names]
+    selected = [lava_boards[n] for n in names]
+    plan = dataclasses.replace(campaign, boards=[lb.board for lb in selected])
+    by_name = {lb.name: lb for lb in selected}
+    images = dict(images or {})
+    for arch in sorted({lb.board.arch for lb in selected}):
+        if arch not in images:
+            images[arch] = ensure_images(arch, progress=progress)
+    artifacts = Artifacts(out_dir, artifacts_url)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    rendered: list[RenderedJob] = []
+    not_available: list[dict] = []
+    not_rendered: list[dict] = []
+    for job in plan.jobs():
+        why = unavailable(job, images)
+        if why:
+            not_available.append({"board": job.board.name, "variant": job.variant.name, "reason": why})
+            continue
+        for run in job.suites:
+            why = no_lava_form(run)
+            if why:
+                not_rendered.append({"board": job.board.name, "variant": job.variant.name, "suite": run.id,
+                                     "reason": why})
+                continue
+            definition, spec = render_job(by_name[job.board.name], job.variant, run, images[job.board.arch],
+                                          campaign=campaign, artifacts=artifacts)
+            path = out_dir / job_file_name(job.board.name, job.variant.name, run)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(_job_header(spec) + dump_job(definition))
+            rendered.append(RenderedJob(path, definition, spec))
+    index = {
+        "format": FORMAT, "campaign": campaign.name, "campaign_file": _repo_rel(campaign.path),
+        "budgets": _repo_rel(campaign.budgets), "artifacts_url": artifacts_url,
+        "jobs": [r.index_entry(out_dir) for r in rendered],
+        "not_available": not_available, "not_rendered": not_rendered, "skipped_boards": skipped,
+        "artifacts": artifacts.published,
+    }
+    (out_dir / "index.json").write_text(json.dumps(index, indent=2) + "\n")
+    progress(f"lava render: {len(rendered)} jobs in {out_dir}"
+             + (f", {len(not_available)} board/variant pairs not available" if not_available else "")
+             + (f", boards skipped: {', '.join(s['board'] for s in skipped)}" if skipped else "")
+             + (f", {len(not_rendered)} suite runs without a LAVA form" if not_rendered else ""))
+    index["rendered"] = rendered
+    return index
+
+
+def _job_header(spec: dict) -> str:
+    return (f"# LAVA job generated by `rtlab lava render` (campaign {spec['campaign']}):\n"
+            f"# board {spec['board']['name']} ({spec['lava']['device_type']}, {spec['lava']['boot']}), "
+            f"variant {spec['variant']['name']}, suite {spec['suite']['id']}.\n"
+            f"# The board runs: {spec['command']}\n"
+            f"# Cases it must produce: metadata rtlab.expected (checked by `rtlab lava ingest`).\n")
+
+
+def load_job(path: Path) -> tuple[dict, dict]:
+    """A rendered job file -> (definition, rtlab spec)."""
+    from ..config import load_yaml
+
+    definition = load_yaml(path)
+    if not isinstance(definition, dict):
+        raise InputError(path, "not a LAVA job definition (expected a mapping)")
+    return definition, spec_of(definition, path)
+
+
+def spec_of(definition: dict, where) -> dict:
+    meta = definition.get("metadata") or {}
+    raw = meta.get("rtlab.spec")
+    if not raw:
+        raise InputError(where, "not an rtlab job: no metadata rtlab.spec (render it with `rtlab lava render`)")
+    try:
+        spec = json.loads(raw)
+    except ValueError as e:
+        raise InputError(where, f"metadata rtlab.spec is not JSON: {e}") from None
+    if spec.get("format") != FORMAT:
+        raise InputError(where, f"rtlab job format {spec.get('format')!r}, this rtlab reads {FORMAT}")
+    return spec

@@ -1,0 +1,300 @@
+"""The rack service (`rtlab rack up` starts it detached; `python -m rtlab.rack.service`).
+
+One process that owns the rack's parts and tears them down together:
+
+1. the virtual boards (each: UART relay + pty, TFTP dir; QEMU only while powered)
+2. the HTTP PDU and its controller thread (which owns the QEMU processes)
+3. ``labgrid-coordinator -l 127.0.0.1:PORT`` (cwd ``<dir>/coordinator``: its
+   places.yaml/resources.yaml live there)
+4. ``labgrid-exporter -c 127.0.0.1:PORT -n <name> --hostname 127.0.0.1
+   labgrid/exporter.yaml`` with labgrid/bin first on PATH (the ser2net shim
+   that binds ser2net to loopback)
+5. the places of labgrid/places.yaml, declared on the coordinator
+6. a reaper: every second, places and reservations of dead rtlab jobs are
+   released (:func:`rtlab.lab.places.reap_stale`)
+
+State: ``<dir>/rack.json`` (:mod:`rtlab.rack.state`); logs: ``service.log``,
+``coordinator.log``, ``exporter.log``, ``pdu.jsonl``, ``reaper.jsonl``,
+``boards/<board>/{console.log,boots.jsonl,qemu.log}``.
+SIGTERM/SIGINT: power every board off, stop exporter (and its ser2net
+children) and coordinator, write state "stopped".
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Optional
+
+from .. import ROOT
+from ..lab.coordinator import Coordinator, CoordinatorError
+from ..lab.places import die_with_parent, labgrid_client, reap_stale
+from .board import VirtualBoard
+from .config import RackConfig, load_rack_config
+from .pdu import PDUServer, PowerController
+from .state import write_state
+
+REAP_PERIOD_S = 1.0
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _venv_tool(name: str) -> str:
+    here = Path(sys.executable).parent / name
+    return str(here) if here.exists() else name
+
+
+class RackError(Exception):
+    pass
+
+
+class Rack:
+    def __init__(self, cfg: RackConfig, directory: Path, coordinator_port: Optional[int] = None,
+                 pdu_port: Optional[int] = None):
+        self.cfg = cfg
+        self.dir = Path(directory).resolve()
+        self.dir.mkdir(parents=True, exist_ok=True)
+        cport = int(cfg.coordinator.rpartition(":")[2]) if coordinator_port is None else coordinator_port
+        pport = int(cfg.pdu.rpartition(":")[2]) if pdu_port is None else pdu_port
+        self.coordinator_port = cport or free_port()
+        self.pdu_port = pport or free_port()
+        self.coordinator_address = f"127.0.0.1:{self.coordinator_port}"
+        self.boards: dict[str, VirtualBoard] = {}
+        self.procs: dict[str, subprocess.Popen] = {}
+        self.pdu: Optional[PDUServer] = None
+        self.controller: Optional[PowerController] = None
+        self.stopping = threading.Event()
+        self.idle_since: dict[str, float] = {}
+        #: board -> the place whose matches own its exporter group
+        self.board_place = {b: p.name for b in cfg.boards for p in cfg.places.values()
+                            if any(m.split("/")[:2] == [cfg.name, b] for m in p.matches)}
+        self.started = time.time()
+        self.reaped = 0
+
+    # -- logging / state ----------------------------------------------------------
+    def say(self, msg: str) -> None:
+        print(f"{time.strftime('%H:%M:%S')} {msg}", flush=True)
+
+    def state(self, status: str, error: str = "") -> dict:
+        st = {
+            "state": status, "pid": os.getpid(), "dir": str(self.dir), "name": self.cfg.name,
+            "config": str(self.cfg.path), "coordinator": self.coordinator_address,
+            "pdu": f"http://127.0.0.1:{self.pdu_port}", "started": self.started,
+            "pids": {k: p.pid for k, p in self.procs.items()},
+            "pgids": {k: p.pid for k, p in self.procs.items()},
+            "boards": {n: {"outlet": b.spec.outlet, "arch": b.spec.type.arch, "tty": b.tty,
+                           "uart_relay_port": b.relay.port, "tftp_dir": str(b.tftp_dir),
+                           "place": self.board_place.get(n)}
+                       for n, b in self.boards.items()},
+            "places": {p.name: {"tags": p.tags, "matches": list(p.matches)} for p in self.cfg.places.values()},
+        }
+        if error:
+            st["error"] = error
+        write_state(self.dir, st)
+        return st
+
+    # -- start ------------------------------------------------------------------------
+    def start(self) -> None:
+        self.state("starting")
+        for what, port in (("coordinator", self.coordinator_port), ("PDU", self.pdu_port)):
+            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+                try:
+                    s.bind(("127.0.0.1", port))
+                except OSError as e:
+                    raise RackError(f"{what} port 127.0.0.1:{port} is taken ({e.strerror}): another "
+                                    f"rack? `rtlab rack up --coordinator-port 0 --pdu-port 0` picks free ones")
+        for spec in self.cfg.boards.values():
+            self.boards[spec.name] = VirtualBoard(spec, self.dir, say=self.say)
+        self.controller = PowerController({b.spec.outlet: b for b in self.boards.values()},
+                                          self.dir / "pdu.jsonl")
+        self.controller.start()
+        self.pdu = PDUServer(("127.0.0.1", self.pdu_port), self.controller)
+        self.pdu.start()
+        self.say(f"PDU on {self.pdu.url} ({len(self.boards)} outlets)")
+
+        cdir = self.dir / "coordinator"
+        cdir.mkdir(exist_ok=True)
+        self._spawn("coordinator", [_venv_tool("labgrid-coordinator"), "-l", self.coordinator_address],
+                    cwd=cdir)
+        with Coordinator(self.coordinator_address) as coord:
+            coord.wait_ready(30)
+        self.say(f"coordinator on {self.coordinator_address}")
+
+        env = {**os.environ,
+               "PATH": f"{ROOT / 'labgrid' / 'bin'}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+               "RTLAB_RACK_BOARDS": " ".join(self.boards), "RTLAB_RACK_DIR": str(self.dir),
+               "RTLAB_RACK_PDU": self.pdu.url, "PYTHONUNBUFFERED": "1"}
+        for name, b in self.boards.items():
+            env[f"RTLAB_RACK_TTY_{name}"] = b.tty
+            env[f"RTLAB_RACK_OUTLET_{name}"] = str(b.spec.outlet)
+        env.pop("LG_COORDINATOR", None)
+        self._spawn("exporter", [_venv_tool("labgrid-exporter"), "-c", self.coordinator_address,
+                                 "-n", self.cfg.name, "--hostname", "127.0.0.1",
+                                 str(self.cfg.exporter_config)], env=env, cwd=self.dir)
+        self._wait_resources(timeout=60)
+        self.say(f"exporter {self.cfg.name}: resources of {', '.join(self.boards)} registered")
+
+        with Coordinator(self.coordinator_address) as coord:
+            for p in self.cfg.places.values():
+                coord.ensure_place(p.name, list(p.matches), p.tags, p.comment)
+        self.say(f"places: {', '.join(self.cfg.places)}")
+        self.state("ready")
+
+    def _spawn(self, name: str, cmd: list[str], cwd: Path, env: Optional[dict] = None) -> None:
+        log = open(self.dir / f"{name}.log", "ab")
+        log.write(f"--- {time.strftime('%H:%M:%S')} {' '.join(cmd)}\n".encode())
+        log.flush()
+        # own process group (the exporter's ser2net children go down with it);
+        # SIGKILLed if this service dies without cleaning up
+        self.procs[name] = subprocess.Popen(cmd, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                            stdin=subprocess.DEVNULL, start_new_session=True,
+                                            preexec_fn=die_with_parent)
+        log.close()
+
+    def _wait_resources(self, timeout: float) -> None:
+        """Until the coordinator lists every board's group of our exporter."""
+        want = {f"{self.cfg.name}/{b}" for b in self.boards}
+        deadline = time.monotonic() + timeout
+        env = {**os.environ, "LG_COORDINATOR": self.coordinator_address}
+        last = ""
+        while time.monotonic() < deadline:
+            if self.procs["exporter"].poll() is not None:
+                raise RackError(f"labgrid-exporter exited with {self.procs['exporter'].returncode} "
+                                f"(see {self.dir / 'exporter.log'})")
+            res = subprocess.run([labgrid_client(), "resources"], env=env, capture_output=True,
+                                 text=True, timeout=30)
+            last = (res.stdout + res.stderr).strip()
+            have = {"/".join(line.split("/")[:2]) for line in res.stdout.split()}
+            if want <= have:
+                return
+            time.sleep(1.0)
+        raise RackError(f"exporter resources did not appear within {timeout:g} s: {last[-300:]}")
+
+    # -- run ----------------------------------------------------------------------------
+    def serve(self) -> None:
+        next_reap = 0.0
+        while not self.stopping.is_set():
+            self.stopping.wait(0.5)
+            for b in self.boards.values():
+                b.poll()
+            for name, p in self.procs.items():
+                if p.poll() is not None and not self.stopping.is_set():
+                    raise RackError(f"{name} exited with {p.returncode} (see {self.dir / (name + '.log')})")
+            if time.monotonic() >= next_reap:
+                next_reap = time.monotonic() + REAP_PERIOD_S
+                self.reap()
+
+    def reap(self) -> list[str]:
+        try:
+            with Coordinator(self.coordinator_address, timeout=3) as coord:
+                done = reap_stale(coord, say=lambda m: self.say(f"reaper: {m}"))
+                self._idle_power_off(coord.places())
+        except CoordinatorError as e:
+            self.say(f"reaper: {e}")
+            return []
+        if done:
+            self.reaped += len(done)
+            with open(self.dir / "reaper.jsonl", "a") as f:
+                for d in done:
+                    f.write(json.dumps({"t": round(time.time(), 3), "action": d}) + "\n")
+        return done
+
+    def _idle_power_off(self, places: dict) -> None:
+        """Switch off boards whose place has been unlocked for idle_power_off_s."""
+        if not self.cfg.idle_power_off_s or self.controller is None:
+            return
+        now = time.monotonic()
+        for name, board in self.boards.items():
+            place = places.get(self.board_place.get(name, ""))
+            if place is None or place.acquired or not board.powered:
+                self.idle_since.pop(name, None)
+                continue
+            since = self.idle_since.setdefault(name, now)
+            if now - since >= self.cfg.idle_power_off_s:
+                self.say(f"{name}: idle for {now - since:.0f} s, powering off")
+                self.controller.switch(board.spec.outlet, False, via="idle")
+                self.idle_since.pop(name, None)
+
+    # -- stop -----------------------------------------------------------------------------
+    def stop(self) -> None:
+        self.stopping.set()
+        if self.controller is not None:
+            for b in self.boards.values():
+                try:
+                    self.controller.submit(b.power_off, timeout=10)
+                except Exception as e:  # noqa: BLE001
+                    self.say(f"{b.name}: power off failed: {e}")
+        for name in ("exporter", "coordinator"):
+            p = self.procs.get(name)
+            if p is None or p.poll() is not None:
+                continue
+            try:
+                os.killpg(p.pid, signal.SIGTERM)
+                p.wait(5)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait()
+            except ProcessLookupError:
+                pass
+            # ser2net children of the exporter share its process group
+            try:
+                os.killpg(p.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if self.pdu is not None:
+            self.pdu.shutdown()
+            self.pdu.server_close()
+        if self.controller is not None:
+            self.controller.stop()
+        for b in self.boards.values():
+            b.relay.stop()
+        self.say("rack stopped")
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m rtlab.rack.service")
+    ap.add_argument("--dir", required=True, type=Path)
+    ap.add_argument("--config", type=Path)
+    ap.add_argument("--coordinator-port", type=int)
+    ap.add_argument("--pdu-port", type=int)
+    args = ap.parse_args(argv)
+    cfg = load_rack_config(args.config)
+    rack = Rack(cfg, args.dir, args.coordinator_port, args.pdu_port)
+
+    def on_signal(signum, frame):
+        rack.stopping.set()
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    rc = 0
+    try:
+        rack.start()
+        rack.serve()
+        rack.state("stopping")
+    except Exception as e:  # noqa: BLE001 - reported in the state file
+        rack.say(f"rack failed: {type(e).__name__}: {e}")
+        rack.state("failed", error=f"{type(e).__name__}: {e}")
+        rc = 1
+    finally:
+        rack.stop()
+        if rc == 0:
+            rack.state("stopped")
+        else:
+            st = json.loads((rack.dir / "rack.json").read_text())
+            st["pid"] = None
+            write_state(rack.dir, st)
+    return rc
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,219 @@
+"""The virtual rack end to end: `rtlab rack up` (coordinator, exporter, HTTP PDU,
+two U-Boot boards), `rtlab run` on rack-aarch64 through reserve + lock, PDU
+power-on, U-Boot, DHCP + TFTP, shell; a hung board power-cycled; and no lock
+left behind by a job that is interrupted or killed.
+
+One rack for the module, on free ports in a temporary directory, so a
+developer's own rack (.cache/rack, ports of labgrid/rack.yaml) is untouched.
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from rtlab import ROOT
+from rtlab.commands.rack import pdu_request, rack_down, rack_up
+from rtlab.lab.coordinator import Coordinator
+from rtlab.lab.places import IDENTITY_RE
+
+BUDGETS = """
+budgets:
+  qemu-tcg: {"*": {"*": {"*": {max_us: 10000000}}}}
+"""
+
+
+@pytest.fixture(scope="module")
+def rack(tmp_path_factory):
+    d = tmp_path_factory.mktemp("rack")
+    st = rack_up(d, coordinator_port=0, pdu_port=0)
+    try:
+        yield st
+    finally:
+        rack_down(d)
+        out = subprocess.run(["pgrep", "-f", f"tftp={d}"], capture_output=True, text=True).stdout
+        assert not out.strip(), f"QEMU left running after rack down: {out}"
+
+
+def campaign(tmp_path: Path, variants, duration_s=2) -> Path:
+    (tmp_path / "budgets.yaml").write_text(BUDGETS)
+    c = tmp_path / "campaign.yaml"
+    c.write_text(f"""
+name: rack
+budgets: {tmp_path / 'budgets.yaml'}
+boards: [rack-aarch64]
+variants: {list(variants)}
+suites:
+  - name: cyclictest
+    params: {{interval_us: 1000, duration_s: {duration_s}, histogram_us: 2000}}
+    overrides: {{qemu-tcg: {{histogram_us: 20000}}}}
+""")
+    return c
+
+
+def rtlab_cmd(rack, *args):
+    env = {**os.environ, "RTLAB_RACK_DIR": rack["dir"]}
+    env.pop("LG_COORDINATOR", None)
+    return [sys.executable, "-m", "rtlab.cli", *map(str, args)], env
+
+
+def run_rtlab(rack, *args, timeout=600):
+    cmd, env = rtlab_cmd(rack, *args)
+    return subprocess.run(cmd, cwd=ROOT, capture_output=True, text=True, timeout=timeout, env=env)
+
+
+def events(job_dir: Path) -> list:
+    return [json.loads(x) for x in (job_dir / "events.jsonl").read_text().splitlines()]
+
+
+def boots(rack, board: str) -> list:
+    p = Path(rack["dir"]) / "boards" / board / "boots.jsonl"
+    return [json.loads(x) for x in p.read_text().splitlines()] if p.exists() else []
+
+
+def pdu_log(rack) -> list:
+    p = Path(rack["dir"]) / "pdu.jsonl"
+    return [json.loads(x) for x in p.read_text().splitlines()] if p.exists() else []
+
+
+def assert_no_locks(rack, timeout=0.0) -> None:
+    """No place acquired, no reservation, by the coordinator and by labgrid-client who."""
+    deadline = time.monotonic() + timeout
+    while True:
+        with Coordinator(rack["coordinator"]) as c:
+            held = {n: p.acquired for n, p in c.places().items() if p.acquired}
+            res = {t: r.owner for t, r in c.reservations().items()}
+        if (not held and not res) or time.monotonic() > deadline:
+            break
+        time.sleep(0.5)
+    assert not held, f"places still locked: {held}"
+    assert not res, f"reservations left: {res}"
+    who = subprocess.run([str(Path(sys.executable).parent / "labgrid-client"), "who"],
+                         capture_output=True, text=True, timeout=60,
+                         env={**os.environ, "LG_COORDINATOR": rack["coordinator"]})
+    assert who.returncode == 0, who.stderr
+    assert "rack-vb" not in who.stdout, who.stdout
+
+
+def test_two_jobs_run_in_parallel_on_two_places_through_uboot_and_tftp(rack, tmp_path):
+    before = {b: len(boots(rack, b)) for b in ("vb0", "vb1")}
+    t0 = time.monotonic()
+    res = run_rtlab(rack, "run", "--campaign", campaign(tmp_path, ["rt", "rt-iso"], 3),
+                    "--places", "2", "--results", tmp_path / "results", "--no-publish")
+    wall = time.monotonic() - t0
+    assert res.returncode == 0, res.stdout + res.stderr
+    run_dir = Path(res.stdout.split("results: ")[-1].split()[0])
+    run = json.loads((run_dir / "run.json").read_text())
+    assert [(j["variant"], j["verdict"]) for j in run["jobs"]] == [("rt", "pass"), ("rt-iso", "pass")]
+    # each job held its own place...
+    places = {v: json.loads((run_dir / "rack-aarch64" / v / "job-spec.json").read_text())["place"]
+              for v in ("rt", "rt-iso")}
+    assert sorted(places.values()) == ["rack-vb0", "rack-vb1"]
+    # ...at the same time: each booted before the other one finished
+    spans = {}
+    for v in places:
+        ev = events(run_dir / "rack-aarch64" / v)
+        spans[v] = (next(e["t"] for e in ev if e["event"] == "booting"), ev[-1]["t"])
+    (a0, a1), (b0, b1) = spans.values()
+    assert a0 < b1 and b0 < a1, f"jobs did not overlap: {spans}"
+    # the running kernel is the variant asked for, booted by U-Boot with our bootargs
+    rt_iso = run["jobs"][1]["kernel"]
+    assert rt_iso["realtime"] is True and "isolcpus=" in rt_iso["cmdline"]
+    assert "console=ttyAMA0,115200" in rt_iso["cmdline"]
+    # the rack saw a cold boot through U-Boot and TFTP on both boards, of the
+    # kernel and initramfs the runner staged
+    staged = json.loads((run_dir / "rack-aarch64" / "rt" / "job-spec.json").read_text())["kernel"]
+    for b in ("vb0", "vb1"):
+        new = boots(rack, b)[before[b]:]
+        rec = next(r for r in new if "shell" in r["t"])
+        files = {t["file"]: t.get("bytes") for t in rec["tftp"]}
+        assert files["rtlab/kernel"] == Path(staged["path"]).stat().st_size
+        assert files["rtlab/initrd"] == Path(staged["initrd"]).stat().st_size
+        assert "rtlab/uEnv.txt" in files
+        assert rec["t"]["uboot"] < rec["t"]["kernel_start"] < rec["t"]["linux"] < rec["t"]["shell"]
+        print(f"{b}: boot via U-Boot/TFTP {json.dumps(rec['t'])} tftp {json.dumps(rec['tftp'])}")
+    switched = {(e["board"], e["set"]) for e in pdu_log(rack)}
+    assert {("vb0", "on"), ("vb1", "on")} <= switched
+    print(f"2 jobs on 2 places: {wall:.1f} s wall")
+    assert_no_locks(rack)
+
+
+def test_a_board_whose_console_hangs_is_power_cycled_and_boots(rack, tmp_path):
+    for b in ("vb0", "vb1"):  # whichever place the job gets, its next power-on hangs
+        pdu_request(rack, "POST", f"/rack/fault/{b}", "hang-boot")
+    n_pdu = len(pdu_log(rack))
+    try:
+        res = run_rtlab(rack, "run", "--campaign", campaign(tmp_path, ["rt"]),
+                        "--results", tmp_path / "results", "--no-publish")
+    finally:
+        for b in ("vb0", "vb1"):
+            pdu_request(rack, "POST", f"/rack/fault/{b}", "clear")
+    assert res.returncode == 0, res.stdout + res.stderr
+    run_dir = Path(res.stdout.split("results: ")[-1].split()[0])
+    place = json.loads((run_dir / "rack-aarch64" / "rt" / "job-spec.json").read_text())["place"]
+    board = place.replace("rack-", "")
+    # the PDU switched that board on (hung: frozen CPU, silent console), off, and on again
+    switches = [e["set"] for e in pdu_log(rack)[n_pdu:] if e["board"] == board]
+    assert switches[-3:] == ["on", "off", "on"], switches
+    last_two = boots(rack, board)[-2:]
+    assert last_two[0]["frozen"] is True and not last_two[0]["t"]
+    assert last_two[1]["frozen"] is False and "shell" in last_two[1]["t"]
+    assert_no_locks(rack)
+
+
+def _start_job(rack, tmp_path):
+    cmd, env = rtlab_cmd(rack, "run", "--campaign", campaign(tmp_path, ["rt"], duration_s=120),
+                         "--results", tmp_path / "results", "--no-publish")
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True)
+    # wait until the job holds a place under its identity and pytest is booting the board
+    deadline = time.monotonic() + 120
+    owner = None
+    while time.monotonic() < deadline and proc.poll() is None:
+        with Coordinator(rack["coordinator"]) as c:
+            for p in c.places().values():
+                m = p.acquired and IDENTITY_RE.match(p.acquired.split("/", 1)[1])
+                if m and int(m.group("pid")) == proc.pid:
+                    owner = p.acquired
+        ev = list((tmp_path / "results").rglob("events.jsonl"))
+        if owner and ev and "booting" in ev[0].read_text():
+            return proc, owner
+        time.sleep(0.5)
+    proc.kill()
+    raise AssertionError(f"job never locked a place: {proc.communicate()[0][-2000:]}")
+
+
+def _job_processes(tmp_path) -> list:
+    out = subprocess.run(["pgrep", "-f", str(tmp_path / "results")], capture_output=True, text=True)
+    return out.stdout.split()
+
+
+def test_a_cancelled_job_releases_its_place_itself(rack, tmp_path):
+    """SIGTERM, as a cancelled CI job gets: the runner ends the job and releases."""
+    reaped_before = (Path(rack["dir"]) / "reaper.jsonl").read_text().count("\n") \
+        if (Path(rack["dir"]) / "reaper.jsonl").exists() else 0
+    proc, owner = _start_job(rack, tmp_path)
+    proc.send_signal(signal.SIGTERM)
+    out = proc.communicate(timeout=60)[0]
+    assert proc.returncode == 130, out
+    assert_no_locks(rack)  # at once: the runner released it, not the reaper
+    reaped = (Path(rack["dir"]) / "reaper.jsonl").read_text().count("\n") \
+        if (Path(rack["dir"]) / "reaper.jsonl").exists() else 0
+    assert reaped == reaped_before
+    assert not _job_processes(tmp_path)
+
+
+def test_a_killed_job_leaves_no_lock_after_cleanup(rack, tmp_path):
+    proc, owner = _start_job(rack, tmp_path)
+    proc.kill()  # SIGKILL: no finally, no exit handler runs
+    proc.wait()
+    # the rack's reaper notices the owner process is gone and releases its place
+    assert_no_locks(rack, timeout=20)
+    reaper = (Path(rack["dir"]) / "reaper.jsonl").read_text()
+    assert owner in reaper
+    time.sleep(1)
+    assert not _job_processes(tmp_path), "the job's pytest outlived the runner"

@@ -1,0 +1,228 @@
+"""`rtlab lava render`: the default campaign as LAVA jobs that pass LAVA's own
+schema (Debian's lava-common, strict) and run exactly what the labgrid path runs."""
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+
+from rtlab.boards import find_board
+from rtlab.campaign import load_campaign
+from rtlab.lava import onboard
+from rtlab.lava.boards import load_lava_boards
+from rtlab.lava.devices import qemu_device_text
+from rtlab.lava.render import fact_commands, load_job, render_campaign
+from rtlab.lava.schema import validate_texts
+from rtlab.suites import SUITES
+from rtlab.suites.board import kernel_facts
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory):
+    out = tmp_path_factory.mktemp("lava-jobs")
+    index = render_campaign(load_campaign(), out)
+    return out, index
+
+
+def jobs_of(out, index):
+    return {(j["board"], j["variant"], j["suite"]): (out / j["file"], *load_job(out / j["file"]))
+            for j in index["jobs"]}
+
+
+def test_every_job_of_the_default_campaign_passes_lavas_schema(rendered):
+    out, index = rendered
+    texts = [(j["file"], (out / j["file"]).read_text()) for j in index["jobs"]]
+    results, version = validate_texts(texts)
+    assert version.startswith("20")  # Debian's lava-common, e.g. 2023.01
+    assert len(results) == len(index["jobs"]) >= 10
+    assert {k: e for k, e in results.items() if e} == {}
+
+
+def test_the_schema_check_is_lavas_and_strict(rendered):
+    out, index = rendered
+    path = out / index["jobs"][0]["file"]
+    job = yaml.safe_load(path.read_text())
+    # `expected` only exists from LAVA 2026.01: 2023.01 must reject it
+    job["actions"][2]["test"]["definitions"][1]["expected"] = ["t0-max-latency"]
+    bad_ctx = yaml.safe_load(path.read_text())
+    bad_ctx["context"]["rtlab_board"] = "x"  # not a whitelisted context key
+    no_to = yaml.safe_load(path.read_text())
+    del no_to["actions"][0]["deploy"]["to"]
+    results, _ = validate_texts([("expected", yaml.safe_dump(job)), ("context", yaml.safe_dump(bad_ctx)),
+                                 ("no-to", yaml.safe_dump(no_to))])
+    assert all(results.values()), results
+    assert "expected" in results["expected"]
+
+
+def test_campaign_boards_variants_suites_loads_become_jobs(rendered):
+    out, index = rendered
+    campaign = load_campaign()
+    lava_boards = load_lava_boards()
+    jobs = jobs_of(out, index)
+    na = {(n["board"], n["variant"]) for n in index["not_available"]}
+    boards = [b for b in campaign.boards if b.name in lava_boards] + \
+             [lb.board for lb in lava_boards.values() if lb.lab]
+    expect = {(b.name, v.name, f"{s.name}@{load}") for b in boards for v in campaign.variants
+              for s in campaign.suites for load in s.loads if (b.name, v.name) not in na}
+    # loads are driven from the host while they run: only `idle` has a LAVA form so far
+    not_rendered = {(n["board"], n["variant"], n["suite"]) for n in index["not_rendered"]}
+    assert all(not s.endswith("@idle") for _, _, s in not_rendered)
+    assert set(jobs) == expect - not_rendered and jobs
+    # this machine as a board cannot be booted by LAVA: said, not silently dropped
+    assert [s["board"] for s in index["skipped_boards"]] == ["local"]
+    # Debian's arm64 kernels cannot be preempt=none/full: listed like `rtlab run` does
+    assert ("qemu-aarch64", "none") in na
+
+
+def test_qemu_jobs_boot_what_labgrid_boots_and_run_the_same_command(rendered):
+    out, index = rendered
+    campaign = load_campaign()
+    lg_jobs = {(j.board.name, j.variant.name): j for j in campaign.jobs()}
+    for (board, variant, suite_id), (path, job, spec) in jobs_of(out, index).items():
+        lb = load_lava_boards()[board]
+        if lb.lab:
+            continue
+        lg = lg_jobs[(board, variant)]
+        run = next(r for r in lg.suites if r.id == suite_id)
+        command = SUITES[run.suite].command(run)
+        # same tool, same arguments, same wrapper as rtlab.suites.board.run_tool
+        steps = job["actions"][2]["test"]["definitions"][1]["repository"]["run"]["steps"]
+        assert f"{{ {command} ; }} > stdout.txt 2> stderr.txt; echo $? > exit_code" in steps
+        assert job["metadata"]["rtlab.command"] == command == spec["command"]
+        # the kernel and command line the labgrid path stages for this board
+        boot_args = lg.variant.boot_args_for(lg.board.isolate_cpu, lg.board.cpus)
+        kernel = job["actions"][0]["deploy"]["images"]["kernel"]
+        assert kernel["image_arg"] == f'-kernel {{kernel}} -append "{lb.qemu.kernel_args(boot_args)}"'
+        assert Path(kernel["url"][len("file://"):]) == Path(spec["kernel"]["path"])
+        ramdisk = job["actions"][0]["deploy"]["images"]["ramdisk"]
+        assert ramdisk["compression"] == "gz" and ramdisk["format"] == "cpio.newc"
+        assert ramdisk["overlays"] == {"lava": True}
+        boot = job["actions"][1]["boot"]
+        assert boot["method"] == "qemu" and boot["media"] == "tmpfs" and boot["prompts"] == ["rtlab# "]
+        assert job["context"]["arch"] in ("amd64", "arm64") and job["context"]["no_kvm"] is True
+
+
+def test_uboot_job_for_a_real_board(rendered):
+    out, index = rendered
+    uboot = {k: v for k, v in jobs_of(out, index).items() if k[0] == "rk3568-rock-3a"}
+    assert uboot, "the lab board rk3568-rock-3a renders U-Boot jobs"
+    path, job, spec = uboot[("rk3568-rock-3a", "rt-iso", "cyclictest@idle")]
+    deploy, boot = job["actions"][0]["deploy"], job["actions"][1]["boot"]
+    assert deploy["to"] == "tftp" and deploy["kernel"]["type"] == "image"
+    assert deploy["ramdisk"]["compression"] == "gz"
+    assert deploy["dtb"]["url"].endswith("rockchip/rk3568-rock-3a.dtb")
+    assert boot == {"method": "u-boot", "commands": "ramdisk", "timeout": boot["timeout"], "prompts": ["rtlab# "]}
+    assert job["device_type"] == "rk3568-rock-3a"
+    # the variant's boot args for this board: isolate CPU 3 of 4
+    assert job["context"]["extra_kernel_args"] == \
+        "isolcpus=nohz,domain,managed_irq,3 nohz_full=3 rcu_nocbs=3 irqaffinity=0-2"
+    assert "-a 3 -t 1" in spec["command"]
+    assert spec["board"]["budget_class"] == "rk3568"
+    # the DTB is the one of the kernel package booted
+    dtb = Path(deploy["dtb"]["url"][len("file://"):])
+    assert dtb.read_bytes()[:4] == b"\xd0\x0d\xfe\xed" and spec["kernel"]["release"] in str(dtb)
+
+
+def test_declared_cases_in_metadata_not_in_expected(rendered):
+    out, index = rendered
+    for (board, variant, suite_id), (path, job, spec) in jobs_of(out, index).items():
+        text = path.read_text()
+        assert "\nexpected:" not in text and " expected:" not in text
+        declared = job["metadata"]["rtlab.expected"].split(",")
+        assert declared == spec["expected"]
+        threads = len(spec["suite"]["cpus"])
+        want = [f"1_cyclictest-idle/{c}" for c in ["cyclictest", *onboard.rt_case_names(threads)]]
+        assert [c for c in declared if c.startswith("1_")] == want
+        assert "0_rtlab-boot/kernel-facts" in declared
+
+
+def test_timeouts_scale_with_suite_duration(tmp_path):
+    def campaign(duration):
+        f = tmp_path / f"c{duration}.yaml"
+        f.write_text(textwrap.dedent(f"""
+            name: t{duration}
+            budgets: {ROOT}/budgets/default.yaml
+            boards: [qemu-x86_64]
+            variants: [rt]
+            suites:
+              - name: cyclictest
+                params: {{duration_s: {duration}}}
+        """))
+        return load_campaign(f)
+
+    def timeouts(duration):
+        idx = render_campaign(campaign(duration), tmp_path / f"o{duration}", lab_boards=False)
+        job, _ = load_job(tmp_path / f"o{duration}" / idx["jobs"][0]["file"])
+        return job["timeouts"]["job"]["minutes"], job["actions"][2]["test"]["timeout"]["minutes"]
+
+    short, long_ = timeouts(5), timeouts(1800)
+    # the runner allows a suite twice its duration: so does the test action
+    assert long_[1] * 60 >= 2 * 1800 and long_[0] > long_[1] > short[1]
+
+
+def test_facts_are_what_kernel_facts_reads():
+    cmds = fact_commands()
+    assert "uname -m" in cmds and "cat /proc/cmdline 2>/dev/null" in cmds
+    # replaying the commands with answers gives kernel_facts' own result
+    from rtlab.lava.ingest import _ReplayShell
+    sh = _ReplayShell({c: ([f"answer {i}"], 0) for i, c in enumerate(cmds)})
+    facts = kernel_facts(sh)
+    assert not sh.missing and facts["release"] == "answer 0"
+
+
+def test_shipped_qemu_device_dictionaries_are_generated_from_the_env_files():
+    for lb in load_lava_boards().values():
+        if lb.boot != "qemu":
+            continue
+        assert lb.device.read_text() == qemu_device_text(lb), \
+            f"{lb.device} is stale: .venv/bin/python -m rtlab.lava.devices --write"
+        dev = yaml.safe_load(lb.device.read_text())
+        opts = dev["actions"]["boot"]["methods"]["qemu"]["parameters"]["options"]
+        assert "-enable-kvm" not in " ".join(opts) and "-accel tcg" in opts
+        assert f"-smp {find_board(lb.name).cpus}" in opts
+        # what lava.md says a hand-written dictionary must have
+        assert dev["constants"]["posix"]["lava_test_sh_cmd"] == "/bin/sh"
+        assert dev["actions"]["deploy"]["methods"]["image"]["parameters"]["guest"]["size"]
+
+
+def test_cli_render_validates_and_reports(tmp_path):
+    res = subprocess.run([sys.executable, "-m", "rtlab.cli", "lava", "render", "--out", str(tmp_path / "j"),
+                          "--board", "qemu-aarch64", "--variant", "rt"],
+                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "1/1 jobs valid" in res.stdout
+    index = json.loads((tmp_path / "j" / "index.json").read_text())
+    assert [(j["board"], j["variant"]) for j in index["jobs"]] == [("qemu-aarch64", "rt")]
+    # --artifacts-url: the lab serves <out>/artifacts/ over HTTP
+    res = subprocess.run([sys.executable, "-m", "rtlab.cli", "lava", "render", "--out", str(tmp_path / "h"),
+                          "--board", "rk3568-rock-3a", "--variant", "rt", "--artifacts-url",
+                          "https://lab.example/rtlab"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stdout + res.stderr
+    index = json.loads((tmp_path / "h" / "index.json").read_text())
+    job = yaml.safe_load((tmp_path / "h" / index["jobs"][0]["file"]).read_text())
+    url = job["actions"][0]["deploy"]["dtb"]["url"]
+    assert url == "https://lab.example/rtlab/aarch64/rk3568-rock-3a.dtb"
+    assert (tmp_path / "h" / "artifacts" / "aarch64" / "rk3568-rock-3a.dtb").is_file()
+
+
+def test_loads_without_a_lava_form_are_listed_not_dropped(tmp_path):
+    f = tmp_path / "c.yaml"
+    f.write_text(textwrap.dedent(f"""
+        name: loads
+        budgets: {ROOT}/budgets/default.yaml
+        boards: [qemu-x86_64]
+        variants: [rt]
+        suites:
+          - name: cyclictest
+            loads: [idle, cpu]
+            params: {{duration_s: 5}}
+    """))
+    idx = render_campaign(load_campaign(f), tmp_path / "o", lab_boards=False)
+    assert [j["suite"] for j in idx["jobs"]] == ["cyclictest@idle"]
+    (nr,) = idx["not_rendered"]
+    assert nr["suite"] == "cyclictest@cpu" and "no LAVA form" in nr["reason"]

@@ -1,0 +1,238 @@
+"""Job identities, stale-lock reaping and the scheduler's promise: at most N
+jobs at once, never two on one place or board, leases always released."""
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+
+import pytest
+
+from rtlab.lab import places as P
+from rtlab.lab import scheduler as S
+from rtlab.lab.coordinator import PlaceInfo, ReservationInfo
+from rtlab.model import JobResult
+
+
+# -- identities and the reaper --------------------------------------------------------
+def test_identity_names_a_live_process_and_dies_with_it():
+    me = P.new_identity()
+    assert P.IDENTITY_RE.match(me) and P.identity_alive(me) is True
+    assert P.new_identity() != me  # one per job
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead = P.new_identity(child.pid)
+    child.wait()
+    assert P.identity_alive(dead) is False
+    pid, start = me.split("-")[1:3]
+    assert P.identity_alive(f"rtlab-{pid}-{int(start) + 1}-1") is False  # pid reused
+    assert P.identity_alive("alice") is None  # not ours: never touched
+
+
+def test_stale_owner_is_only_a_dead_rtlab_job_of_this_host():
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead = P.new_identity(child.pid)
+    child.wait()
+    host = P.local_host()
+    assert P.stale_owner(f"{host}/{dead}")
+    assert not P.stale_owner(f"otherhost/{dead}")           # another lab host's job
+    assert not P.stale_owner(f"{host}/{P.new_identity()}")  # alive
+    assert not P.stale_owner(f"{host}/root") and not P.stale_owner(None)
+
+
+class FakeCoordinator:
+    def __init__(self, places, reservations):
+        self._places = places
+        self._res = reservations
+        self.released, self.cancelled = [], []
+
+    def places(self):
+        return self._places
+
+    def reservations(self):
+        return self._res
+
+    def release_from(self, place, owner):
+        self.released.append((place, owner))
+
+    def cancel_reservation(self, token):
+        self.cancelled.append(token)
+        return True
+
+
+def test_reaper_releases_places_and_cancels_reservations_of_dead_jobs_only():
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead = f"{P.local_host()}/{P.new_identity(child.pid)}"
+    child.wait()
+    alive = f"{P.local_host()}/{P.new_identity()}"
+    c = FakeCoordinator(
+        {"a": PlaceInfo("a", acquired=dead), "b": PlaceInfo("b", acquired=alive),
+         "c": PlaceInfo("c", acquired="h/alice"), "d": PlaceInfo("d")},
+        {"T1": ReservationInfo("T1", dead, "allocated", {}, {"main": "a"}, 0),
+         "T2": ReservationInfo("T2", alive, "waiting", {}, {}, 0)})
+    said = []
+    done = P.reap_stale(c, say=said.append)
+    assert c.released == [("a", dead)] and c.cancelled == ["T1"]
+    assert len(done) == 2 and said == done
+
+
+# -- the scheduler -----------------------------------------------------------------------
+@dataclass(frozen=True)
+class B:
+    name: str
+    kind: str
+    arch: str = "aarch64"
+    budget_class: str = "x"
+
+    @property
+    def fixed_kernel(self):
+        return self.kind == "local"
+
+
+@dataclass(frozen=True)
+class V:
+    name: str
+
+
+@dataclass(frozen=True)
+class J:
+    board: B
+    variant: V
+
+    @property
+    def id(self):
+        return f"{self.board.name}/{self.variant.name}"
+
+
+class Recorder:
+    """run_one stand-in: records what ran where and when, and overlaps."""
+
+    def __init__(self, dwell=0.15, fail=()):
+        self.lock = threading.Lock()
+        self.running = {}       # id -> place/board
+        self.max_parallel = 0
+        self.log = []
+        self.dwell = dwell
+        self.fail = set(fail)
+
+    def __call__(self, job, lease_env, label, on_spawn):
+        where = (lease_env or {}).get("LG_PLACE") or job.board.name
+        with self.lock:
+            assert where not in self.running.values(), f"two jobs on {where}"
+            if job.board.kind == "local":
+                assert not self.running, "local job not alone"
+            assert all(self.log_kind(o) != "local" for o in self.running), "job beside a local job"
+            self.running[job.id] = where
+            self.max_parallel = max(self.max_parallel, len(self.running))
+            self.log.append((job.id, where))
+        time.sleep(self.dwell)
+        with self.lock:
+            del self.running[job.id]
+        if job.id in self.fail:
+            raise RuntimeError(f"{job.id} blew up")
+        return JobResult(board=job.board.name, variant=job.variant.name)
+
+    @staticmethod
+    def log_kind(job_id):
+        return "local" if job_id.startswith("local/") else "other"
+
+
+class FakeLease:
+    """PlaceLease stand-in: a pool of places with the coordinator's exclusivity."""
+    pool_lock = threading.Lock()
+    free = []
+    acquired = []
+    released = []
+
+    def __init__(self, coordinator, tags, *, wait_timeout=None, cancel=None, say=None):
+        self.tags = tags
+        self.place = None
+        self.waited_s = 0.0
+
+    def acquire(self):
+        while True:
+            with FakeLease.pool_lock:
+                for p in FakeLease.free:
+                    if p.startswith(self.tags["board"]):
+                        FakeLease.free.remove(p)
+                        self.place = p
+                        FakeLease.acquired.append(p)
+                        return {"LG_PLACE": p}
+            time.sleep(0.01)
+
+    def release(self):
+        with FakeLease.pool_lock:
+            FakeLease.free.append(self.place)
+            FakeLease.released.append(self.place)
+
+
+@pytest.fixture
+def lease_pool(monkeypatch):
+    monkeypatch.setattr(S, "PlaceLease", FakeLease)
+    monkeypatch.setattr(S, "reap_stale", lambda *a, **k: [])
+    FakeLease.free = ["rack-a/p0", "rack-a/p1"]
+    FakeLease.acquired, FakeLease.released = [], []
+    return FakeLease
+
+
+def _jobs(spec):
+    return [J(B(b, kind), V(v)) for b, kind, v in spec]
+
+
+def test_remote_jobs_spread_over_places_never_two_on_one(lease_pool):
+    jobs = _jobs([("rack-a", "remote", f"v{i}") for i in range(6)])
+    rec = Recorder()
+    done = []
+    results = S.Scheduler(jobs, rec, lambda j, r, l: done.append(l), places=3,
+                          coordinator="127.0.0.1:1").run()
+    assert [r.variant for r in results] == [f"v{i}" for i in range(6)]  # campaign order
+    assert rec.max_parallel == 2        # 3 workers, but only 2 places
+    assert sorted(lease_pool.acquired) == sorted(lease_pool.released)  # every lease released
+    assert {w for _, w in rec.log} == {"rack-a/p0", "rack-a/p1"}
+    assert all("@rack-a/p" in l for l in done)
+
+
+def test_places_1_is_sequential_and_local_boards_never_share(lease_pool):
+    jobs = _jobs([("qemu-a", "qemu", "rt"), ("qemu-a", "qemu", "none"), ("qemu-b", "qemu", "rt"),
+                  ("local", "local", "host"), ("rack-a", "remote", "rt")])
+    rec = Recorder()
+    S.Scheduler(jobs, rec, lambda *a: None, places=1, coordinator="x").run()
+    assert rec.max_parallel == 1
+    rec = Recorder()
+    S.Scheduler(jobs, rec, lambda *a: None, places=4, coordinator="x").run()
+    assert rec.max_parallel >= 2        # qemu-a, qemu-b and the rack board overlap
+    # (the Recorder asserts: never one board twice, the local board alone)
+
+
+def test_a_failing_job_still_releases_its_place_and_stops_the_run(lease_pool):
+    jobs = _jobs([("rack-a", "remote", "v0"), ("rack-a", "remote", "v1")])
+    rec = Recorder(fail={"rack-a/v0"})
+    with pytest.raises(RuntimeError, match="blew up"):
+        S.Scheduler(jobs, rec, lambda *a: None, places=1, coordinator="x").run()
+    assert lease_pool.acquired == lease_pool.released == ["rack-a/p0"]
+
+
+def test_no_coordinator_is_an_infra_error_for_rack_jobs(lease_pool):
+    jobs = _jobs([("rack-a", "remote", "rt")])
+    (r,) = S.Scheduler(jobs, Recorder(), lambda *a: None, places=2, coordinator=None).run()
+    assert "coordinator" in r.infra_error
+
+
+def test_no_matching_place_fails_fast_without_a_coordinator_call(monkeypatch):
+    class C:
+        def __init__(self, *a, **k):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *a):
+            pass
+
+        def places(self):
+            return {"rack-vb0": PlaceInfo("rack-vb0", tags={"board": "rack-aarch64"})}
+    monkeypatch.setattr(P, "Coordinator", C)
+    lease = P.PlaceLease("127.0.0.1:1", {"board": "rk3568"})
+    with pytest.raises(P.PlaceError, match="no place .* board=rk3568"):
+        lease.acquire()
+    assert lease.job_env()["LG_USERNAME"] == lease.identity
+    assert "127.0.0.1" in lease.job_env()["no_proxy"]

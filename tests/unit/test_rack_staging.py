@@ -1,0 +1,139 @@
+"""The "flash" step: TFTPStagingDriver writes the boot set a board's U-Boot
+(or PXE firmware) fetches; RtlabUBootStrategy binds with or without U-Boot."""
+import textwrap
+
+import pytest
+from labgrid import Environment
+
+import rtlab.lab.drivers  # noqa: F401 - registers the drivers
+import rtlab.lab.uboot  # noqa: F401
+
+
+def _env(tmp_path, drivers: str, tftp_external: str = "") -> Environment:
+    (tmp_path / "Image").write_bytes(b"K" * 1000)
+    (tmp_path / "initrd").write_bytes(b"I" * 500)
+    (tmp_path / "board.dtb").write_bytes(b"D" * 30)
+    cfg = tmp_path / "env.yaml"
+    cfg.write_text(textwrap.dedent(f"""
+        targets:
+          main:
+            resources:
+              TFTPProvider:
+                internal: {tmp_path}/tftp/
+                external: "{tftp_external}"
+            drivers:
+        """) + textwrap.indent(textwrap.dedent(drivers), "      ") + textwrap.dedent(f"""
+        images:
+          kernel: {tmp_path}/Image
+          initrd: {tmp_path}/initrd
+          dtb: {tmp_path}/board.dtb
+        """))
+    return Environment(str(cfg))
+
+
+def test_uboot_boot_set_is_staged_with_a_uenv_u_boot_can_import(tmp_path):
+    env = _env(tmp_path, """
+        TFTPStagingDriver:
+          bootargs: 'console=ttyAMA0,115200 isolcpus=nohz,domain,managed_irq,1 nohz_full=1'
+          fdt_fallback: '${fdtcontroladdr}'
+    """)
+    t = env.get_target("main")
+    drv = t.get_driver("TFTPStagingDriver")
+    staged = drv.stage()
+    tftp = tmp_path / "tftp" / "rtlab"
+    assert (tftp / "kernel").read_bytes() == b"K" * 1000
+    assert (tftp / "initrd").read_bytes() == b"I" * 500
+    assert not (tftp / "board.dtb").exists()  # no dtb key: U-Boot hands over its own
+    uenv = dict(line.split("=", 1) for line in (tftp / "uEnv.txt").read_text().splitlines())
+    assert uenv["bootargs"] == "console=ttyAMA0,115200 isolcpus=nohz,domain,managed_irq,1 nohz_full=1"
+    assert uenv["rtlab_kernel"] == "rtlab/kernel" and uenv["rtlab_initrd"] == "rtlab/initrd"
+    assert uenv["rtlab_boot"] == (
+        "tftpboot ${kernel_addr_r} ${rtlab_kernel} && tftpboot ${ramdisk_addr_r} ${rtlab_initrd} && "
+        "setenv rtlab_initrd_size ${filesize} && "
+        "booti ${kernel_addr_r} ${ramdisk_addr_r}:${rtlab_initrd_size} ${fdtcontroladdr}")
+    assert drv.uboot_commands() == ["tftpboot ${scriptaddr} rtlab/uEnv.txt",
+                                    "env import -t ${scriptaddr} ${filesize}"]
+    assert staged["kernel"]["size"] == 1000 and staged["uEnv.txt"]["source"] == "generated"
+    assert not list(tftp.glob("*.part"))
+    t.cleanup()
+
+
+def test_dtb_and_bootz_for_a_32_bit_board_under_a_shared_tftp_root(tmp_path):
+    env = _env(tmp_path, """
+        TFTPStagingDriver:
+          dtb: dtb
+          boot_cmd: bootz
+          bootargs: 'console=ttymxc0,115200'
+    """, tftp_external="imx6q-1/")
+    t = env.get_target("main")
+    drv = t.get_driver("TFTPStagingDriver")
+    drv.stage()
+    tftp = tmp_path / "tftp" / "rtlab"
+    assert (tftp / "board.dtb").read_bytes() == b"D" * 30
+    text = (tftp / "uEnv.txt").read_text()
+    assert "rtlab_kernel=imx6q-1/rtlab/kernel" in text and "rtlab_fdt=imx6q-1/rtlab/board.dtb" in text
+    assert text.rstrip().endswith("bootz ${kernel_addr_r} ${ramdisk_addr_r}:${rtlab_initrd_size} ${rtlab_fdt_addr}")
+    assert drv.uenv_path() == "imx6q-1/rtlab/uEnv.txt"
+    t.cleanup()
+
+
+def test_pxelinux_boot_set_for_pxe_firmware(tmp_path):
+    env = _env(tmp_path, """
+        TFTPStagingDriver:
+          format: pxelinux
+          bootargs: 'console=ttyS0,115200n8 preempt=full'
+    """, tftp_external="ipc-1/")
+    t = env.get_target("main")
+    t.get_driver("TFTPStagingDriver").stage()
+    cfg = (tmp_path / "tftp" / "pxelinux.cfg" / "default").read_text()
+    assert "KERNEL ipc-1/rtlab/kernel" in cfg and "INITRD ipc-1/rtlab/initrd" in cfg
+    assert "APPEND console=ttyS0,115200n8 preempt=full" in cfg
+    t.cleanup()
+
+
+def test_a_missing_image_is_named(tmp_path):
+    env = _env(tmp_path, "TFTPStagingDriver: {}\n")
+    (tmp_path / "initrd").unlink()
+    t = env.get_target("main")
+    with pytest.raises(Exception, match="initrd"):
+        t.get_driver("TFTPStagingDriver").stage()
+    t.cleanup()
+
+
+def _strategy_env(tmp_path, strategy: str, with_uboot: bool) -> Environment:
+    lines = [
+        "targets:",
+        "  main:",
+        "    resources:",
+        "      NetworkPowerPort: {model: simplerest, host: 'http://127.0.0.1:9/relay/{index}/{value}', index: 0}",
+        "      NetworkSerialPort: {host: 127.0.0.1, port: 9, protocol: rfc2217, speed: 1500000}",
+        f"      TFTPProvider: {{internal: {tmp_path}/tftp/, external: ''}}",
+        "    drivers:",
+        "      NetworkPowerDriver: {}",
+        "      RtlabSerialDriver: {}",
+        "      TFTPStagingDriver: {}",
+        *(["      RtlabUBootDriver: {prompt: '=> '}"] if with_uboot else []),
+        "      ShellDriver: {prompt: 'rtlab# ', login_prompt: 'login: ', username: root}",
+        f"      {strategy}: {{}}",
+    ]
+    cfg = tmp_path / "s.yaml"
+    cfg.write_text("\n".join(lines) + "\n")
+    return Environment(str(cfg))
+
+
+def test_strategies_bind_power_console_uboot_shell_and_staging(tmp_path):
+    t = _strategy_env(tmp_path, "RtlabUBootStrategy", True).get_target("main")
+    s = t.get_driver("Strategy", activate=False)
+    assert type(s.uboot).__name__ == "RtlabUBootDriver"
+    assert type(s.staging).__name__ == "TFTPStagingDriver"
+    assert type(s.console).__name__ == "RtlabSerialDriver" and s.console.port.speed == 1500000
+    # the shell, not U-Boot, answers for CommandProtocol on a booted board
+    assert type(t.get_driver("CommandProtocol", activate=False)).__name__ == "ShellDriver"
+    t.cleanup()
+
+
+def test_netboot_strategy_has_no_bootloader_to_drive(tmp_path):
+    t = _strategy_env(tmp_path, "RtlabNetbootStrategy", False).get_target("main")
+    s = t.get_driver("Strategy", activate=False)
+    assert s.uboot is None and type(s.staging).__name__ == "TFTPStagingDriver"
+    t.cleanup()
