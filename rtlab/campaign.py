@@ -68,6 +68,8 @@ class Campaign:
             if variant.isolated:
                 return (board.isolate_cpu,)
             return tuple(range(board.cpus))
+        if cpus == "all":  # every CPU, isolated ones included (cyclictest -S style)
+            return tuple(range(board.cpus))
         return tuple(cpus)
 
     def jobs(self) -> list[Job]:

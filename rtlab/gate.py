@@ -10,16 +10,30 @@ from .budgets import Budget, Budgets
 from .model import PERCENTILES, Measurement, RunResult, Verdict
 
 
+#: tools whose result is a whole-run number in ToolOutput.metrics, not
+#: latency samples: judged PASS when the number is there (not budgeted)
+METRICS_ONLY = {"hackbench": "time_s", "pi_stress": "inversions"}
+
+
 def judge(m: Measurement, budget: Budget | None) -> Measurement:
     if m.verdict == Verdict.INFRA:  # set by the runner: the lab failed here
         return m
     out = m.output
     m.reasons = []
+    if out.metrics.get("failed"):  # the tool's own verdict on the kernel (pi_stress deadlock)
+        m.verdict = Verdict.FAIL
+        m.reasons.append(str(out.metrics.get("failure") or f"{out.tool} reported a failure"))
+        return m
     if out.return_code not in (None, 0):
         m.verdict = Verdict.INFRA
         m.reasons.append(f"{out.tool} returned {out.return_code}")
         return m
     if not out.threads:
+        key = METRICS_ONLY.get(out.tool)
+        if key is not None and key in out.metrics:  # a whole-run number, not latencies
+            m.verdict = Verdict.PASS
+            m.reasons.append(f"{out.tool} measures {key}, not latency: shown, not budgeted")
+            return m
         m.verdict = Verdict.INFRA
         m.reasons.append(f"{out.tool} produced no measurements")
         return m

@@ -310,9 +310,14 @@ class JobResult:
     #: set when the job could not produce trustworthy measurements
     infra_error: Optional[str] = None
     duration_s: float = 0.0
+    #: set when the commit under test could not be built into this variant
+    #: (an option dropped by olddefconfig, a compile error): a FAIL
+    build_error: Optional[str] = None
 
     @property
     def verdict(self) -> Verdict:
+        if self.build_error:
+            return Verdict.FAIL
         return combine_verdicts(
             [m.verdict for m in self.measurements]
             + ([Verdict.INFRA] if self.infra_error or not self.measurements else []))
@@ -323,7 +328,7 @@ class JobResult:
             "budget_class": self.budget_class, "kernel": self.kernel,
             "measurements": [m.to_json() for m in self.measurements],
             "infra_error": self.infra_error, "duration_s": self.duration_s,
-            "verdict": self.verdict.value,
+            "build_error": self.build_error, "verdict": self.verdict.value,
         }
 
     @classmethod
@@ -333,6 +338,7 @@ class JobResult:
             budget_class=d.get("budget_class", ""), kernel=d.get("kernel", {}),
             measurements=[Measurement.from_json(m) for m in d.get("measurements", [])],
             infra_error=d.get("infra_error"), duration_s=d.get("duration_s", 0.0),
+            build_error=d.get("build_error"),
         )
 
 

@@ -27,18 +27,34 @@ def _share(v: Optional[float]) -> str:
 
 
 ROWS = ("min", "avg", "max", "p99.9", ">= budget", "budget max", "cycles", "verdict")
+#: rows shown (before "verdict") only in blocks where a measurement has them:
+#: a tool's whole-run result (hackbench time, pi_stress inversions) and how
+#: the load ran (its share of the load CPUs and its own throughput)
+EXTRA_ROWS = ("result", "load")
+
+
+def _extra(m: Measurement) -> dict[str, str]:
+    from .loads.health import load_cell, result_cell
+
+    out = {}
+    r = result_cell(m.output.tool, m.output.metrics)
+    if r is not None:
+        out["result"] = r
+    if any(str(k).startswith("load.") for k in m.output.metrics):
+        out["load"] = load_cell(m.key.load, m.output.metrics)
+    return out
 
 
 def _cells(m: Optional[Measurement], job: JobResult) -> dict[str, str]:
     if m is None:
-        tag = "INFRA" if job.infra_error else "-"
+        tag = "FAIL" if job.build_error else ("INFRA" if job.infra_error else "-")
         return {r: (tag if r == "verdict" else "-") for r in ROWS}
     c = m.output.combined()
     v = (m.verdict.value if m.verdict else "?").upper()
     if c is None:
-        return {r: (v if r == "verdict" else "-") for r in ROWS}
+        return {**{r: (v if r == "verdict" else "-") for r in ROWS}, **_extra(m)}
     budget = (m.budget or {}).get("max_us")
-    return {
+    return {**_extra(m),
         "min": _us(c.min_us), "avg": _us(c.avg_us), "max": _us(c.max_us),
         "p99.9": _us(c.percentiles_us.get("99.9")),
         ">= budget": _share(m.share_over_budget) if budget is not None else "-",
@@ -81,12 +97,13 @@ def comparison_table(run: RunResult) -> str:
                     continue
                 m = next((m for m in job.measurements if (m.key.suite, m.key.load) == (suite, load)), None)
                 cols.append((v, _cells(m, job)))
-            width0 = max(len(r) for r in ROWS)
-            widths = [max(len(v), *(len(c[r]) for r in ROWS)) for v, c in cols]
+            rows = ROWS[:-1] + tuple(r for r in EXTRA_ROWS if any(r in c for _, c in cols)) + ROWS[-1:]
+            width0 = max(len(r) for r in rows)
+            widths = [max(len(v), *(len(c.get(r, "-")) for r in rows)) for v, c in cols]
             out.append(title)
             out.append(" " * width0 + "  " + "  ".join(v.rjust(w) for (v, _), w in zip(cols, widths)))
-            for r in ROWS:
-                out.append(r.ljust(width0) + "  " + "  ".join(c[r].rjust(w) for (_, c), w in zip(cols, widths)))
+            for r in rows:
+                out.append(r.ljust(width0) + "  " + "  ".join(c.get(r, "-").rjust(w) for (_, c), w in zip(cols, widths)))
             out.append("")
     problems = []
     unavailable = [f"  {n['board']}/{n['variant']}: {n['reason']}" for n in run.not_available]
@@ -95,6 +112,8 @@ def comparison_table(run: RunResult) -> str:
         out.extend(unavailable)
         out.append("")
     for job in run.jobs:
+        if job.build_error:
+            problems.append(f"FAIL {job.board}/{job.variant}: {job.build_error}")
         if job.infra_error:
             problems.append(f"INFRA {job.board}/{job.variant}: {job.infra_error}")
         for m in job.measurements:

@@ -57,10 +57,11 @@ def new_run_id(now: Optional[dt.datetime] = None) -> str:
     return now.strftime("%Y%m%dT%H%M%SZ")
 
 
-def stage_kernel(job: Job, images: dict) -> tuple[dict[str, str], dict]:
+def stage_kernel(job: Job, images: dict, built: Optional[dict] = None) -> tuple[dict[str, str], dict]:
     """LG_RTLAB_* for the board's env file (kernel, initramfs, boot args) and
     what was staged (path, release, uname -v, config preemption model), which
-    the boot test holds the running kernel to."""
+    the boot test holds the running kernel to. `built` maps (board, variant)
+    to kernels built from source (see :func:`build_kernels`)."""
     board, variant = job.board, job.variant
     env = {"LG_RTLAB_BOOT_ARGS": variant.boot_args_for(board.isolate_cpu, board.cpus)}
     if board.fixed_kernel:
@@ -68,11 +69,18 @@ def stage_kernel(job: Job, images: dict) -> tuple[dict[str, str], dict]:
     imgs = images.get(board.arch)
     if imgs is None:
         raise RtlabError(f"board {board.name}: no images for arch {board.arch}")
-    if variant.prebuilt:
+    bk = (built or {}).get((board.name, variant.name))
+    if bk is not None:
+        info = bk.build_json
+        kernel = {"path": str(bk.path), "release": bk.release, "uname_v": bk.uname_v,
+                  "preempt": bk.preempt, "commit": info.get("commit"),
+                  "source": f"built from {info.get('describe') or info.get('commit', '?')} "
+                            f"({', '.join(f.get('name', '?') for f in info.get('fragments', []))})"}
+    elif variant.prebuilt:
         k = imgs.kernels[variant.prebuilt]
         kernel = {"path": str(k.path), "release": k.release, "uname_v": k.uname_v,
                   "preempt": k.preempt, "source": f"{k.package} {k.version}"}
-    elif "image" in variant.kernel:  # a kernel given by path (source builds, tests)
+    elif "image" in variant.kernel:  # a kernel given by path (tests)
         kernel = {"path": str(Path(variant.kernel["image"]))}
     else:
         raise RtlabError(f"variant {variant.name}: no kernel for board {board.name}")
@@ -81,11 +89,11 @@ def stage_kernel(job: Job, images: dict) -> tuple[dict[str, str], dict]:
     return env, kernel
 
 
-def unavailable(job: Job, images: dict) -> Optional[str]:
+def unavailable(job: Job, images: dict, built: Optional[dict] = None) -> Optional[str]:
     """Why this board cannot run this variant at all (not an error: the
     kernels it has cannot be that variant), or None."""
     board, variant = job.board, job.variant
-    if board.fixed_kernel or not variant.prebuilt:
+    if board.fixed_kernel or not variant.prebuilt or (board.name, variant.name) in (built or {}):
         return None
     imgs = images.get(board.arch)
     k = imgs.kernels.get(variant.prebuilt) if imgs else None
@@ -93,6 +101,48 @@ def unavailable(job: Job, images: dict) -> Optional[str]:
         return f"no {variant.prebuilt} kernel for {board.arch}"
     why = variant.unavailable_on(k.preempt)
     return f"{why} ({k.package} {k.version})" if why else None
+
+
+class KernelBuildFailed(Exception):
+    """The commit under test cannot be built into this variant (an option the
+    variant needs did not survive olddefconfig, or the build broke): the
+    commit's fault, so a FAIL of the job, never INFRA."""
+
+
+def build_kernels(jobs: list[Job], images: dict, kernel_tree: Optional[Path],
+                  progress: Callable[[str], None]) -> dict:
+    """Kernels from source, built once per (arch, board base, fragments):
+    every variant from `kernel_tree` (the commit under test) when given;
+    otherwise only the variants Debian's prebuilt kernels cannot be (e.g.
+    PREEMPT_DYNAMIC on aarch64), from the pinned linux-source-6.12.
+    Returns (board, variant) -> BuiltKernel or KernelBuildFailed."""
+    from . import kernel as kbuild
+
+    todo: dict[tuple, list[Job]] = {}
+    for job in jobs:
+        board, variant = job.board, job.variant
+        if board.fixed_kernel or not variant.fragments or board.kind != "qemu":
+            continue
+        if kernel_tree is None and not unavailable(job, images):
+            continue
+        frags = tuple(kbuild.with_base(board.arch, variant.fragments, board.name))
+        todo.setdefault((board.arch, frags), []).append(job)
+    out: dict = {}
+    for (arch, frags), group in todo.items():
+        what = f"{arch} kernel [{', '.join(frags)}]"
+        progress(f"building {what} for {', '.join(sorted({j.variant.name for j in group}))}"
+                 + (f" from {kernel_tree}" if kernel_tree else " from the pinned linux-source"))
+        try:
+            if kernel_tree is not None:
+                bk = kbuild.build_kernel(kernel_tree, arch, list(frags), progress=progress)
+            else:
+                bk = kbuild.ensure_built_kernel(arch, list(frags), progress=progress)
+        except RtlabError as e:
+            bk = KernelBuildFailed(f"kernel build failed ({what}): {e}")
+            progress(str(bk))
+        for job in group:
+            out[(job.board.name, job.variant.name)] = bk
+    return out
 
 
 def _read_events(path: Path, pos: int) -> tuple[list[dict], int]:
@@ -111,7 +161,11 @@ def _read_events(path: Path, pos: int) -> tuple[list[dict], int]:
 
 
 def run_job(job: Job, run_dir: Path, images: dict, progress: Callable[[str], None],
-            label: str = "") -> JobResult:
+            label: str = "", lease_env: Optional[dict] = None,
+            on_spawn: Optional[Callable] = None, built: Optional[dict] = None) -> JobResult:
+    """*lease_env*: LG_PLACE, LG_TOKEN, LG_USERNAME, LG_COORDINATOR of the place
+    the job holds (rack boards; rtlab.lab.scheduler). *on_spawn(proc)* is told
+    the pytest process (its process group holds everything the job started)."""
     board, variant = job.board, job.variant
     job_dir = run_dir / board.name / variant.name
     if job_dir.exists():
@@ -120,8 +174,12 @@ def run_job(job: Job, run_dir: Path, images: dict, progress: Callable[[str], Non
     result = JobResult(board=board.name, variant=variant.name, arch=board.arch,
                        budget_class=board.budget_class)
     t0 = time.monotonic()
+    bk = (built or {}).get((board.name, variant.name))
+    if isinstance(bk, KernelBuildFailed):
+        result.build_error = str(bk)
+        return result
     try:
-        lg_env, kernel = stage_kernel(job, images)
+        lg_env, kernel = stage_kernel(job, images, built)
     except RtlabError as e:
         result.infra_error = str(e)
         return result
@@ -130,6 +188,8 @@ def run_job(job: Job, run_dir: Path, images: dict, progress: Callable[[str], Non
         "job_dir": str(job_dir), "board": board.to_json(), "variant": variant.to_json(),
         "boot_args": boot_args, "suites": [s.to_json() for s in job.suites], "kernel": kernel,
     }
+    if lease_env:
+        spec["place"] = lease_env.get("LG_PLACE")
     spec_path = job_dir / "job-spec.json"
     spec_path.write_text(json.dumps(spec, indent=2) + "\n")
     timeout = BOOT_ALLOWANCE_S + sum(SUITES[s.suite].duration_s(s) * 2 + 60 for s in job.suites)
@@ -138,13 +198,16 @@ def run_job(job: Job, run_dir: Path, images: dict, progress: Callable[[str], Non
            "--lg-env", str(board.env_file), "--rtlab-job", str(spec_path),
            "--lg-log", str(job_dir / "console"), "--junitxml", str(job_dir / "junit.xml"),
            "-q", "-rfE"]
-    env = {**os.environ, **lg_env}
+    env = {**os.environ, **lg_env, **(lease_env or {})}
     events_path = job_dir / "events.jsonl"
     events: list[dict] = []
     pos = 0
     with open(job_dir / "pytest.log", "w") as log:
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                cwd=str(ROOT), start_new_session=True)
+                                cwd=str(ROOT), start_new_session=True,
+                                preexec_fn=_die_with_parent if lease_env else None)
+        if on_spawn is not None:
+            on_spawn(proc)
         timed_out = False
         while True:
             try:
@@ -206,6 +269,12 @@ def run_job(job: Job, run_dir: Path, images: dict, progress: Callable[[str], Non
     return result
 
 
+def _die_with_parent() -> None:
+    """A job holding a place dies with the runner, whose death frees the place."""
+    from .lab.places import die_with_parent
+    die_with_parent()
+
+
 def _tail(path: Path, n: int = 3) -> str:
     try:
         lines = [l for l in path.read_text(errors="replace").splitlines() if l.strip()]
@@ -228,7 +297,10 @@ def _show_event(ev: dict, label: str, progress) -> None:
 
 def run_campaign(campaign: Campaign, *, results_root: Path = RESULTS_DIR,
                  progress: Callable[[str], None] = Progress(),
-                 commit: Optional[dict] = None, run_id: Optional[str] = None) -> tuple[RunResult, Path]:
+                 commit: Optional[dict] = None, run_id: Optional[str] = None,
+                 places: int = 1, kernel_tree: Optional[Path] = None) -> tuple[RunResult, Path]:
+    """Run every job of the campaign; `kernel_tree` builds every variant's
+    kernel from that tree (the commit under test) instead of Debian's."""
     budgets = load_budgets(campaign.budgets)  # a bad budget file fails before any boot
     started = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
     run_id = run_id or new_run_id(started)
@@ -243,26 +315,49 @@ def run_campaign(campaign: Campaign, *, results_root: Path = RESULTS_DIR,
     arches = sorted({j.board.arch for j in jobs if not j.board.fixed_kernel})
     if arches:
         from .images import ensure_images
+        from .suites.rtbench import image_overlays  # rtbench in the board image
         for arch in arches:
-            images[arch] = ensure_images(arch, progress=progress)
+            images[arch] = ensure_images(arch, overlays=image_overlays(arch), progress=progress)
 
     run = RunResult(run_id=run_id, started=started.isoformat().replace("+00:00", "Z"),
                     campaign=campaign.name, commit=commit or {})
+    def finish(job: Job, jr: JobResult, label: str) -> None:
+        # judged as each job lands, for the progress line; raw files are on disk
+        judge_run(RunResult(run_id, run.started, run.campaign, jobs=[jr]), budgets)
+        (run_dir / job.board.name / job.variant.name).mkdir(parents=True, exist_ok=True)
+        (run_dir / job.board.name / job.variant.name / "job.json").write_text(
+            json.dumps(jr.to_json(), indent=2) + "\n")
+        progress(f"{label} {_job_summary(jr)}")
+
+    # several jobs at once (--places N) and/or rack boards, which hold a place
+    # per job: rtlab.lab.scheduler runs the jobs that are available
+    scheduled = places > 1 or any(j.board.kind == "remote" for j in jobs)
+    ready = []
+    built = build_kernels(jobs, images, kernel_tree, progress) if images else {}
+    if kernel_tree is not None and not run.commit.get("sha"):
+        from .kernel import tree_state
+        run.commit["sha"] = tree_state(Path(kernel_tree)).commit
     for i, job in enumerate(jobs, 1):
         label = f"[{i}/{len(jobs)}] {job.id}"
-        why = unavailable(job, images)
+        why = unavailable(job, images, built)
         if why:
             progress(f"{label} not available: {why}")
             run.not_available.append({"board": job.board.name, "variant": job.variant.name,
                                       "reason": why})
             continue
-        jr = run_job(job, run_dir, images, progress, label)
+        if scheduled:
+            ready.append(job)
+            continue
+        jr = run_job(job, run_dir, images, progress, label, built=built)
         run.jobs.append(jr)
-        # judged as each job lands, for the progress line; raw files are on disk
-        judge_run(RunResult(run_id, run.started, run.campaign, jobs=[jr]), budgets)
-        (run_dir / job.board.name / job.variant.name / "job.json").write_text(
-            json.dumps(jr.to_json(), indent=2) + "\n")
-        progress(f"{label} {_job_summary(jr)}")
+        finish(job, jr, label)
+    if scheduled:
+        from .lab.scheduler import run_scheduled
+        run.jobs.extend(run_scheduled(
+            ready, lambda job, lease_env, label, on_spawn: run_job(
+                job, run_dir, images, progress, label, lease_env=lease_env, on_spawn=on_spawn,
+                built=built),
+            finish, places=places, progress=progress))
     (run_dir / "run.json").write_text(json.dumps(run.to_json(), indent=2) + "\n")
     from .plot import write_html_report
     write_html_report(run, run_dir / "report.html")
@@ -278,6 +373,8 @@ def run_campaign(campaign: Campaign, *, results_root: Path = RESULTS_DIR,
 
 def _job_summary(jr: JobResult) -> str:
     v = jr.verdict.value.upper()
+    if jr.build_error:
+        return f"{v}: {jr.build_error}"
     if jr.infra_error:
         return f"{v}: {jr.infra_error}"
     parts = []

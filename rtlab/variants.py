@@ -10,6 +10,8 @@ from . import ROOT
 from .config import Node, format_cpulist, open_node
 
 DEFAULT_FILE = ROOT / "kernel-configs" / "variants.yaml"
+#: config fragments named by kernel.build: <name>.config (rtlab/kernel.py)
+FRAGMENTS_DIR = ROOT / "kernel-configs" / "fragments"
 
 #: the variant of a board that cannot change kernels (this machine): the boot
 #: test records what runs and expects nothing
@@ -30,7 +32,8 @@ class Expectation:
 class Variant:
     name: str
     description: str
-    #: how to get the kernel: {"prebuilt": "generic"|"rt"} or {"build": {...}}
+    #: how to get the kernel: {"prebuilt": "generic"|"rt"} and/or
+    #: {"build": [fragment, ...]} (kernel-configs/fragments/<name>.config)
     kernel: dict
     boot_args: str
     expect: Expectation
@@ -42,6 +45,12 @@ class Variant:
     @property
     def prebuilt(self) -> Optional[str]:
         return self.kernel.get("prebuilt")
+
+    @property
+    def fragments(self) -> tuple[str, ...]:
+        """Config fragments for a source build, merged in this order after
+        the board's base fragment (base-<board>); empty if the variant has none."""
+        return tuple(self.kernel.get("build") or ())
 
     def unavailable_on(self, kernel_preempt: str) -> Optional[str]:
         """Why a kernel whose config says `kernel_preempt` (dynamic, none,
@@ -100,7 +109,33 @@ def _expectation(node: Node, isolated: bool) -> Expectation:
     )
 
 
-def load_variants(path: Path = DEFAULT_FILE) -> dict[str, Variant]:
+def _fragments(node: Node, fragments_dir: Path) -> tuple[str, ...]:
+    """kernel.build: a non-empty list of fragment names, each an existing
+    <fragments_dir>/<name>.config; base-* fragments belong to boards, not here."""
+    if node.value is None:
+        return ()
+    if not isinstance(node.value, list) or not node.value:
+        raise node.error("must be a non-empty list of config fragment names")
+    names = []
+    for i, item in enumerate(node.value):
+        where = Node(node.path, item, f"{node.key}[{i}]")
+        name = where.str()
+        if "/" in name or name.endswith(".config"):
+            raise where.error(f"a fragment name, without directory or .config: {name!r}")
+        if name.startswith("base-"):
+            raise where.error(f"{name}: base fragments come from the board (base-<board>), "
+                              f"not from the variant")
+        if not (fragments_dir / f"{name}.config").is_file():
+            known = sorted(p.stem for p in fragments_dir.glob("*.config") if not p.stem.startswith("base-"))
+            raise where.error(f"no config fragment {fragments_dir / (name + '.config')} "
+                              f"(known: {', '.join(known) or 'none'})")
+        if name in names:
+            raise where.error(f"{name} listed twice")
+        names.append(name)
+    return tuple(names)
+
+
+def load_variants(path: Path = DEFAULT_FILE, fragments_dir: Path = FRAGMENTS_DIR) -> dict[str, Variant]:
     """All variants, each with and without isolation, by name (plus `host`)."""
     root = open_node(path).only(["isolation", "variants"])
     iso = root.req("isolation").only(["suffix", "boot_args"])
@@ -115,12 +150,13 @@ def load_variants(path: Path = DEFAULT_FILE) -> dict[str, Variant]:
             raise kernel.error("must name 'prebuilt' or 'build'")
         if kernel.child("prebuilt").value is not None and kernel.child("prebuilt").str() not in ("generic", "rt"):
             raise kernel.child("prebuilt").error("must be 'generic' or 'rt'")
+        fragments = _fragments(kernel.child("build"), fragments_dir)
         for isolated in (False, True):
             vname = f"{name}{suffix}" if isolated else str(name)
             out[vname] = Variant(
                 name=vname,
                 description=node.child("description").str("") + (" with CPU isolation" if isolated else ""),
-                kernel=dict(kernel.mapping()),
+                kernel={**kernel.mapping(), **({"build": list(fragments)} if fragments else {})},
                 boot_args=node.child("boot_args").str(""),
                 expect=_expectation(node.req("expect"), isolated),
                 isolated=isolated,

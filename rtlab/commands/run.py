@@ -17,6 +17,9 @@ def register(sub):
     p.add_argument("--variant", "-V", action="append", help="only this variant (repeatable)")
     p.add_argument("--results", type=Path, help="results root (default: results/)")
     p.add_argument("--no-publish", action="store_true", help="do not publish to the store")
+    p.add_argument("--kernel-tree", type=Path, metavar="PATH",
+                   help="build every variant's kernel from this git tree (the commit under test) "
+                        "with its kernel-configs fragments, instead of Debian's prebuilt kernels")
     p.add_argument("--places", type=int, default=1, metavar="N",
                    help="run up to N jobs at once, never two on one place/board (default 1)")
     p.set_defaults(func=run)
@@ -40,7 +43,7 @@ def run(args) -> int:
     progress = Progress()
     run, run_dir = run_campaign(campaign, results_root=args.results or RESULTS_DIR,
                                 progress=progress, commit=commit_from_env(),
-                                places=args.places)
+                                places=args.places, kernel_tree=args.kernel_tree)
     print()
     print(comparison_table(run))
     print(f"\nresults: {run_dir}")

@@ -3,30 +3,18 @@
 A load is started before the measurement and stopped after it, and must prove
 it really ran for the whole measurement: a load that died mid-run makes the
 result an infra error, never a pass measured on an idle board.
+
+    with LOADS["stress+network"].running(board_shell, host_dir, suite_run, board):
+        ...measure...
+
+The mechanics (board-side sampler, measurement window, stop) are in
+:mod:`rtlab.loads.base`, the checks in :mod:`rtlab.loads.health`, the named
+loads and how they scale in :mod:`rtlab.loads.catalog`.
 """
 from __future__ import annotations
 
-import contextlib
-from pathlib import Path
-from typing import ClassVar, Iterator
+from .base import BoardLoad, Load, LoadDied, LoadEnv
+from .catalog import BASE_LOADS, LOADS, Composite, LoadRegistry
 
-
-class LoadDied(Exception):
-    """The load did not run for the whole measurement: infra."""
-
-
-class Load:
-    name: ClassVar[str]
-    description: ClassVar[str] = ""
-
-    @contextlib.contextmanager
-    def running(self, sh, host_dir: Path, run) -> Iterator[None]:
-        yield
-
-
-class Idle(Load):
-    name = "idle"
-    description = "no load: the board does nothing but measure"
-
-
-LOADS: dict[str, Load] = {l.name: l for l in (Idle(),)}
+__all__ = ["BASE_LOADS", "BoardLoad", "Composite", "LOADS", "Load", "LoadDied", "LoadEnv",
+           "LoadRegistry"]

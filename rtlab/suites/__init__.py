@@ -38,6 +38,16 @@ class SuiteRun:
                    params=d.get("params", {}), cpus=tuple(d.get("cpus", ())))
 
 
+#: parameters every suite takes, besides its own (see rtlab.loads)
+COMMON_DEFAULTS: dict[str, Any] = {
+    # CPUs the load runs on: "auto" (housekeeping CPUs, or all CPUs without
+    # isolation), "all", or a list / cpulist string
+    "load_cpus": "auto",
+    # per load options: {<load>: {<option>: value}} (rtlab/loads/catalog.py)
+    "load_opts": {},
+}
+
+
 class Suite:
     """Base of every suite; subclasses are registered by name in SUITES."""
 
@@ -49,22 +59,73 @@ class Suite:
     json_file: ClassVar[str | None] = None
 
     def params(self, given: dict[str, Any]) -> dict[str, Any]:
-        unknown = set(given) - set(self.defaults)
+        # "cpus" is the campaign's (which CPUs to measure), taken off by rtlab.campaign
+        unknown = set(given) - set(self.defaults) - set(COMMON_DEFAULTS) - {"cpus"}
         if unknown:
             raise KeyError(", ".join(sorted(unknown)))
-        return {**self.defaults, **given}
+        _check_load_opts(given.get("load_opts") or {})
+        return {**COMMON_DEFAULTS, **self.defaults, **given}
 
-    def command(self, run: SuiteRun) -> str:
+    def command(self, run: SuiteRun, board: dict | None = None) -> str:
         raise NotImplementedError
+
+    def outputs(self, run: SuiteRun) -> list[str]:
+        """Files the tool writes in its work dir, fetched besides stdout/stderr."""
+        return [self.json_file] if self.json_file else []
 
     def duration_s(self, run: SuiteRun) -> float:
         """How long the tool runs, for console timeouts and progress."""
         return float(run.params.get("duration_s", 60))
 
+    def accepts_exit(self, rc: int, host_dir: Path) -> bool:
+        """Whether a run that exited with *rc* still produced a result (a
+        kernel failure the gate judges as FAIL) rather than an infra error."""
+        return rc == 0
+
     def parse(self, job_dir: Path, run: SuiteRun) -> ToolOutput:
+        """The tool's output in the model, plus the loads' health numbers
+        (``load.<load>.<what>`` metrics from ``load-<load>.json``)."""
+        host_dir = job_dir / run.id
+        out = self.parse_output(host_dir, run)
+        out.metrics.update(_load_metrics(host_dir))
+        return out
+
+    def parse_output(self, host_dir: Path, run: SuiteRun) -> ToolOutput:
         from ..parsers import parse_file
 
-        return parse_file(job_dir / run.id / self.json_file, tool=self.tool)
+        return parse_file(host_dir / self.json_file, tool=self.tool)
+
+
+def _check_load_opts(opts: dict) -> None:
+    from ..loads import BASE_LOADS
+
+    known = {l.name: l for l in BASE_LOADS}
+    if not isinstance(opts, dict):
+        raise KeyError("load_opts (must be a mapping {load: {option: value}})")
+    for load, o in opts.items():
+        if load not in known:
+            raise KeyError(f"load_opts.{load} (loads: {', '.join(sorted(known))})")
+        bad = set(o or {}) - set(known[load].options)
+        if bad:
+            raise KeyError(", ".join(f"load_opts.{load}.{b}" for b in sorted(bad))
+                           + f" (options of {load}: {', '.join(sorted(known[load].options)) or 'none'})")
+
+
+def _load_metrics(host_dir: Path) -> dict[str, Any]:
+    import json
+
+    from ..loads import BASE_LOADS
+    from ..loads.health import load_metrics
+
+    names = {l.name for l in BASE_LOADS}
+    summaries = []
+    for p in sorted(host_dir.glob("load-*.json")):
+        if p.stem[len("load-"):] in names:
+            try:
+                summaries.append(json.loads(p.read_text()))
+            except ValueError:
+                pass
+    return load_metrics(summaries)
 
 
 class Cyclictest(Suite):
@@ -82,7 +143,7 @@ class Cyclictest(Suite):
         "extra_args": "",
     }
 
-    def command(self, run: SuiteRun) -> str:
+    def command(self, run: SuiteRun, board: dict | None = None) -> str:
         p = run.params
         cpus = format_cpulist(run.cpus)
         # -a names every measured CPU explicitly: rt-tests skips isolated CPUs
@@ -92,4 +153,13 @@ class Cyclictest(Suite):
                 f"--json={self.json_file} {p['extra_args']}").strip()
 
 
-SUITES: dict[str, Suite] = {s.name: s for s in (Cyclictest(),)}
+from .rttests import (  # noqa: E402 - they subclass Suite
+    Cyclicdeadline, Hackbench, Pmqtest, PiStress, Ptsematest, RtMigrateTest, Signaltest,
+    Sigwaittest, Svsematest,
+)
+from .rtbench import Rtbench  # noqa: E402
+
+SUITES: dict[str, Suite] = {s.name: s for s in (
+    Cyclictest(), Signaltest(), Sigwaittest(), Svsematest(), Ptsematest(), Pmqtest(),
+    PiStress(), Hackbench(), Cyclicdeadline(), RtMigrateTest(), Rtbench(),
+)}

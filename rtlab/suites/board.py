@@ -66,14 +66,46 @@ def kernel_facts(sh: BoardShell) -> dict:
         "version": sh.read("/proc/sys/kernel/version", ""),
         "machine": " ".join(sh.run("uname -m")[0]).strip(),
         "cmdline": sh.read("/proc/cmdline", ""),
-        "realtime": sh.read("/sys/kernel/realtime", "0") == "1",
+        # the RT patch set's file; mainline PREEMPT_RT (6.12) has none: see below
+        "realtime_sysfs": sh.read("/sys/kernel/realtime"),
         "isolated": sh.read("/sys/devices/system/cpu/isolated", ""),
         "nohz_full": sh.read("/sys/devices/system/cpu/nohz_full", ""),
         "online": sh.read("/sys/devices/system/cpu/online", ""),
         "preempt_dynamic": sh.read("/sys/kernel/debug/sched/preempt"),
+        # the running kernel's own config (CONFIG_IKCONFIG_PROC; source-built
+        # kernels have it, Debian's do not): None when unreadable
+        "config_preempt": config_preempt_model(
+            sh.run(f"zcat /proc/config.gz 2>/dev/null | grep -E {shlex.quote(_CONFIG_PREEMPT_GREP)}")[0]),
     }
+    # realtime: /sys/kernel/realtime reads 1 (Debian's rt kernels carry the RT
+    # patch that adds it); where the file is absent, the running kernel's own
+    # config says (a mainline PREEMPT_RT kernel built by rtlab/kernel.py)
+    sysfs = facts["realtime_sysfs"]
+    facts["realtime"] = sysfs == "1" if sysfs is not None else facts["config_preempt"] == "rt"
     facts["preempt"] = preempt_model(facts)
     return facts
+
+
+_CONFIG_PREEMPT_GREP = r"^CONFIG_(PREEMPT|PREEMPT_[A-Z]+|IKCONFIG)=y$"
+_CONFIG_PREEMPT_RE = re.compile(r"^CONFIG_(PREEMPT|PREEMPT_[A-Z]+|IKCONFIG)=y$")
+
+
+def config_preempt_model(lines) -> Optional[str]:
+    """rt | dynamic | lazy | full | voluntary | none from a kernel config's
+    CONFIG_PREEMPT* lines, or None when no config was read (no CONFIG_IKCONFIG=y
+    line: /proc/config.gz absent). dynamic means the model is chosen at boot."""
+    opts = set()
+    for line in lines:
+        m = _CONFIG_PREEMPT_RE.match(line.strip())
+        if m:
+            opts.add(m.group(1))
+    if "IKCONFIG" not in opts:
+        return None
+    for opt, model in (("PREEMPT_RT", "rt"), ("PREEMPT_DYNAMIC", "dynamic"), ("PREEMPT_LAZY", "lazy"),
+                       ("PREEMPT", "full"), ("PREEMPT_VOLUNTARY", "voluntary")):
+        if opt in opts:
+            return model
+    return "none"
 
 
 def preempt_model(facts: dict, static: Optional[str] = None) -> Optional[str]:
@@ -121,7 +153,9 @@ def check_variant(variant: Variant, facts: dict, boot_args: str,
     if e.preempt and model != e.preempt:
         problems.append(f"preemption model is {model!r}, expected {e.preempt!r}")
     if e.realtime is not None and facts["realtime"] != e.realtime:
-        problems.append(f"/sys/kernel/realtime says realtime={facts['realtime']}, expected {e.realtime}")
+        why = (f"/sys/kernel/realtime reads {facts['realtime_sysfs']!r}" if facts.get("realtime_sysfs") is not None
+               else f"no /sys/kernel/realtime, /proc/config.gz model {facts.get('config_preempt')!r}")
+        problems.append(f"realtime={facts['realtime']} ({why}), expected {e.realtime}")
     isolated = parse_cpulist(facts["isolated"]) if facts["isolated"] else []
     if e.isolated and isolate_cpu not in isolated:
         problems.append(f"CPU {isolate_cpu} not isolated (/sys/devices/system/cpu/isolated = {facts['isolated']!r})")

@@ -1,0 +1,271 @@
+"""The rt-tests programme besides cyclictest: signal and IPC wake-up latency,
+priority inheritance, SCHED_DEADLINE, RT task migration, and hackbench as a
+measurement. Every tool writes ``--json`` where it has it; the parsers
+(:mod:`rtlab.parsers`) read it into the model.
+
+Placement on the measured CPUs (``SuiteRun.cpus``, named explicitly):
+
+* signaltest: ``-a<cpulist>`` (threads round-robin over the list).
+* sigwaittest, svsematest, ptsematest, pmqtest: one sender/receiver pair per
+  measured CPU, both threads of a pair on that CPU: ``-a -t N`` when the
+  CPUs are 0..N-1 (pair i on CPU i), ``-a<cpu>`` for one CPU (these tools
+  take one CPU number, not a list; the attached form because ``-a 0`` would
+  read as "no CPU"), ``taskset -c`` for any other set.
+* pi_stress has no CPU option: it puts its admin thread on the first CPU it
+  may use and one inversion group per CPU after it (CPUs 1..n-1 by default;
+  on a 2-CPU isolation variant that is the isolated CPU 1).
+* cyclicdeadline runs on every CPU of the root domain: given a CPU subset it
+  builds cgroup-v1 cpusets and moves every task of the machine into them,
+  which it must never do to this machine used as a board. SCHED_DEADLINE
+  tasks cannot run on an isolated CPU (it is outside the root domain).
+* rt-migrate-test is about migrating between CPUs: every CPU, no pinning.
+* hackbench (the measurement) is pinned with ``taskset -c`` to the measured CPUs.
+
+Verdicts beyond latency budgets:
+
+* pi_stress: a deadlocked inversion group (its watchdog: "WATCHDOG triggered:
+  group N is deadlocked!", after which pi_stress kills itself) or an error
+  reported by a test thread is a **kernel result**: priority inheritance
+  failed. The measurement carries ``metrics.failed = 1`` and the gate judges
+  it FAIL, never INFRA. pi_stress failing before its threads ran (no
+  permission, no memory) stays INFRA.
+* rt-migrate-test with ``check: true`` (``-c``): "Failed!" (a lower-priority
+  task ran before a higher one) is judged FAIL the same way.
+* hackbench's time is a metric (``time_s``: mean over ``runs``, and min/max),
+  shown in the table, not budgeted.
+"""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Optional
+
+from ..config import format_cpulist
+from ..model import ToolOutput
+from . import Suite, SuiteRun
+
+
+def ipc_placement(cpus: tuple[int, ...], pairs) -> tuple[str, str]:
+    """(prefix, options) putting one pair per CPU, for the IPC tools."""
+    n = int(pairs) if pairs not in (None, "auto") else max(1, len(cpus))
+    if len(cpus) == 1:
+        return "", f"-a{cpus[0]} -t {n}"
+    if cpus and tuple(cpus) == tuple(range(len(cpus))):
+        return "", f"-a -t {n}"
+    return f"taskset -c {format_cpulist(cpus)} ", f"-t {n}"
+
+
+def _read(path: Path) -> str:
+    try:
+        return path.read_text(errors="replace")
+    except OSError:
+        return ""
+
+
+def _exit_code(host_dir: Path) -> Optional[int]:
+    try:
+        return int(json.loads((host_dir / "exit.json").read_text())["exit_code"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+class Signaltest(Suite):
+    """signaltest: latency of a signal passed round a ring of RT threads."""
+
+    name = "signaltest"
+    tool = "signaltest"
+    json_file = "signaltest.json"
+    defaults = {"duration_s": 10, "priority": 90, "threads": 2, "extra_args": ""}
+
+    def command(self, run: SuiteRun, board: Optional[dict] = None) -> str:
+        p = run.params
+        return (f"signaltest -q -m -p {p['priority']} -D {p['duration_s']} -t {max(2, int(p['threads']))} "
+                f"-a{format_cpulist(run.cpus)} --json={self.json_file} {p['extra_args']}").strip()
+
+
+class _Ipc(Suite):
+    """sender/receiver pairs; one result per receiver (pair) in the model."""
+
+    defaults = {"duration_s": 10, "priority": 90, "interval_us": 1000, "distance_us": 500,
+                "pairs": "auto", "extra_args": ""}
+
+    @property
+    def json_file(self) -> str:  # type: ignore[override]
+        return f"{self.tool}.json"
+
+    def command(self, run: SuiteRun, board: Optional[dict] = None) -> str:
+        p = run.params
+        prefix, place = ipc_placement(run.cpus, p["pairs"])
+        # svsematest makes its SysV IPC keys with ftok() on its own path, taken
+        # from $_ (which only bash sets) or argv[0]: give it the full path in both
+        tool = f"t=$(command -v {self.tool}) && _=$t {prefix}\"$t\"" if self.tool == "svsematest" \
+            else f"{prefix}{self.tool}"
+        return (f"{tool} -q -p {p['priority']} -i {p['interval_us']} "
+                f"-d {p['distance_us']} -D {p['duration_s']} {place} --json={self.json_file} "
+                f"{p['extra_args']}").strip()
+
+
+class Sigwaittest(_Ipc):
+    name = tool = "sigwaittest"
+
+
+class Svsematest(_Ipc):
+    name = tool = "svsematest"
+
+
+class Ptsematest(_Ipc):
+    name = tool = "ptsematest"
+
+
+class Pmqtest(_Ipc):
+    name = tool = "pmqtest"
+
+
+_PI_DEADLOCK = re.compile(r"WATCHDOG triggered: group \d+ is deadlocked|deadlock", re.IGNORECASE)
+_PI_THREAD_ERROR = re.compile(r"^\s*(low|med|high)_priority\[\d+\]: (?!.*not bound).*$", re.MULTILINE)
+
+
+class PiStress(Suite):
+    """pi_stress: priority-inheritance inversion groups; a deadlock is a FAIL."""
+
+    name = "pi_stress"
+    tool = "pi_stress"
+    json_file = "pi_stress.json"
+    defaults = {"duration_s": 10, "groups": "auto", "extra_args": ""}
+
+    def command(self, run: SuiteRun, board: Optional[dict] = None) -> str:
+        p = run.params
+        groups = "" if p["groups"] in (None, "auto") else f" -g {int(p['groups'])}"
+        return (f"pi_stress -q -m -D {p['duration_s']}{groups} --json={self.json_file} "
+                f"{p['extra_args']}").strip()
+
+    @staticmethod
+    def failure(host_dir: Path) -> Optional[str]:
+        """What pi_stress said when priority inheritance failed, else None."""
+        text = _read(host_dir / "stderr.txt") + "\n" + _read(host_dir / "stdout.txt")
+        m = _PI_DEADLOCK.search(text)
+        if m:
+            line = next((l.strip() for l in text.splitlines() if m.group(0) in l), m.group(0))
+            return f"priority inheritance failed: {line}"
+        m = _PI_THREAD_ERROR.search(text)
+        if m:
+            return f"priority inheritance failed: a test thread reported: {m.group(0).strip()}"
+        return None
+
+    def accepts_exit(self, rc: int, host_dir: Path) -> bool:
+        return rc == 0 or self.failure(host_dir) is not None
+
+    def parse_output(self, host_dir: Path, run: SuiteRun) -> ToolOutput:
+        rc = _exit_code(host_dir)
+        why = self.failure(host_dir) if rc not in (None, 0) else None
+        if why is None:
+            out = super().parse_output(host_dir, run)
+            out.metrics["failed"] = 0
+            return out
+        out = ToolOutput(path=str(host_dir / "stderr.txt"), tool=self.tool, return_code=rc,
+                         metrics={"failed": 1, "failure": why})
+        m = re.search(r"Total inversion performed:\s*(\d+)", _read(host_dir / "stdout.txt"))
+        if m:
+            out.metrics["inversions"] = int(m.group(1))
+        return out
+
+
+class Hackbench(Suite):
+    """hackbench as a measurement: seconds for a fixed amount of messaging."""
+
+    name = "hackbench"
+    tool = "hackbench"
+    json_file = None
+    defaults = {
+        # Linaro's test-definitions invocation (-s 100 -l 100 -g 10 -f 20)
+        "groups": 10, "fds": 20, "loops": 100, "datasize": 100,
+        "runs": 3,          # separate runs: time_s is their mean
+        "threads": False,   # -T (threads) instead of -P (processes)
+        "pipe": False,      # -p: pipes instead of sockets
+        "duration_s": 120,  # time allowed for all runs (console timeout, progress)
+    }
+
+    def _files(self, run: SuiteRun) -> list[str]:
+        return [f"hackbench-{i}.txt" for i in range(1, int(run.params["runs"]) + 1)]
+
+    def outputs(self, run: SuiteRun) -> list[str]:
+        return self._files(run)
+
+    def command(self, run: SuiteRun, board: Optional[dict] = None) -> str:
+        p = run.params
+        mode = "-T" if p["threads"] else "-P"
+        pipe = " -p" if p["pipe"] else ""
+        hb = (f"taskset -c {format_cpulist(run.cpus)} hackbench {mode}{pipe} -g {p['groups']} "
+              f"-f {p['fds']} -l {p['loops']} -s {p['datasize']}")
+        # niceness 0: the console shell runs at -20 while a load runs
+        # (rtlab.loads.base), and hackbench is SCHED_OTHER like the load
+        return (f"sh -c 'renice 0 -p $$ > /dev/null 2>&1; for i in $(seq 1 {int(p['runs'])}); "
+                f"do {hb} > hackbench-$i.txt 2>&1 || exit $?; done'")
+
+    def parse_output(self, host_dir: Path, run: SuiteRun) -> ToolOutput:
+        from ..parsers import parse_file
+
+        runs = [parse_file(host_dir / f, tool="hackbench") for f in self._files(run)]
+        times = [r.metrics["time_s"] for r in runs]
+        out = ToolOutput(path=str(host_dir / self._files(run)[0]), tool=self.tool, return_code=0)
+        out.metrics.update({k: v for k, v in runs[0].metrics.items() if k != "time_s"})
+        out.metrics.update(time_s=round(sum(times) / len(times), 4), time_min_s=min(times),
+                           time_max_s=max(times), runs=len(times))
+        return out
+
+
+class Cyclicdeadline(Suite):
+    """cyclicdeadline: wake-up latency of SCHED_DEADLINE tasks (EDF)."""
+
+    name = "cyclicdeadline"
+    tool = "cyclicdeadline"
+    json_file = "cyclicdeadline.json"
+    defaults = {
+        # Linaro uses 1000 us, whose runtime needs the HRTICK sched feature;
+        # 10 ms works on any kernel (runtime 6 ms)
+        "interval_us": 10000, "step_us": 500, "threads": 1, "duration_s": 10, "extra_args": "",
+    }
+
+    def command(self, run: SuiteRun, board: Optional[dict] = None) -> str:
+        p = run.params
+        return (f"cyclicdeadline -q -i {p['interval_us']} -s {p['step_us']} -t {p['threads']} "
+                f"-D {p['duration_s']} --json={self.json_file} {p['extra_args']}").strip()
+
+
+class RtMigrateTest(Suite):
+    """rt-migrate-test: RT tasks (one more than CPUs) must run by priority."""
+
+    name = "rt-migrate-test"
+    tool = "rt-migrate-test"
+    json_file = "rt-migrate-test.json"
+    defaults = {
+        # -l, not -D: rt-migrate-test exits 1 when -D ends the run, success or not
+        "loops": 25,
+        "priority": 80,     # base priority; tasks take the next ones, main above them
+        "check": False,     # -c: "Failed!" (priority order broken) is judged FAIL
+        "extra_args": "",
+    }
+
+    def duration_s(self, run: SuiteRun) -> float:
+        # a loop: 2 x 100 ms sleep + 20 ms busy, per task in turn on a short CPU
+        return 0.3 * int(run.params["loops"]) + 5
+
+    def command(self, run: SuiteRun, board: Optional[dict] = None) -> str:
+        p = run.params
+        check = " -c" if p["check"] else ""
+        return (f"rt-migrate-test -q -p {p['priority']} -l {p['loops']}{check} "
+                f"--json={self.json_file} {p['extra_args']}").strip()
+
+    def accepts_exit(self, rc: int, host_dir: Path) -> bool:
+        return rc == 0 or "Failed!" in _read(host_dir / "stdout.txt")
+
+    def parse_output(self, host_dir: Path, run: SuiteRun) -> ToolOutput:
+        out = super().parse_output(host_dir, run)
+        if "Failed!" in _read(host_dir / "stdout.txt"):
+            out.return_code = _exit_code(host_dir)
+            out.metrics.update(failed=1, failure="rt-migrate-test -c: a lower-priority task ran "
+                                                 "while a higher-priority one waited (Failed!)")
+        elif run.params.get("check"):
+            out.metrics["failed"] = 0
+        return out

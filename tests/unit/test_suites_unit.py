@@ -1,0 +1,196 @@
+"""The suites of the programme: command lines (CPU placement, params), the
+raw files they leave parsed into the model, and how the gate and the table
+treat results that are not latencies (pi_stress, hackbench)."""
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from rtlab.budgets import Budget
+from rtlab.campaign import load_campaign
+from rtlab.gate import judge
+from rtlab.loads import BASE_LOADS
+from rtlab.model import JobResult, Measurement, MeasurementKey, RunResult, Verdict
+from rtlab.report import comparison_table
+from rtlab.suites import SUITES, SuiteRun
+
+FIX = Path(__file__).resolve().parents[1] / "fixtures"
+RT = FIX / "rt-tests-2.4"
+
+
+def run_of(suite, cpus=(0, 1), load="idle", **params):
+    s = SUITES[suite]
+    return SuiteRun(id=f"{suite}@{load}", name=suite, suite=suite, load=load,
+                    params=s.params(params), cpus=tuple(cpus))
+
+
+def cmd(suite, cpus=(0, 1), board=None, **params):
+    return SUITES[suite].command(run_of(suite, cpus, **params), board=board)
+
+
+def test_every_tool_of_the_programme_is_a_suite():
+    assert set(SUITES) == {"cyclictest", "signaltest", "sigwaittest", "svsematest", "ptsematest",
+                           "pmqtest", "pi_stress", "hackbench", "cyclicdeadline", "rt-migrate-test",
+                           "rtbench"}
+    for name, s in SUITES.items():
+        if name != "hackbench":  # hackbench has no --json
+            assert f"--json={s.json_file}" in cmd(name)
+
+
+def test_ipc_pairs_are_placed_on_the_measured_cpus():
+    assert "-a -t 2 " in cmd("pmqtest", (0, 1))          # pair i on CPU i
+    assert "-a1 -t 1 " in cmd("ptsematest", (1,))        # the isolated CPU, attached form
+    c = cmd("sigwaittest", (0, 2))
+    assert c.startswith("taskset -c 0,2 sigwaittest") and "-t 2 " in c and " -a" not in c
+    assert "-i 1000 -d 500 -D 3 " in cmd("pmqtest", duration_s=3)
+    # svsematest makes its IPC keys with ftok() on $_ or argv[0]: both the full path
+    assert cmd("svsematest", (1,)).startswith('t=$(command -v svsematest) && _=$t "$t" -q')
+
+
+def test_other_placements_and_params():
+    assert "-a0-1 " in cmd("signaltest") and "-t 2 " in cmd("signaltest", threads=1)
+    assert cmd("pi_stress", duration_s=4) == "pi_stress -q -m -D 4 --json=pi_stress.json"
+    assert "-g 3 " in cmd("pi_stress", groups=3)
+    assert cmd("cyclicdeadline", (1,)) == \
+        "cyclicdeadline -q -i 10000 -s 500 -t 1 -D 10 --json=cyclicdeadline.json"
+    assert cmd("rt-migrate-test", check=True) == \
+        "rt-migrate-test -q -p 80 -l 25 -c --json=rt-migrate-test.json"
+    hb = cmd("hackbench", (1,), runs=2)
+    assert "taskset -c 1 hackbench -P -g 10 -f 20 -l 100 -s 100 > hackbench-$i.txt" in hb
+    assert SUITES["hackbench"].outputs(run_of("hackbench", runs=2)) == ["hackbench-1.txt", "hackbench-2.txt"]
+    # rtbench: the board image has it on PATH; the local board runs the build by path
+    assert cmd("rtbench", (1,)).startswith("rtbench -q -l 1000 -D 0.2 -p 80 -a 1 ")
+    local = cmd("rtbench", (0, 1), board={"kind": "local", "arch": "x86_64"})
+    assert local.startswith(str(FIX.parents[1] / "rtbench/build/x86_64/rtbench") + " ") and "-a 1 " in local
+
+
+def test_params_and_load_opts_are_checked():
+    with pytest.raises(KeyError, match="nope"):
+        SUITES["pmqtest"].params({"nope": 1})
+    with pytest.raises(KeyError, match="load_opts.nope"):
+        SUITES["pmqtest"].params({"load_opts": {"nope": {}}})
+    with pytest.raises(KeyError, match="load_opts.hackbench.size"):
+        SUITES["pmqtest"].params({"load_opts": {"hackbench": {"size": 1}}})
+    p = SUITES["pmqtest"].params({"load_cpus": [0], "load_opts": {"hackbench": {"groups": 2}}})
+    assert p["load_cpus"] == [0] and p["pairs"] == "auto"
+
+
+def test_presets_cover_the_programme():
+    c = load_campaign("programme")
+    (local, qemu) = c.jobs()
+    loads = {l.name for l in BASE_LOADS}
+    for job in (local, qemu):
+        runs = {(r.suite, r.load) for r in job.suites}
+        assert {s for s, _ in runs} == set(SUITES)
+        assert {l for _, l in runs} == loads | {"stress+network"}
+        assert len(runs) == len(SUITES) * (len(loads) + 1)
+    smp = next(r for r in qemu.suites if r.name == "cyclictest-smp")
+    assert smp.cpus == (0, 1)
+    iso = load_campaign("programme", boards=["qemu-x86_64"], variants=["rt-iso"]).jobs()[0]
+    assert next(r for r in iso.suites if r.name == "cyclictest").cpus == (1,)
+    assert next(r for r in iso.suites if r.name == "cyclictest-smp").cpus == (0, 1)
+    sweep = load_campaign("interval-sweep").jobs()
+    assert {r.params["interval_us"] for r in sweep[0].suites} == {100, 1000, 10000}
+    assert {r.load for r in sweep[0].suites} == {"idle", "hackbench"}
+    cmp_ = load_campaign("variant-comparison").jobs()
+    assert [j.variant.name for j in cmp_ if j.board.name == "qemu-x86_64"] == ["voluntary", "rt", "rt-iso"]
+
+
+# --- raw files -> model -> gate ----------------------------------------------------
+
+def raw_dir(tmp_path, run, files: dict, rc=0):
+    d = tmp_path / run.id
+    d.mkdir(parents=True)
+    for name, src in files.items():
+        if isinstance(src, Path):
+            shutil.copy(src, d / name)
+        else:
+            (d / name).write_text(src)
+    (d / "exit.json").write_text(json.dumps({"exit_code": rc, "elapsed_s": 1.0}))
+    return d
+
+
+def judged(run, out, budget=None):
+    m = Measurement(MeasurementKey("b", "rt", run.name, run.load), out)
+    return judge(m, budget)
+
+
+def test_pi_stress_inversions_pass_as_a_metric(tmp_path):
+    run = run_of("pi_stress")
+    d = raw_dir(tmp_path, run, {"pi_stress.json": RT / "pi_stress.json", "stdout.txt": RT / "pi_stress.txt"})
+    assert SUITES["pi_stress"].accepts_exit(0, d)
+    out = SUITES["pi_stress"].parse(tmp_path, run)
+    assert out.metrics == {"inversions": 237108, "failed": 0} and not out.threads
+    m = judged(run, out, Budget(max_us=500000))
+    assert m.verdict == Verdict.PASS and "not budgeted" in m.reasons[0]
+
+
+WATCHDOG = ("WATCHDOG triggered: group 0 is deadlocked!\n"
+            "reporter stopping due to watchdog event\n")
+
+
+def test_pi_stress_deadlock_is_a_kernel_fail_not_infra(tmp_path):
+    # pi_stress's watchdog fires, it SIGTERMs itself: no JSON, exit 143
+    run = run_of("pi_stress")
+    d = raw_dir(tmp_path, run, {"stderr.txt": WATCHDOG, "stdout.txt": ""}, rc=143)
+    suite = SUITES["pi_stress"]
+    assert suite.accepts_exit(143, d)  # the board test passes: the result is judged
+    out = suite.parse(tmp_path, run)
+    assert out.metrics["failed"] == 1 and out.return_code == 143
+    m = judged(run, out, Budget(max_us=500000))
+    assert m.verdict == Verdict.FAIL
+    assert m.reasons == ["priority inheritance failed: WATCHDOG triggered: group 0 is deadlocked!"]
+
+
+def test_pi_stress_that_could_not_start_is_infra(tmp_path):
+    run = run_of("pi_stress")
+    d = raw_dir(tmp_path, run, {"stderr.txt": "main: boosting to max priority: 0x1\n"}, rc=255)
+    assert not SUITES["pi_stress"].accepts_exit(255, d)  # SuiteFailure on the board: INFRA
+
+
+def test_rt_migrate_test_failed_check_is_fail(tmp_path):
+    run = run_of("rt-migrate-test", check=True)
+    text = (RT / "rt-migrate-test.txt").read_text().replace("Passed!", "Failed!")
+    d = raw_dir(tmp_path, run, {"rt-migrate-test.json": RT / "rt-migrate-test.json",
+                                "stdout.txt": text}, rc=255)
+    assert SUITES["rt-migrate-test"].accepts_exit(255, d)
+    m = judged(run, SUITES["rt-migrate-test"].parse(tmp_path, run))
+    assert m.verdict == Verdict.FAIL and "Failed!" in m.reasons[0]
+
+
+def test_hackbench_runs_give_mean_min_max(tmp_path):
+    run = run_of("hackbench", runs=2)
+    second = (RT / "hackbench.txt").read_text().replace("Time: 0.066", "Time: 0.100")
+    raw_dir(tmp_path, run, {"hackbench-1.txt": RT / "hackbench.txt", "hackbench-2.txt": second})
+    out = SUITES["hackbench"].parse(tmp_path, run)
+    assert out.metrics["time_s"] == 0.083 and out.metrics["time_min_s"] == 0.066
+    assert out.metrics["time_max_s"] == 0.1 and out.metrics["runs"] == 2 and out.metrics["tasks"] == 80
+    assert judged(run, out, Budget(max_us=1)).verdict == Verdict.PASS
+
+
+def test_ipc_results_carry_the_loads_health(tmp_path):
+    run = run_of("pmqtest", load="stress+network")
+    summary = {"load": "stress", "window": {"cpu_share": 0.93},
+               "throughput": {"stressors": {"cpu": {"bogo_ops_s": 120.0}}}}
+    raw_dir(tmp_path, run, {"pmqtest.json": RT / "pmqtest-S.json",
+                            "load-stress.json": json.dumps(summary),
+                            "load-network-iperf3-server.json": "{}"})
+    out = SUITES["pmqtest"].parse(tmp_path, run)
+    assert len(out.threads) == 2 and out.tool == "pmqtest"
+    assert out.metrics == {"load.stress.cpu_share": 0.93, "load.stress.bogo_ops_s": 120.0}
+    m = judged(run, out, Budget(max_us=100000))
+    assert m.verdict == Verdict.PASS  # load numbers are not latency, never judged
+
+
+def test_table_shows_results_and_loads(tmp_path):
+    run = run_of("pi_stress")
+    raw_dir(tmp_path, run, {"pi_stress.json": RT / "pi_stress.json",
+                            "load-idle.json": json.dumps({"load": "idle", "board_busy": {"cpu": 0.04}})})
+    out = SUITES["pi_stress"].parse(tmp_path, run)
+    m = judged(run, out)
+    job = JobResult(board="b", variant="rt", arch="x86_64", budget_class="c", measurements=[m])
+    table = comparison_table(RunResult("r", "2026-01-01T00:00:00Z", "c", jobs=[job]))
+    lines = table.splitlines()
+    assert any(l.split() == ["result", "237k", "inv"] for l in lines)
+    assert any(l.split() == ["load", "busy", "4%"] for l in lines)
