@@ -30,8 +30,12 @@ def run(args) -> int:
 
     manifests = {}
     for arch in args.arch or list(ARCHES):
+        # the same overlays `rtlab run` stages (rtbench), so `make images` builds
+        # exactly the image a run will ask for
+        from ..suites.rtbench import image_overlays
         images = ensure_images(arch, cache_dir=Path(args.cache_dir) if args.cache_dir else None,
-                               overlays=[Path(o) for o in args.overlay], progress=progress,
+                               overlays=[*image_overlays(arch), *map(Path, args.overlay)],
+                               progress=progress,
                                refresh=args.refresh)
         manifests[arch] = images.manifest()
     json.dump(manifests, sys.stdout, indent=2)
