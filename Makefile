@@ -7,9 +7,10 @@ VENV := .venv
 PY := $(VENV)/bin/python
 RTLAB := $(VENV)/bin/rtlab
 STAMPS := .cache/stamps
+GCL := .cache/gitlab-ci-local/bin/gitlab-ci-local
 PYTHON ?= python3
 
-.PHONY: all setup images rtbench run test bench clean
+.PHONY: all setup images rtbench run test test-pipeline bench clean gitlab-ci-local
 all: run
 
 setup: $(STAMPS)/host $(VENV)/.installed
@@ -38,11 +39,23 @@ run: images
 	  case $$rc in 0) ;; 1) echo "rtlab run: exit 1 (a latency budget broke)";; \
 	  *) echo "rtlab run: exit $$rc (infra error or bad input)";; esac; exit $$rc
 
-test: images
+test: images $(GCL)
 	@$(PY) -m pytest $(PYTEST_ARGS)
+
+# the GitLab pipelines on real kernel commits (builds from source: long)
+test-pipeline: images $(GCL)
+	@$(PY) -m pytest -m pipeline tests/integration/test_gitlab_ci.py $(PYTEST_ARGS)
 
 bench: images
 	@for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+# gitlab-ci-local 4.73.0 (the last release that runs on Node 20), for running
+# .gitlab-ci.yml offline (tests/integration/test_gitlab_ci.py); needs rsync
+gitlab-ci-local: $(GCL)
+$(GCL):
+	@command -v npm >/dev/null || { echo "gitlab-ci-local: installing npm"; apt-get install -y -qq --no-install-recommends npm >/dev/null; }
+	@npm install -g --silent --prefix .cache/gitlab-ci-local gitlab-ci-local@4.73.0 >/dev/null
+	@test ! -x $(GCL) || $(GCL) --version
 
 clean:
 	rm -rf results .pytest_cache

@@ -22,6 +22,7 @@ COMMAND_MODULES = [
     "rtlab.commands.publish",
     "rtlab.commands.lava",
     "rtlab.commands.rack",
+    "rtlab.commands.ci",
 ]
 
 

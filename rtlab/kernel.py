@@ -187,8 +187,10 @@ def _quiet(_: str) -> None:
 
 def _git(tree: Path, *args: str, check: bool = True, env: Optional[Mapping[str, str]] = None,
          text: bool = True) -> subprocess.CompletedProcess:
+    # GIT_OPTIONAL_LOCKS=0: reading the state (diff, describe --dirty) never
+    # takes index.lock, so concurrent builds of one tree do not trip on it
     res = subprocess.run(["git", "-C", str(tree), *args], capture_output=True, text=text,
-                         env={**os.environ, **(env or {})})
+                         env={**os.environ, "GIT_OPTIONAL_LOCKS": "0", **(env or {})})
     if check and res.returncode != 0:
         err = res.stderr if text else res.stderr.decode(errors="replace")
         raise KernelError(f"git {' '.join(args)} in {tree}: {err.strip()}")

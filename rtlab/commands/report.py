@@ -14,9 +14,10 @@ def register(sub):
     p.add_argument("--html", type=Path, metavar="FILE",
                    help="also write an HTML report: the table plus latency histograms (log-scale counts)")
     p.set_defaults(func=report)
-    g = sub.add_parser("gate", help="judge a run against budgets; exit 0 pass, 1 over budget, 2 infra")
-    g.add_argument("run_dir", type=Path)
-    g.add_argument("--budgets", type=Path, help="budget file (default: the one the run used)")
+    g = sub.add_parser("gate", help="judge runs against budgets; exit 0 pass, 1 over budget, 2 infra")
+    g.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR",
+                   help="one or more runs (e.g. every CI test job's): one verdict for all")
+    g.add_argument("--budgets", type=Path, help="budget file (default: the one each run used)")
     g.set_defaults(func=gate)
 
 
@@ -49,8 +50,26 @@ def gate(args) -> int:
     from ..model import EXIT_CODE
     from ..report import comparison_table
 
-    run = load_run(args.run_dir)
-    budgets_file = args.budgets or Path(args.run_dir) / "budgets.yaml"
-    judge_run(run, load_budgets(budgets_file))
-    print(comparison_table(run))
-    return EXIT_CODE[run.verdict]
+    from ..model import Verdict, combine_verdicts
+
+    verdicts = []
+    for run_dir in args.run_dirs:
+        run = load_run(run_dir)
+        judge_run(run, load_budgets(args.budgets or Path(run_dir) / "budgets.yaml"))
+        print(comparison_table(run))
+        verdicts.append(run.verdict)
+        for job in run.jobs:  # why, one line each, for the CI log
+            where = f"{run_dir}: {job.board}/{job.variant}"
+            if job.build_error:
+                why = " | ".join(ln.strip() for ln in job.build_error.splitlines() if ln.strip())
+                print(f"gate: FAIL {where}: build_error: {why[:600]}")
+            elif job.infra_error:
+                print(f"gate: INFRA {where}: {job.infra_error.splitlines()[0]}")
+            for m in job.measurements:
+                if m.verdict != Verdict.PASS:
+                    print(f"gate: {(m.verdict.value if m.verdict else 'infra').upper()} "
+                          f"{run_dir}: {m.key.label()}: {'; '.join(m.reasons)}")
+    verdict = combine_verdicts(verdicts)
+    if len(args.run_dirs) > 1:
+        print(f"gate: {verdict.value.upper()} over {len(args.run_dirs)} runs")
+    return EXIT_CODE[verdict]

@@ -1,0 +1,23 @@
+"""`rtlab junit RUN_DIR... -o FILE`: JUnit XML of one or more runs, for CI
+(GitLab `artifacts:reports:junit`); see rtlab/junit.py. Exit 0 when written,
+whatever the verdicts (the gate judges; this only reports)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def register(sub):
+    p = sub.add_parser("junit", help="JUnit XML of runs (one testcase per measurement) for CI")
+    p.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR")
+    p.add_argument("-o", "--output", type=Path, required=True, metavar="FILE")
+    p.set_defaults(func=junit)
+
+
+def junit(args) -> int:
+    from ..junit import write_junit
+    from .report import load_run
+
+    runs = [load_run(d) for d in args.run_dirs]
+    print(f"junit: {write_junit(runs, args.output)} "
+          f"({sum(len(r.jobs) for r in runs)} jobs, {sum(1 for r in runs for _ in r.measurements())} measurements)")
+    return 0

@@ -1,0 +1,172 @@
+"""The GitLab pipeline (.gitlab-ci.yml), run offline by gitlab-ci-local 4.73.0
+with the shell executor, against a real kernel project: a git repository made
+from Debian's linux-source-6.12 (tests/integration/kernel_project.py).
+
+The pipeline runs as the kernel project's trigger starts it (source
+`pipeline`, KERNEL_REPO + KERNEL_SHA), in a throw-away rtlab CI project that
+holds this checkout's .gitlab-ci.yml with the matrix narrowed to one board
+and one variant (qemu-aarch64 × rt), a 3 s cyclictest and a test budget
+(qemu-tcg max 200 ms); jobs call rtlab from this checkout (RTLAB_HOME).
+
+    good     the unchanged kernel                         -> pipeline passes
+    latency  a kthread busy for 400 ms without preemption -> gate FAIL naming the budget
+    no-rt    PREEMPT_RT made unreachable in Kconfig       -> gate FAIL, build_error
+
+Kernel builds: `good` is the pinned commit (cached by the kernel tests or
+`make run`); `latency` is one changed file, compiled once (~10-20 min on
+2 cores the first time, then cached by commit); `no-rt` fails at the option
+check, before compiling.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import textwrap
+from pathlib import Path
+
+import pytest
+import yaml
+
+from kernel_project import make_kernel_project
+
+ROOT = Path(__file__).resolve().parents[2]
+BOARD, ARCH, VARIANT = "qemu-aarch64", "aarch64", "rt"
+BUDGET_MAX_US = 200_000
+
+
+def gitlab_ci_local() -> str | None:
+    local = ROOT / ".cache" / "gitlab-ci-local" / "bin" / "gitlab-ci-local"
+    return str(local) if local.exists() else shutil.which("gitlab-ci-local")
+
+
+GCL = gitlab_ci_local()
+# make test installs gitlab-ci-local (make gitlab-ci-local), rsync and the build packages
+assert GCL and shutil.which("rsync") and shutil.which("aarch64-linux-gnu-gcc"), \
+    "needs gitlab-ci-local (make gitlab-ci-local), rsync and the kernel build packages"
+
+
+def test_pipeline_matches_gitlab_schema():
+    r = subprocess.run([str(ROOT / ".venv" / "bin" / "check-jsonschema"), "--builtin-schema",
+                        "vendor.gitlab-ci", "--data-transform", "gitlab-ci", str(ROOT / ".gitlab-ci.yml")],
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_pipeline_shape():
+    ci = yaml.safe_load((ROOT / ".gitlab-ci.yml").read_text())
+    assert ci["stages"] == ["build", "test", "publish", "gate"]
+    test = ci["test"]
+    assert test["resource_group"] == "board-$BOARD"
+    assert test["allow_failure"] == {"exit_codes": [1]}
+    assert test["retry"]["exit_codes"] == [2] and test["retry"]["max"] == 2
+    assert "script_failure" not in test["retry"]["when"]  # exit 1 is never retried
+    assert test["artifacts"]["when"] == "always" and test["artifacts"]["reports"]["junit"]
+    assert ci["gate"]["when"] == "always"
+    sources = " ".join(r.get("if", "") for r in ci["workflow"]["rules"])
+    for s in ("merge_request_event", "schedule", "pipeline", "trigger", "push"):
+        assert s in sources, s
+
+
+@pytest.fixture(scope="module")
+def kernel_project(tmp_path_factory):
+    from rtlab.kernel import ensure_source
+    src = ensure_source(progress=None)
+    dest = tmp_path_factory.mktemp("kernel") / "linux"
+    return {**make_kernel_project(src.path, dest), "_path": str(dest)}
+
+
+@pytest.fixture(scope="module")
+def ci_project(tmp_path_factory):
+    """The rtlab CI project: .gitlab-ci.yml narrowed to one board × variant."""
+    proj = tmp_path_factory.mktemp("rtlab-ci")
+    ci = yaml.safe_load((ROOT / ".gitlab-ci.yml").read_text())
+    ci["build"]["parallel"]["matrix"] = [{"ARCH": [ARCH], "VARIANT": [VARIANT]}]
+    ci["test"]["parallel"]["matrix"] = [{"BOARD": [BOARD], "VARIANT": [VARIANT]}]
+    (proj / ".gitlab-ci.yml").write_text(yaml.safe_dump(ci, sort_keys=False))
+    (proj / "budgets.yaml").write_text(textwrap.dedent(f"""
+        budgets:
+          qemu-tcg: {{"*": {{"*": {{"*": {{max_us: {BUDGET_MAX_US}}}}}}}}}
+    """))
+    (proj / "campaign.yaml").write_text(textwrap.dedent(f"""
+        name: ci-test
+        budgets: budgets.yaml
+        boards: [{BOARD}]
+        variants: [{VARIANT}]
+        suites:
+          - name: cyclictest
+            loads: [idle]
+            params: {{interval_us: 1000, duration_s: 3, priority: 90, histogram_us: 2000}}
+            overrides: {{qemu-tcg: {{histogram_us: 20000}}}}
+    """))
+    for args in (["init", "-q", "-b", "main"], ["add", "."],
+                 ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "ci"]):
+        subprocess.run(["git", "-C", str(proj), *args], check=True)
+    return proj
+
+
+def run_pipeline(ci_project: Path, kernel_repo: Path, sha: str, name: str, tmp_path: Path):
+    """One pipeline as the kernel project's trigger job starts it."""
+    proj = tmp_path / name
+    subprocess.run(["git", "clone", "-q", str(ci_project), str(proj)], check=True)
+    variables = {
+        "CI_PIPELINE_SOURCE": "pipeline", "KERNEL_REPO": str(kernel_repo), "KERNEL_SHA": sha,
+        "RTLAB_HOME": str(ROOT), "RTLAB_CAMPAIGN": str(proj / "campaign.yaml"), "RTLAB_PUBLISH": "0",
+        "RTLAB_CI_KERNEL_DIR": str(Path.home() / ".cache" / "rtlab" / "ci" / "test-kernel"),
+    }
+    cmd = [GCL, "--force-shell-executor", "--no-color", "--concurrency", "1"]
+    for k, v in variables.items():
+        cmd += ["--variable", f"{k}={v}"]
+    r = subprocess.run(cmd, cwd=proj, capture_output=True, text=True, timeout=3 * 3600,
+                       env={**os.environ, "GCL_IGNORE_PREDEFINED_VARS": "CI_PIPELINE_SOURCE"})
+    logs = {p.stem: p.read_text() for p in (proj / ".gitlab-ci-local" / "output").glob("*.log")}
+    return r, proj, logs
+
+
+def gate_lines(logs: dict) -> list[str]:
+    gate = logs.get("gate", "")
+    return [ln.strip() for ln in gate.splitlines() if "gate: " in ln and "echo" not in ln]
+
+
+# The two pipelines that build the commit under test from source are not yet
+# verified end to end (cold kernel builds did not finish in the session that
+# wrote them); `make test-pipeline` runs them. See the issue note.
+@pytest.mark.pipeline
+def test_good_commit_passes(kernel_project, ci_project, tmp_path):
+    r, proj, logs = run_pipeline(ci_project, _repo(kernel_project), kernel_project["good"], "good", tmp_path)
+    assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-2000:]
+    assert "gate exit 0" in logs["gate"], logs["gate"][-3000:]
+    runs = list((proj / ".gitlab-ci-local" / "artifacts").rglob("run.json"))
+    assert runs, "no run.json among the artifacts"
+    run = json.loads(runs[0].read_text())
+    assert run["verdict"] == "pass" and run["commit"]["sha"] == kernel_project["good"]
+    assert list((proj / ".gitlab-ci-local" / "artifacts").rglob("junit/*.xml"))
+
+
+@pytest.mark.pipeline
+def test_latency_bug_fails_the_gate_on_the_budget(kernel_project, ci_project, tmp_path):
+    r, proj, logs = run_pipeline(ci_project, _repo(kernel_project), kernel_project["latency"], "latency", tmp_path)
+    assert r.returncode != 0, "pipeline passed a 400 ms non-preemptible section"
+    lines = gate_lines(logs)
+    fails = [ln for ln in lines if ln.startswith("gate: FAIL")]
+    assert fails and not [ln for ln in lines if ln.startswith("gate: INFRA")], lines
+    assert any(f"{BOARD}/{VARIANT}/cyclictest/idle" in ln and f">= budget {BUDGET_MAX_US} us" in ln
+               for ln in fails), lines
+    assert "gate exit 1" in logs["gate"]
+    # the test job failed with exit 1 (allowed, not retried), not infra
+    test_log = next(v for k, v in logs.items() if k.startswith("test"))
+    assert "rtlab run exit 1" in test_log
+
+
+def test_dropped_preempt_rt_fails_the_gate_as_build_error(kernel_project, ci_project, tmp_path):
+    r, proj, logs = run_pipeline(ci_project, _repo(kernel_project), kernel_project["no-rt"], "no-rt", tmp_path)
+    assert r.returncode != 0
+    lines = gate_lines(logs)
+    assert any(ln.startswith("gate: FAIL") and "build_error" in ln and "CONFIG_PREEMPT_RT" in ln
+               for ln in lines), lines
+    assert "gate exit 1" in logs["gate"]
+
+
+def _repo(kernel_project: dict) -> Path:
+    return Path(kernel_project["_path"])
