@@ -4,9 +4,10 @@ the shipped fragments and built for aarch64 with PREEMPT_DYNAMIC, the kernel
 Debian does not ship for arm64.
 
 One build per run, into a fresh build cache; the compiler cache is the shared
-one, so only the first run on a machine compiles everything (~10 min on 2
-cores), later runs take ~1-2 min. The same fresh cache then answers the second
-call without make.
+one, so only the first run on a machine compiles everything (~850 files,
+12-15 CPU minutes: 11-13 min on 2 shared cores), later runs take ~30 s
+(858/858 ccache hits) and the whole module ~1 min. The same fresh cache then
+answers the second call without make.
 """
 from __future__ import annotations
 
