@@ -23,8 +23,6 @@ a library was updated on the mirror overnight.
 """
 from __future__ import annotations
 
-import contextlib
-import fcntl
 import functools
 import gzip
 import hashlib
@@ -545,30 +543,9 @@ def _is_library(pkg: Pkg) -> bool:
 # Cache helpers
 # --------------------------------------------------------------------------
 
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    # one builder per arch at a time (CI jobs and tests share the cache)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
+from .fsutil import atomic_write as _atomic_write  # noqa: E402
+from .fsutil import locked as _locked  # noqa: E402
+from .fsutil import sha256_file  # noqa: E402,F401 - also used by callers
 
 
 class DebCache:

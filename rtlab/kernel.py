@@ -29,9 +29,7 @@ Cache layout (``$RTLAB_CACHE/kernel``, default ``~/.cache/rtlab/kernel``)::
 """
 from __future__ import annotations
 
-import contextlib
 import datetime as dt
-import fcntl
 import hashlib
 import json
 import os
@@ -155,30 +153,9 @@ def kernel_cache() -> Path:
     return cache_root() / "kernel"
 
 
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-@contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
-    """One process at a time per path (CI jobs and tests share the cache)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with open(path, "w") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
+from .fsutil import atomic_write as _atomic_write  # noqa: E402
+from .fsutil import locked as _locked  # noqa: E402
+from .fsutil import sha256_file  # noqa: E402,F401 - also used by callers
 
 
 def _quiet(_: str) -> None:
