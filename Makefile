@@ -42,9 +42,9 @@ run: images
 test: images $(GCL)
 	@$(PY) -m pytest $(PYTEST_ARGS)
 
-# the GitLab pipelines on real kernel commits (builds from source: long)
+# only the GitLab pipelines on real kernel commits (part of make test too)
 test-pipeline: images $(GCL)
-	@$(PY) -m pytest -m pipeline tests/integration/test_gitlab_ci.py $(PYTEST_ARGS)
+	@$(PY) -m pytest tests/integration/test_gitlab_ci.py $(PYTEST_ARGS)
 
 bench: images
 	@for b in bench/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done

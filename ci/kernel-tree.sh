@@ -16,7 +16,7 @@ if [ -z "${KERNEL_REPO:-}" ]; then
   KERNEL_SHA=$(git -C "$KERNEL_TREE" rev-parse HEAD) || return 1
 else
   [ -n "${KERNEL_SHA:-}" ] || _kt_fail "KERNEL_REPO given without KERNEL_SHA" || return 1
-  KERNEL_TREE=${RTLAB_CI_KERNEL_DIR:-$HOME/.cache/rtlab/ci/kernel}
+  KERNEL_TREE=${RTLAB_CI_KERNEL_DIR:-${RTLAB_CACHE:-$HOME/.cache/rtlab}/ci/kernel}
   mkdir -p "$(dirname "$KERNEL_TREE")"
   exec 9>"$KERNEL_TREE.lock"
   _at_sha() { [ "$(git -C "$KERNEL_TREE" rev-parse HEAD 2>/dev/null)" = "$KERNEL_SHA" ] &&

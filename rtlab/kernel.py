@@ -23,7 +23,9 @@ Cache layout (``$RTLAB_CACHE/kernel``, default ``~/.cache/rtlab/kernel``)::
     debs/                 downloaded linux-source .debs
     src/linux-source-6.12_<version>/      the git tree (+ .json beside it)
     builds/<arch>/<key16>/  bzImage|Image, .config, build.json, build.log
-    builds/<arch>/<key16>/obj/            O= objects (kept only on failure)
+    builds/<arch>/<key16>/obj/            O= objects when the tree is read-only
+    <tree>/.rtlab-build-<key16>/          O= objects otherwise (see _object_dir);
+                          removed after a build, kept after a compile failure
     ccache/               compiler cache (unless $CCACHE_DIR is set), shared by
                           builds into any cache_dir
 """
@@ -720,6 +722,31 @@ def _configure(make: "_Make", tree: Path, arch: str, frags: Sequence[Fragment], 
     return len(requested)
 
 
+def _object_dir(tree: Path, key: str, bdir: Path) -> Path:
+    """Where make's O= objects go.
+
+    A direct subdirectory of the source tree when the tree is writable:
+    Kbuild then sets ``srctree := ..`` instead of the tree's absolute path,
+    so no compiler command line names where the tree is checked out, and
+    ccache hits across checkouts (a CI runner's kernel work tree, a
+    developer's clone, the pinned source). With O= elsewhere, every path in
+    the tree changes every hash: measured, a one-file commit in a second
+    clone recompiled all ~850 files. The name starts with a dot (the
+    kernel's .gitignore has ``.*``; Kbuild also writes a ``*`` .gitignore
+    into it), so the tree stays clean for `git status` and the cache key.
+    """
+    if os.access(tree, os.W_OK):
+        return tree / f".rtlab-build-{key[:16]}"
+    return bdir / "obj"
+
+
+def _make_object_dir(obj: Path) -> None:
+    obj.mkdir(parents=True)
+    # before make runs (Kbuild writes the same file, later): git ignores the
+    # objects even in a tree whose .gitignore does not cover dot-directories
+    (obj / ".gitignore").write_text("# rtlab kernel build objects\n*\n")
+
+
 def build_kernel(tree: Union[Path, str], arch: str, fragments: Sequence[Union[str, Path]], *,
                  out: Optional[Path] = None, cache_dir: Optional[Path] = None,
                  progress: Optional[Progress] = print, jobs: int = 2, nice: int = 10,
@@ -774,10 +801,12 @@ def build_kernel(tree: Union[Path, str], arch: str, fragments: Sequence[Union[st
                  if state.dirty_hash else "clean")
         say(f"{label}: {state.path} at {state.commit[:12]} ({state.describe}, {dirty}); "
             f"fragments {', '.join(f.name for f in frags)}; build {key[:16]}")
-        if bdir.exists():
-            shutil.rmtree(bdir)  # a failed or incomplete earlier attempt
-        obj = bdir / "obj"
-        obj.mkdir(parents=True)
+        obj = _object_dir(state.path, key, bdir)
+        for old in (bdir, obj):  # a failed or incomplete earlier attempt
+            if old.exists():
+                shutil.rmtree(old)
+        bdir.mkdir(parents=True)
+        _make_object_dir(obj)
         log = bdir / "build.log"
         statslog = bdir / "ccache-stats.log"
         # one compiler cache for every build cache (content-addressed, safe to share)
@@ -785,7 +814,11 @@ def build_kernel(tree: Union[Path, str], arch: str, fragments: Sequence[Union[st
         make = _Make(state.path, obj, karch, log, say, label, jobs, nice, ccd, statslog,
                      state.commit_time)
 
-        n_req = _configure(make, state.path, arch, frags, bdir, label, say)
+        try:
+            n_req = _configure(make, state.path, arch, frags, bdir, label, say)
+        except KernelConfigError:
+            shutil.rmtree(obj)  # nothing compiled; the rejected .config and log are in bdir
+            raise
         say(f"{label}: all {n_req} requested options survived olddefconfig")
         if config_only:
             shutil.copy2(obj / ".config", bdir / ".config")

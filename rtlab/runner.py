@@ -304,7 +304,9 @@ def run_campaign(campaign: Campaign, *, results_root: Path = RESULTS_DIR,
     budgets = load_budgets(campaign.budgets)  # a bad budget file fails before any boot
     started = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
     run_id = run_id or new_run_id(started)
-    run_dir = Path(results_root) / run_id
+    # absolute: the board suites run in pytest processes with their own cwd
+    # (a relative --results, as CI jobs pass it, broke every boot)
+    run_dir = Path(results_root).absolute() / run_id
     run_dir.mkdir(parents=True, exist_ok=True)
     shutil.copy(campaign.path, run_dir / "campaign.yaml")
     shutil.copy(campaign.budgets, run_dir / "budgets.yaml")  # what this run was judged by

@@ -70,6 +70,6 @@ def gate(args) -> int:
                     print(f"gate: {(m.verdict.value if m.verdict else 'infra').upper()} "
                           f"{run_dir}: {m.key.label()}: {'; '.join(m.reasons)}")
     verdict = combine_verdicts(verdicts)
-    if len(args.run_dirs) > 1:
-        print(f"gate: {verdict.value.upper()} over {len(args.run_dirs)} runs")
+    n = len(args.run_dirs)
+    print(f"gate: {verdict.value.upper()} over {n} run{'s' * (n != 1)}")
     return EXIT_CODE[verdict]

@@ -196,6 +196,20 @@ def test_tree_state_keys_commit_and_uncommitted_changes(tree):
     assert K.tree_state(tree).dirty_hash is None              # ignored files do not count
 
 
+def test_objects_go_inside_the_tree_and_leave_it_clean(tree, tmp_path):
+    """O= is a direct subdirectory of the tree (Kbuild then uses srctree=..,
+    so ccache hits from any clone) and does not make the tree dirty."""
+    obj = K._object_dir(tree, "0123456789abcdef" * 4, tmp_path / "bdir")
+    assert obj == tree / ".rtlab-build-0123456789abcdef"
+    before = K.tree_state(tree)
+    K._make_object_dir(obj)
+    (obj / "include" / "config").mkdir(parents=True)
+    (obj / ".config").write_text("CONFIG_X=y\n")
+    (obj / "vmlinux.o").write_text("obj")
+    after = K.tree_state(tree)
+    assert after.dirty_hash is None and after.commit == before.commit
+
+
 def test_tree_state_refuses_what_cannot_be_built_out_of_tree(tree, tmp_path):
     (tree / ".config").write_text("CONFIG_X=y\n")
     with pytest.raises(InputError, match="mrproper"):
