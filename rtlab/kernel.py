@@ -25,7 +25,7 @@ Cache layout (``$RTLAB_CACHE/kernel``, default ``~/.cache/rtlab/kernel``)::
     builds/<arch>/<key16>/  bzImage|Image, .config, build.json, build.log
     builds/<arch>/<key16>/obj/            O= objects when the tree is read-only
     <tree>/.rtlab-build-<key16>/          O= objects otherwise (see _object_dir);
-                          removed after a build, kept after a compile failure
+                          removed after every build, failed or not
     ccache/               compiler cache (unless $CCACHE_DIR is set), shared by
                           builds into any cache_dir
 """
@@ -692,7 +692,7 @@ class _Make:
     def failure(self, cmd: list[str], rc: int) -> KernelError:
         what = " ".join(c for c in cmd if not c.startswith(("O=", "CC=", "HOSTCC=", "CROSS_COMPILE=")))
         return KernelError(f"{self.label}: `{what}` failed (exit {rc}); last lines:\n"
-                           f"{_tail(self.log)}\n  full log: {self.log}\n  objects: {self.obj}")
+                           f"{_tail(self.log)}\n  full log: {self.log}")
 
 
 def _configure(make: "_Make", tree: Path, arch: str, frags: Sequence[Fragment], bdir: Path,
@@ -816,56 +816,61 @@ def build_kernel(tree: Union[Path, str], arch: str, fragments: Sequence[Union[st
 
         try:
             n_req = _configure(make, state.path, arch, frags, bdir, label, say)
-        except KernelConfigError:
-            shutil.rmtree(obj)  # nothing compiled; the rejected .config and log are in bdir
-            raise
-        say(f"{label}: all {n_req} requested options survived olddefconfig")
-        if config_only:
+            say(f"{label}: all {n_req} requested options survived olddefconfig")
+            if config_only:
+                shutil.copy2(obj / ".config", bdir / ".config")
+                shutil.rmtree(obj)
+                return BuiltKernel(Path(), bdir / ".config", "", {}, bdir, cached=False)
+
+            say(f"{label}: nice -n {nice} make -j{jobs} {karch.image_name}"
+                f"{' (ccache)' if make.ccache else ' (no ccache found)'}")
+            t_make = time.monotonic()
+            cpu0 = _children_cpu()
+            make(karch.image_name, jobs=jobs, tail=True)
+            make_s = time.monotonic() - t_make
+            make_cpu = _children_cpu() - cpu0
+            release = make("-s", "kernelrelease", capture=True).strip().splitlines()[-1]
+
+            from .images import kernel_banner, preempt_model  # shared readers of kernel images
+            image = bdir / karch.image_name
+            shutil.copy2(obj / karch.image, image)
             shutil.copy2(obj / ".config", bdir / ".config")
+            config_text = (bdir / ".config").read_text()
+            try:
+                _, uname_v = kernel_banner(image)
+            except RtlabError:
+                uname_v = ""
+            counts = _ccache_counts(statslog)
+            info = {
+                "format": FORMAT, "key": key,
+                "tree": str(state.path), "commit": state.commit, "describe": state.describe,
+                "dirty": ({"sha256": state.dirty_hash, "files": list(state.dirty_files)}
+                          if state.dirty_hash else None),
+                "arch": arch, "make_arch": karch.make_arch,
+                "fragments": [f.to_json() for f in frags], "fragments_sha256": fdigest,
+                "release": release, "uname_v": uname_v, "preempt": preempt_model(config_text),
+                "image": {"name": image.name, "sha256": sha256_file(image), "size": image.stat().st_size},
+                "config_sha256": sha256_file(bdir / ".config"),
+                "toolchain": toolchain, "ccache": counts if make.ccache else None,
+                "jobs": jobs, "make_seconds": round(make_s, 1),
+                # CPU time of make and compilers (user+sys): comparable across loaded machines
+                "make_cpu_seconds": round(make_cpu, 1),
+                "build_seconds": round(time.monotonic() - t0, 1),
+                "built_at": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+            }
+            _atomic_write(bdir / "build.json", (json.dumps(info, indent=2) + "\n").encode())
             shutil.rmtree(obj)
-            return BuiltKernel(Path(), bdir / ".config", "", {}, bdir, cached=False)
-
-        say(f"{label}: nice -n {nice} make -j{jobs} {karch.image_name}"
-            f"{' (ccache)' if make.ccache else ' (no ccache found)'}")
-        t_make = time.monotonic()
-        cpu0 = _children_cpu()
-        make(karch.image_name, jobs=jobs, tail=True)
-        make_s = time.monotonic() - t_make
-        make_cpu = _children_cpu() - cpu0
-        release = make("-s", "kernelrelease", capture=True).strip().splitlines()[-1]
-
-        from .images import kernel_banner, preempt_model  # shared readers of kernel images
-        image = bdir / karch.image_name
-        shutil.copy2(obj / karch.image, image)
-        shutil.copy2(obj / ".config", bdir / ".config")
-        config_text = (bdir / ".config").read_text()
-        try:
-            _, uname_v = kernel_banner(image)
-        except RtlabError:
-            uname_v = ""
-        counts = _ccache_counts(statslog)
-        info = {
-            "format": FORMAT, "key": key,
-            "tree": str(state.path), "commit": state.commit, "describe": state.describe,
-            "dirty": ({"sha256": state.dirty_hash, "files": list(state.dirty_files)}
-                      if state.dirty_hash else None),
-            "arch": arch, "make_arch": karch.make_arch,
-            "fragments": [f.to_json() for f in frags], "fragments_sha256": fdigest,
-            "release": release, "uname_v": uname_v, "preempt": preempt_model(config_text),
-            "image": {"name": image.name, "sha256": sha256_file(image), "size": image.stat().st_size},
-            "config_sha256": sha256_file(bdir / ".config"),
-            "toolchain": toolchain, "ccache": counts if make.ccache else None,
-            "jobs": jobs, "make_seconds": round(make_s, 1),
-            # CPU time of make and compilers (user+sys): comparable across loaded machines
-            "make_cpu_seconds": round(make_cpu, 1),
-            "build_seconds": round(time.monotonic() - t0, 1),
-            "built_at": dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-        }
-        _atomic_write(bdir / "build.json", (json.dumps(info, indent=2) + "\n").encode())
-        shutil.rmtree(obj)
-        say(f"{label}: built {image} ({release}, {info['preempt']}) in {_fmt_s(info['build_seconds'])}"
-            + (f"; ccache {counts['hits']} hits, {counts['misses']} misses" if make.ccache else ""))
-        return finish(BuiltKernel(image, bdir / ".config", release, info, bdir, cached=False))
+            say(f"{label}: built {image} ({release}, {info['preempt']}) in {_fmt_s(info['build_seconds'])}"
+                + (f"; ccache {counts['hits']} hits, {counts['misses']} misses" if make.ccache else ""))
+            return finish(BuiltKernel(image, bdir / ".config", release, info, bdir, cached=False))
+        except BaseException:
+            # the log and the .config stay in bdir (named by the error); the
+            # objects go: a runner's kernel tree must not fill up with the
+            # objects of every commit that failed to build
+            if (obj / ".config").is_file() and not (bdir / ".config").exists():
+                shutil.copy2(obj / ".config", bdir / ".config")
+            shutil.rmtree(obj, ignore_errors=True)
+            raise
 
 
 # --------------------------------------------------------------------------

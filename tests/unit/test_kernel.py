@@ -210,6 +210,33 @@ def test_objects_go_inside_the_tree_and_leave_it_clean(tree, tmp_path):
     assert after.dirty_hash is None and after.commit == before.commit
 
 
+def test_a_failed_compile_keeps_log_and_config_and_removes_the_objects(tree, tmp_path, monkeypatch):
+    """A compile error: the error quotes the log; log and .config stay in the
+    build cache; the objects inside the tree go (a CI runner's tree would
+    otherwise keep the objects of every commit that failed)."""
+    monkeypatch.setattr(K, "_toolchain", lambda cc: "gcc-test")
+    (tree / "Makefile").write_text(
+        "tinyconfig:\n\tprintf 'CONFIG_X=y\\n' > $(O)/.config\n"
+        "olddefconfig:\n\t@true\n"
+        "Image:\n\t@echo 'kernel/time/timer.c:9:1: error: expected semicolon'; exit 2\n")
+    merge = tree / "scripts" / "kconfig" / "merge_config.sh"
+    merge.parent.mkdir(parents=True)
+    merge.write_text('[ "$1" = -m ] && shift; [ "$1" = -O ] && { out=$2; shift 2; }\n'
+                     'cat "$@" > "$out/.config.new" && mv "$out/.config.new" "$out/.config"\n')
+    git(tree, "add", "-A")
+    git(tree, "commit", "-q", "-m", "fake kernel")
+    f = frag(tmp_path, "base-test", "CONFIG_X=y\n")
+    with pytest.raises(K.KernelError) as e:
+        K.build_kernel(tree, "aarch64", [f.path], cache_dir=tmp_path / "cache", progress=None, jobs=1)
+    msg = str(e.value)
+    assert "error: expected semicolon" in msg and "Image" in msg and "full log" in msg
+    assert not list(tree.glob(".rtlab-build-*")), "objects left in the tree"
+    bdir = next(d for d in (tmp_path / "cache" / "builds" / "aarch64").iterdir() if d.is_dir())
+    assert "expected semicolon" in (bdir / "build.log").read_text()
+    assert "CONFIG_X=y" in (bdir / ".config").read_text()
+    assert not (bdir / "build.json").exists() and K.tree_state(tree).dirty_hash is None
+
+
 def test_tree_state_refuses_what_cannot_be_built_out_of_tree(tree, tmp_path):
     (tree / ".config").write_text("CONFIG_X=y\n")
     with pytest.raises(InputError, match="mrproper"):
