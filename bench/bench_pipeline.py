@@ -2,7 +2,7 @@
 spends it, for one board × 4 variants (none, voluntary, preempt, rt).
 
     .venv/bin/python bench/bench_pipeline.py [--board qemu-x86_64] [--tree PATH | --prebuilt]
-                                             [--duration 3] [--no-publish]
+                                             [--new-commit] [--duration 3] [--no-publish]
 
 Does what the pipeline's stages do, in one process, and splits the time:
 
@@ -15,8 +15,12 @@ Does what the pipeline's stages do, in one process, and splits the time:
   publish  `rtlab publish` of the run (a local influxd is started if needed)
 
 Prints seconds, shares of the total and the ratio of a cold build to the
-rest. --prebuilt uses Debian's kernels (no build stage). A benchmark, not a
-test: nothing is asserted.
+rest. --prebuilt uses Debian's kernels (no build stage). --new-commit
+measures what CI pays for a typical kernel commit: a clone of the tree at a
+fixed path (the runner's work tree, $RTLAB_CACHE/bench/linux) gets a new
+commit changing one file that every configuration compiles
+(kernel/time/timer.c), so the build stage is ccache-warm but not cached.
+A benchmark, not a test: nothing is asserted.
 """
 from __future__ import annotations
 
@@ -39,6 +43,8 @@ def main() -> int:
     ap.add_argument("--board", default="qemu-x86_64")
     ap.add_argument("--tree", type=Path, help="kernel git tree (default: the pinned linux-source-6.12)")
     ap.add_argument("--prebuilt", action="store_true", help="Debian's prebuilt kernels: no build stage")
+    ap.add_argument("--new-commit", action="store_true",
+                    help="build a fresh one-file commit in a clone (what CI builds per commit)")
     ap.add_argument("--duration", type=int, default=3, help="cyclictest seconds (default 3)")
     ap.add_argument("--no-publish", action="store_true")
     args = ap.parse_args()
@@ -70,12 +76,16 @@ def main() -> int:
     tree = None
     if not args.prebuilt:
         tree = args.tree or K.ensure_source(progress=quiet).path
+        if args.new_commit:
+            tree = new_commit(tree)
         variants = load_variants()
         for v in VARIANTS:
             t = time.monotonic()
             bk = K.build_kernel(tree, arch, K.with_base(arch, list(variants[v].fragments), args.board),
                                 progress=quiet)
-            build_rows.append((v, time.monotonic() - t, bk.cached, bk.build_json.get("build_seconds", 0.0)))
+            cc = bk.build_json.get("ccache") or {}
+            build_rows.append((v, time.monotonic() - t, bk.cached, bk.build_json.get("build_seconds", 0.0),
+                               f"{cc.get('hits', '-')}/{cc.get('hits', 0) + cc.get('misses', 0) or '-'}"))
     t_build = time.monotonic() - t_start
 
     t = time.monotonic()
@@ -105,23 +115,46 @@ def main() -> int:
         boot, test, jobs = boot + b, test + s, jobs + jr.duration_s
         print(f"{jr.variant:<12} {jr.verdict.value:<8} {b:7.1f} {s:7.1f} {jr.duration_s - b - s:8.1f} {jr.duration_s:7.1f}")
     if build_rows:
-        print(f"\n{'build':<12} {'cached':<7} {'now s':>7} {'cold s':>7}")
-        for v, s, cached, cold in build_rows:
-            print(f"{v:<12} {str(cached):<7} {s:7.1f} {cold:7.1f}")
+        print(f"\n{'build':<12} {'cached':<7} {'now s':>7} {'built s':>8} {'ccache hits':>12}")
+        for v, s, cached, cold, hits in build_rows:
+            print(f"{v:<12} {str(cached):<7} {s:7.1f} {cold:8.1f} {hits:>12}")
     other_run = t_run - jobs
     parts = {"build": t_build, "boot": boot, "test": test, "job other": jobs - boot - test,
              "run other (images, report)": other_run, "publish": t_publish}
     print(f"\ncommit -> verdict: {total:.1f} s (verdict {run.verdict.value})")
     for k, v in parts.items():
         print(f"  {k:<28} {v:8.1f} s  {100 * v / total:5.1f} %")
-    cold = sum({c for *_, c in build_rows}) if build_rows else 0.0  # distinct kernels
-    if cold:
+    cold = sum({c for _, _, _, c, _ in build_rows}) if build_rows else 0.0  # distinct kernels
+    if cold and not args.new_commit:
         rest = total - t_build
         print(f"  cold builds (distinct kernels) {cold:.0f} s = {cold / rest:.1f} x the rest of the pipeline "
               f"({rest:.0f} s); cold total {cold + rest:.0f} s")
     print(f"  boot / test = {boot / test:.2f}" if test else "")
     print(f"results: {run_dir}")
     return 0
+
+
+def new_commit(source: Path) -> Path:
+    """A new commit on top of *source*'s HEAD in the bench work tree."""
+    import subprocess
+    from rtlab.kernel import cache_root
+    work = cache_root() / "bench" / "linux"
+    git = lambda *a: subprocess.run(["git", "-C", str(work), *a], check=True,  # noqa: E731
+                                    capture_output=True, text=True).stdout.strip()
+    if not (work / ".git").exists():
+        work.parent.mkdir(parents=True, exist_ok=True)
+        print(f"cloning {source} to {work} (once)")
+        subprocess.run(["git", "clone", "-q", str(source), str(work)], check=True)
+    base = subprocess.run(["git", "-C", str(source), "rev-parse", "HEAD"], check=True,
+                          capture_output=True, text=True).stdout.strip()
+    git("fetch", "-q", str(source), base)
+    git("checkout", "-q", "-f", "--detach", base)
+    timer = work / "kernel" / "time" / "timer.c"
+    timer.write_text(timer.read_text() + f"/* bench_pipeline {time.time_ns()} */\n")
+    git("-c", "user.name=bench", "-c", "user.email=bench@rtlab.invalid", "commit", "-q", "-am",
+        "bench: a one-file commit")
+    print(f"new commit {git('rev-parse', 'HEAD')[:12]} in {work} (kernel/time/timer.c)")
+    return work
 
 
 if __name__ == "__main__":

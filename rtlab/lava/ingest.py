@@ -52,6 +52,7 @@ from ..model import (JobResult, Measurement, MeasurementKey, RunResult, ThreadRe
 from ..suites import SUITES, SuiteRun
 from ..suites.board import BoardShell, check_variant, kernel_facts
 from ..variants import Variant
+from . import loads as lava_loads
 from . import onboard
 from .logs import LavaLog, RawBlock, job_outcome, raw_blocks, results_from_server
 from .render import spec_of
@@ -359,6 +360,11 @@ def _ingest_one(rec: LavaRecord, jr: JobResult, job_dir: Path, variant: Variant)
         text = (suite_dir / "exit_code").read_text().strip()
         rc = int(text) if text.lstrip("-").isdigit() else None
         (suite_dir / "exit.json").write_text(json.dumps({"exit_code": rc}) + "\n")
+    # the loads' raw files are on disk now: the labgrid path's health check
+    load_problems: list[str] = []
+    for part in s.get("loads") or []:
+        load_problems += [f"load {part['name']}: {p}"
+                          for p in lava_loads.check_load(part, suite_dir, run, s["board"])]
     raw = sorted(str(p.relative_to(job_dir)) for p in suite_dir.rglob("*") if p.is_file())
 
     cases = _suite_cases(rec)
@@ -391,6 +397,9 @@ def _ingest_one(rec: LavaRecord, jr: JobResult, job_dir: Path, variant: Variant)
             reasons.append(f"unreadable output: {e}")
     if transfer:
         reasons.append("raw output " + "; ".join(transfer))
+    # a latency measured while the load was not running is not a measurement
+    # under that load (rtlab.loads.LoadDied on the labgrid path)
+    reasons += load_problems
     if missing:
         reasons.append(f"{rec.label} is missing {len(missing)} declared test case(s): " + ", ".join(missing))
     if reasons:

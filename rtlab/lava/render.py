@@ -12,7 +12,9 @@ and runs two inline test definitions:
 ``1_<suite>-<load>``
     runs ``Suite.command(run)`` in the wrapper of
     :func:`rtlab.suites.board.run_tool`, prints the raw outputs byte-exact and
-    reports every measurement with ``lava-test-case`` (:mod:`.onboard`).
+    reports every measurement with ``lava-test-case`` (:mod:`.onboard`);
+    under a load, the load's start and end steps bracket the tool
+    (:mod:`.loads`: same scripts and health check as the labgrid path).
 
 The job declares the cases it must produce in ``metadata`` (``rtlab.expected``,
 and the whole job spec as JSON in ``rtlab.spec``): LAVA 2023.01's schema
@@ -28,7 +30,7 @@ import os
 import re
 import shlex
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Sequence
 
 import yaml
 
@@ -40,6 +42,7 @@ from ..runner import BOOT_ALLOWANCE_S, stage_kernel, unavailable
 from ..suites import SUITES, Suite, SuiteRun
 from ..suites.board import BOARD_WORKDIR, BoardShell, kernel_facts
 from ..variants import Variant
+from . import loads as lava_loads
 from . import onboard
 from .boards import LavaBoard, load_lava_boards
 
@@ -56,10 +59,6 @@ BOOT_DEFINITION_S = 120         # kernel facts over the console
 TRANSFER_ALLOWANCE_S = 120      # raw outputs (base64) and lava-test-case calls
 JOB_MARGIN_S = 120              # LAVA's own set-up and tear-down
 
-#: board-side start/stop steps per load; a load without a LAVA form cannot be
-#: rendered (loads prove they ran through labgrid today, see rtlab/loads)
-LAVA_LOADS: dict[str, tuple[tuple[str, ...], tuple[str, ...]]] = {"idle": ((), ())}
-
 #: per tool: which on-board reporter turns its raw output into lava-test-cases
 RT_JSON_TOOLS = {"cyclictest"}
 
@@ -68,13 +67,10 @@ def _seconds_to_timeout(seconds: float) -> dict[str, int]:
     return {"minutes": max(1, math.ceil(seconds / 60))}
 
 
-def no_lava_form(run: SuiteRun) -> Optional[str]:
-    """Why a suite run cannot be a LAVA job yet, or None."""
-    if run.load not in LAVA_LOADS:
-        return (f"load {run.load} has no LAVA form yet: rtlab drives loads from the host over the "
-                f"console (rtlab.loads), a LAVA test definition runs unattended (LAVA loads: "
-                f"{', '.join(sorted(LAVA_LOADS))})")
-    return None
+def no_lava_form(run: SuiteRun, lb: LavaBoard, variant: Variant) -> Optional[str]:
+    """Why a suite run cannot be a LAVA job on this board, or None."""
+    parts = lava_loads.plan(lb, variant, run)
+    return parts if isinstance(parts, str) else None
 
 
 def definition_name(run: SuiteRun) -> str:
@@ -117,8 +113,9 @@ def suite_outputs(suite: Suite, run: SuiteRun) -> list[str]:
     return [suite.json_file] if suite.json_file else []
 
 
-def suite_steps(suite: Suite, run: SuiteRun, board: dict) -> list[str]:
-    start, stop = LAVA_LOADS[run.load]
+def suite_steps(suite: Suite, run: SuiteRun, board: dict,
+                loads: Sequence[lava_loads.LavaLoadPart] = ()) -> list[str]:
+    start, stop = lava_loads.start_steps(list(loads)), lava_loads.stop_steps(list(loads), run.id)
     wd = f"{BOARD_WORKDIR}/{run.id}"
     command = suite_command(suite, run, board)
     outputs = ["stdout.txt", "stderr.txt", *suite_outputs(suite, run), "exit_code"]
@@ -230,8 +227,9 @@ def render_job(lb: LavaBoard, variant: Variant, run: SuiteRun, images: ImageSet,
                campaign: Campaign, artifacts: Artifacts) -> tuple[dict, dict]:
     """One LAVA job definition and its rtlab spec (also in its metadata)."""
     suite = SUITES[run.suite]
-    if run.load not in LAVA_LOADS:
-        raise InputError(campaign.path, no_lava_form(run))
+    loads = lava_loads.plan(lb, variant, run)
+    if isinstance(loads, str):
+        raise InputError(campaign.path, f"{run.id} on {lb.name}: {loads}")
     board = lb.board
     job = Job(board=board, variant=variant, suites=(run,))
     env, kernel = stage_kernel(job, {board.arch: images})
@@ -252,9 +250,11 @@ def render_job(lb: LavaBoard, variant: Variant, run: SuiteRun, images: ImageSet,
         boot_steps.append(f"rtlab_case {CASE_BOOT_ARGS} rtlab_cmdline_has {shlex.quote(boot_args)}")
         boot_cases.append(CASE_BOOT_ARGS)
     expected = ([f"{boot_def}/{c}" for c in boot_cases]
-                + [f"{suite_def}/{c}" for c in suite_cases(suite, run)])
+                + [f"{suite_def}/{c}" for c in [*lava_loads.cases(loads), *suite_cases(suite, run)]])
 
     suite_s = suite.duration_s(run) * 2 + 60 + TRANSFER_ALLOWANCE_S  # the runner's per-suite allowance + transfer
+    # a load may take its ready timeout to get going, then settles
+    suite_s += sum(p.load.ready_timeout_s + float(p.env.opts.get("settle_s") or 0) for p in loads)
     test_s = BOOT_DEFINITION_S + suite_s
     job_s = DEPLOY_TIMEOUT_S + BOOT_TIMEOUT_S + test_s + JOB_MARGIN_S
 
@@ -316,6 +316,7 @@ def render_job(lb: LavaBoard, variant: Variant, run: SuiteRun, images: ImageSet,
         "definitions": {"boot": boot_def, "suite": suite_def},
         "facts": facts,
         "expected": expected,
+        "loads": [p.to_json() for p in loads],
     }
     definition = {
         "job_name": f"rtlab {board.name} {variant.name} {run.id}",
@@ -341,7 +342,7 @@ def render_job(lb: LavaBoard, variant: Variant, run: SuiteRun, images: ImageSet,
             {"test": {"timeout": _seconds_to_timeout(test_s), "definitions": [
                 _inline(BOOT_DEFINITION, f"rtlab: is {board.name} running variant {variant.name}?", boot_steps),
                 _inline(definition_name(run), f"rtlab: {suite.tool} ({run.id}) on {board.name}/{variant.name}",
-                        suite_steps(suite, run, board.to_json())),
+                        suite_steps(suite, run, board.to_json(), loads)),
             ]}},
         ],
     }
@@ -417,7 +418,7 @@ def render_campaign(campaign: Campaign, out_dir: Path, *, boards: Optional[list[
             not_available.append({"board": job.board.name, "variant": job.variant.name, "reason": why})
             continue
         for run in job.suites:
-            why = no_lava_form(run)
+            why = no_lava_form(run, by_name[job.board.name], job.variant)
             if why:
                 not_rendered.append({"board": job.board.name, "variant": job.variant.name, "suite": run.id,
                                      "reason": why})

@@ -327,6 +327,11 @@ class BoardLoad(Load):
     files: ClassVar[tuple[str, ...]] = ()
     #: how long a start may take (s): QEMU TCG forks slowly
     ready_timeout_s: ClassVar[float] = 60.0
+    #: its commands depend on the board's memory or /tmp space (a LAVA job,
+    #: rendered before the board runs, needs them from the board description)
+    scales_with_memory: ClassVar[bool] = False
+    #: it has a host side (host_start/host_stop), which a LAVA job does not have
+    host_side: ClassVar[bool] = False
 
     options: ClassVar[dict[str, Any]] = {
         # longest stretch without a CPU tick of the load that still counts as running

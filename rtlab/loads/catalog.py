@@ -128,6 +128,7 @@ def _half(n: int) -> int:
 
 class Stress(StressNg):
     name = "stress"
+    scales_with_memory = True
     description = ("the classic mix (stress --cpu 4 --io 2 --vm 2 --vm-bytes 512M --hdd 2 "
                    "--hdd-bytes 512M) as stress-ng, scaled to the board")
     measures = ("CPU time of all stress-ng workers (cpu, io, vm, hdd) over the window, every "
@@ -148,6 +149,7 @@ class Stress(StressNg):
 
 class Disk(StressNg):
     name = "disk"
+    scales_with_memory = True
     description = "1 MiB writes, each committed with fsync (stress-ng --hdd)"
     measures = ("CPU time of the hdd workers over the window, every worker alive; stress-ng "
                 "hdd bogo-ops/s (on QEMU boards /tmp is tmpfs: fsync is a no-op there)")
@@ -216,6 +218,7 @@ class Hackbench(BoardLoad):
 
 class Memory(BoardLoad):
     name = "memory"
+    scales_with_memory = True
     description = "memcpy bandwidth: an mbw loop per load CPU"
     measures = ("CPU time of the mbw loops over the window, every loop alive; MiB/s copied "
                 "(mbw's own per-run lines)")
@@ -248,6 +251,7 @@ class Memory(BoardLoad):
 
 class Network(BoardLoad):
     name = "network"
+    host_side = True
     description = "large-packet ICMP echo flood and an iperf3 TCP stream to the host"
     measures = ("the ping and the iperf3 client alive throughout, CPU time over the window, "
                 "bytes in every 1 s iperf3 interval of the window (no stalled stream); "

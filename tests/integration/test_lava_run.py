@@ -135,3 +135,54 @@ def test_uboot_job_builds_a_valid_pipeline_for_the_real_board(jobs):
         res = rtlab("lava", "validate", "--pipeline", jobs / "rk3568-rock-3a" / variant / "cyclictest-idle.yaml")
         assert res.returncode == 0, res.stdout + res.stderr
         assert "pipeline ok" in res.stdout
+
+
+def test_loads_run_inside_the_lava_job_and_a_dead_load_is_infra(tmp_path):
+    """cyclictest under a cpu load on qemu-aarch64 through lava-run: the load's
+    raw files come back and pass the labgrid path's health check; the same
+    load killed 1 s into the measurement makes the measurement INFRA naming
+    the load, never a latency result."""
+    c = tmp_path / "campaign.yaml"
+    c.write_text(textwrap.dedent(f"""
+        name: lava-loads
+        budgets: {ROOT}/budgets/default.yaml
+        boards: [qemu-aarch64]
+        variants: [rt]
+        suites:
+          - name: cyclictest
+            loads: [cpu]
+            params: {{interval_us: 1000, duration_s: 4, histogram_us: 2000}}
+            overrides: {{qemu-tcg: {{histogram_us: 50000}}}}
+          - name: cyclictest-dies
+            suite: cyclictest
+            loads: [cpu]
+            params: {{interval_us: 1000, duration_s: 4, histogram_us: 2000,
+                      load_opts: {{cpu: {{die_after_s: 1}}}}}}
+            overrides: {{qemu-tcg: {{histogram_us: 50000}}}}
+    """))
+    res = rtlab("lava", "render", "--campaign", c, "--out", tmp_path / "jobs")
+    assert res.returncode == 0 and "not_rendered" not in res.stdout, res.stdout + res.stderr
+    res = rtlab("lava", "run", tmp_path / "jobs", "--board", "qemu-aarch64", "--out", tmp_path / "records",
+                "--results", tmp_path / "results", timeout=900)
+    out = res.stdout
+    assert res.returncode == 2, out + res.stderr  # the dead load: infra, and nothing over budget
+    assert "INFRA qemu-aarch64/rt/cyclictest-dies/cpu" in out and "load cpu: die_after_s: killing the load" in out
+    run_dir = Path(out.split("results: ")[-1].split()[0])
+    run = json.loads((run_dir / "run.json").read_text())
+    (job,) = run["jobs"]
+    ms = {m["key"]["suite"]: m for m in job["measurements"]}
+    assert ms["cyclictest"]["verdict"] == "pass", ms["cyclictest"]["reasons"]
+    assert ms["cyclictest-dies"]["verdict"] == "infra"
+    assert any(r.startswith("load cpu: die_after_s: killing the load") for r in ms["cyclictest-dies"]["reasons"])
+    raw = run_dir / "qemu-aarch64" / "rt" / "cyclictest@cpu"
+    load = json.loads((raw / "load-cpu.json").read_text())
+    assert load["driver"] == "lava" and load["problems"] == [] and load["cpus"] == [0, 1]
+    w = load["window"]
+    # the window spans the 4 s measurement, and the load burned CPU all along it
+    assert w["window_s"] >= 4 and w["cpu_s"] > 0 and w["max_stall_s"] <= 5 and w["samples"] >= 3, w
+    assert load["throughput"]["stressors"]["cpu"]["bogo_ops"] > 0
+    for f in ("samples.txt", "cmd.sh", "first.txt", "last.txt", "stress-ng.yaml"):
+        assert (raw / f"load-cpu-{f}").stat().st_size > 0, f
+    assert "stress-ng --cpu 2" in (raw / "load-cpu-cmd.sh").read_text()
+    dead = json.loads((run_dir / "qemu-aarch64" / "rt" / "cyclictest-dies@cpu" / "load-cpu.json").read_text())
+    assert dead["problems"][0] == "die_after_s: killing the load"

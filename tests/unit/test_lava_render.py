@@ -211,6 +211,9 @@ def test_cli_render_validates_and_reports(tmp_path):
 
 
 def test_loads_without_a_lava_form_are_listed_not_dropped(tmp_path):
+    """Loads run inside the job where they can; a host side (network) or
+    memory scaling on a board without a memory figure cannot: listed, with
+    the reason."""
     f = tmp_path / "c.yaml"
     f.write_text(textwrap.dedent(f"""
         name: loads
@@ -219,10 +222,59 @@ def test_loads_without_a_lava_form_are_listed_not_dropped(tmp_path):
         variants: [rt]
         suites:
           - name: cyclictest
-            loads: [idle, cpu]
+            loads: [idle, cpu, stress, network]
             params: {{duration_s: 5}}
     """))
+    idx = render_campaign(load_campaign(f), tmp_path / "o", lab_boards=True)
+    mine = ("qemu-x86_64", "rk3568-rock-3a")
+    assert sorted((j["board"], j["suite"]) for j in idx["jobs"] if j["board"] in mine) == [
+        ("qemu-x86_64", "cyclictest@cpu"), ("qemu-x86_64", "cyclictest@idle"), ("qemu-x86_64", "cyclictest@stress"),
+        ("rk3568-rock-3a", "cyclictest@cpu"), ("rk3568-rock-3a", "cyclictest@idle")]
+    why = {(n["board"], n["suite"]): n["reason"] for n in idx["not_rendered"] if n["board"] in mine}
+    assert set(why) == {("qemu-x86_64", "cyclictest@network"), ("rk3568-rock-3a", "cyclictest@network"),
+                        ("rk3568-rock-3a", "cyclictest@stress")}
+    assert "host side" in why[("qemu-x86_64", "cyclictest@network")]
+    assert "memory" in why[("rk3568-rock-3a", "cyclictest@stress")] and "rk3568-rock-3a" in why[
+        ("rk3568-rock-3a", "cyclictest@stress")]
+
+
+def test_a_load_runs_inside_the_job_around_the_tool(tmp_path):
+    """The load's own cmd.sh (the labgrid path's script), its start before
+    the tool, its end and raw files after, a declared start case, and the
+    scaling from the board description in the spec."""
+    from rtlab.loads import LOADS
+    from rtlab.lava import loads as lava_loads
+    f = tmp_path / "c.yaml"
+    f.write_text(textwrap.dedent(f"""
+        name: loads
+        budgets: {ROOT}/budgets/default.yaml
+        boards: [qemu-aarch64]
+        variants: [rt-iso]
+        suites:
+          - name: cyclictest
+            loads: [stress]
+            params: {{duration_s: 5, load_opts: {{stress: {{settle_s: 2}}}}}}
+    """))
     idx = render_campaign(load_campaign(f), tmp_path / "o", lab_boards=False)
-    assert [j["suite"] for j in idx["jobs"]] == ["cyclictest@idle"]
-    (nr,) = idx["not_rendered"]
-    assert nr["suite"] == "cyclictest@cpu" and "no LAVA form" in nr["reason"]
+    (entry,) = idx["jobs"]
+    job = yaml.safe_load((tmp_path / "o" / entry["file"]).read_text())
+    spec = json.loads(job["metadata"]["rtlab.spec"])
+    (part,) = spec["loads"]
+    # rt-iso isolates CPU 1 of 2: the load runs on the housekeeping CPU only
+    assert part["cpus"] == [0] and part["isolated"] == [1] and part["opts"]["settle_s"] == 2
+    assert part["mem_total_kb"] == 1024 * 1024 and "mem_avail_kb" in part["estimated"]
+    assert "--vm-bytes" in part["settings"]["command"]
+    steps = job["actions"][2]["test"]["definitions"][1]["repository"]["run"]["steps"]
+    text = "\n".join(steps)
+    tool = next(i for i, s in enumerate(steps) if s.startswith("{ cyclictest"))
+    start = next(i for i, s in enumerate(steps) if s.startswith(f"sh {lava_loads.SCRIPT_PATH} start"))
+    end = next(i for i, s in enumerate(steps) if s.startswith(f"sh {lava_loads.SCRIPT_PATH} end"))
+    assert start < tool < end
+    assert "lava-test-case load-stress-start --result pass" in steps[start]
+    # the same cmd.sh the labgrid path launches, from the same load object
+    load = LOADS["stress"]
+    assert "taskset -c 0 stress-ng" in text and "echo $$ > sid" in text
+    assert f"rtlab_emit cyclictest@stress load-stress-samples.txt {part['dir']}/samples.txt" in text
+    assert "load-stress-stress-ng.yaml" in text and load.stop_signals in steps[end]
+    assert f"{spec['definitions']['suite']}/load-stress-start" in spec["expected"]
+    assert job["metadata"]["rtlab.load"] == "stress"
