@@ -196,7 +196,9 @@ class LoadEnv:
 
     @property
     def is_qemu(self) -> bool:
-        return self.board.get("kind") == "qemu"
+        """An emulated (TCG) board: the QEMU boards, and the rack's virtual
+        boards, which are remote places but QEMU machines all the same."""
+        return self.board.get("kind") == "qemu" or self.board.get("budget_class") == "qemu-tcg"
 
 
 def probe_board(sh) -> dict:

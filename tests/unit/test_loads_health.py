@@ -137,3 +137,17 @@ def test_load_cpus_housekeeping_by_default():
     assert load_cpus([1], [0, 1], []) == [1]
     with pytest.raises(LoadDied, match="not online"):
         load_cpus([5], [0, 1], [])
+
+
+@pytest.mark.parametrize("board, cpus, groups", [
+    ({"kind": "qemu", "budget_class": "qemu-tcg"}, [0, 1], 2),
+    # a virtual rack board is a remote place, but a TCG machine all the same
+    ({"kind": "remote", "budget_class": "qemu-tcg"}, [0, 1], 2),
+    ({"kind": "remote", "budget_class": "rk3568"}, [0, 1, 2, 3], 15),
+    ({"kind": "local", "budget_class": "local"}, [0, 1], 8),
+])
+def test_hackbench_scales_to_the_board(board, cpus, groups):
+    from pathlib import Path
+    from rtlab.loads import LOADS, LoadEnv
+    env = LoadEnv(sh=None, host_dir=Path("."), run=None, board=board, cpus=cpus)
+    assert LOADS["hackbench"].groups(env) == groups
