@@ -7,6 +7,9 @@
         base-<board> + the variant's kernel.build fragments, checked, built
         with ccache, cached by (commit + uncommitted changes, arch, fragments);
         prints build.json. Without --tree the pinned source tree is used.
+    rtlab kernel prune [--max-size 2G] [--older-than-days 30]
+        free the build cache, least recently used first (lab runners: the
+        nightly schedule runs it); prints what went as JSON.
 
 Progress goes to stderr, one line per step; stdout is one JSON document.
 """
@@ -47,6 +50,15 @@ def register(sub):
                    help="stop after `make olddefconfig` and the option check")
     b.add_argument("-j", "--jobs", type=int, default=2, help="make -j (default 2)")
     b.set_defaults(func=run_build)
+
+    pr = ksub.add_parser("prune", help="free the kernel build cache, least recently used first")
+    pr.add_argument("--max-size", default="2G", metavar="SIZE",
+                    help="keep builds up to this size, e.g. 500M, 2G (default 2G)")
+    pr.add_argument("--older-than-days", type=float, default=30.0, metavar="DAYS",
+                    help="remove builds unused for longer (default 30)")
+    pr.add_argument("--cache-dir", metavar="DIR",
+                    help="kernel cache (default $RTLAB_CACHE/kernel or ~/.cache/rtlab/kernel)")
+    pr.set_defaults(func=run_prune)
 
 
 def _progress(msg: str) -> None:
@@ -94,5 +106,36 @@ def run_build(args) -> int:
     else:
         json.dump({**built.build_json, "path": str(built.path), "config": str(built.config),
                    "dir": str(built.dir), "cached": built.cached}, sys.stdout, indent=2)
+    sys.stdout.write("\n")
+    return 0
+
+
+def parse_size(text: str) -> int:
+    """"500M", "2G", "1.5G", "1048576" -> bytes."""
+    from ..errors import InputError
+    t = text.strip().upper().removesuffix("IB").removesuffix("B")
+    mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}.get(t[-1:], 1)
+    num = t[:-1] if t[-1:] in "KMGT" and t[-1:] else t
+    try:
+        value = float(num)
+    except ValueError:
+        raise InputError("--max-size", f"{text!r} is not a size (e.g. 500M, 2G)") from None
+    if value < 0:
+        raise InputError("--max-size", f"{text!r} is negative")
+    return int(value * mult)
+
+
+def run_prune(args) -> int:
+    from pathlib import Path
+
+    from ..kernel import prune_builds
+
+    res = prune_builds(Path(args.cache_dir) if args.cache_dir else None, max_bytes=parse_size(args.max_size),
+                       older_than_s=args.older_than_days * 86400)
+    for r in res["removed"]:
+        _progress(f"kernel prune: removed {r['dir']} ({r['bytes'] / (1 << 20):.1f} MiB, {r['why']})")
+    _progress(f"kernel prune: freed {res['freed_bytes'] / (1 << 20):.1f} MiB; kept {res['kept']} builds, "
+              f"{res['kept_bytes'] / (1 << 20):.1f} MiB")
+    json.dump(res, sys.stdout, indent=2)
     sys.stdout.write("\n")
     return 0

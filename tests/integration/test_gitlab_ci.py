@@ -73,6 +73,9 @@ def test_pipeline_shape():
     assert "script_failure" not in test["retry"]["when"]  # exit 1 is never retried
     assert test["artifacts"]["when"] == "always" and test["artifacts"]["reports"]["junit"]
     assert ci["gate"]["when"] == "always"
+    # housekeeping only on the nightly schedule, never in a kernel's pipeline
+    assert ci["prune"]["rules"] == [{"if": '$CI_PIPELINE_SOURCE == "schedule"'}]
+    assert "kernel prune" in " ".join(ci["prune"]["script"]) and ci["prune"]["allow_failure"] is True
     sources = " ".join(r.get("if", "") for r in ci["workflow"]["rules"])
     for s in ("merge_request_event", "schedule", "pipeline", "trigger", "push"):
         assert s in sources, s

@@ -409,3 +409,71 @@ def test_kernel_facts_realtime_and_model(files, config, realtime, preempt):
     facts = kernel_facts(BoardShell(FakeBoard({**BOARD_FILES, **files}, config)))
     assert (facts["realtime"], facts["preempt"]) == (realtime, preempt)
     assert facts["realtime_sysfs"] == files.get("/sys/kernel/realtime")
+
+
+def test_prune_frees_the_build_cache_least_recently_used_first(tmp_path):
+    import fcntl
+    import os
+    import time
+    now = time.time()
+    day = 86400
+    cache = tmp_path / "kernel"
+
+    def build(name, days, complete=True, mib=1, kind="builds"):
+        d = cache / kind / "aarch64" / name
+        d.mkdir(parents=True)
+        (d / "build.log").write_bytes(os.urandom(mib << 20))
+        if complete:
+            (d / "Image").write_bytes(b"k")
+            (d / "build.json").write_text("{}")
+        for f in d.iterdir():
+            os.utime(f, (now - days * day, now - days * day))
+        return d
+
+    old = build("old", 40)
+    b = build("b", 10, mib=3)
+    c = build("c", 5, mib=3)
+    hot = build("hot", 0.005, mib=3)            # used 7 min ago: a pipeline may still boot it
+    failed = build("failed", 2, complete=False)
+    running = build("running", 0.001, complete=False)
+    locked = build("locked", 3, complete=False)  # unfinished, but its build holds the lock
+    cfg = build("cfg", 45, complete=False, kind="configs")
+    with open(locked.with_name("locked.lock"), "w") as lk:
+        fcntl.flock(lk, fcntl.LOCK_EX)
+        res = K.prune_builds(cache, max_bytes=9 << 20, older_than_s=30 * day, now=now)
+    # 9 MiB: once b (least recently used) is gone, hot 3 + running 1 + locked 1 + c 3 fit
+    gone = {r["dir"].rsplit("/", 1)[-1]: r["why"] for r in res["removed"]}
+    assert set(gone) == {"old", "failed", "b", "cfg"}, gone
+    assert "30 days" in gone["old"] and "unfinished" in gone["failed"] and "least recently used" in gone["b"] and "9 MiB" in gone["b"]
+    for d in (c, hot, running, locked):
+        assert d.is_dir(), d
+    for d in (old, b, failed, cfg):
+        assert not d.exists(), d
+    assert res["freed_bytes"] >= (1 + 3 + 1 + 1) << 20 and res["kept"] == 4
+
+
+def test_a_cache_hit_counts_as_a_use(tree, tmp_path, monkeypatch):
+    monkeypatch.setattr(K, "_toolchain", lambda cc: "gcc-test")
+    bdir = tmp_path / "b"
+    bdir.mkdir()
+    (bdir / "Image").write_bytes(b"kernel")
+    (bdir / ".config").write_text("CONFIG_X=y\n")
+    (bdir / "build.json").write_text('{"image": {"sha256": "%s"}}' % K.hashlib.sha256(b"kernel").hexdigest())
+    import os
+    os.utime(bdir / "build.json", (1, 1))
+    assert K._last_used(bdir) == 1
+    assert K._load_build(bdir, "Image") is not None
+    assert K._last_used(bdir) > 1e9
+
+
+@pytest.mark.parametrize("text, size", [("500M", 500 << 20), ("2G", 2 << 30), ("1.5GiB", int(1.5 * (1 << 30))),
+                                        ("4096", 4096), ("64k", 64 << 10)])
+def test_prune_sizes(text, size):
+    from rtlab.commands.kernel import parse_size
+    assert parse_size(text) == size
+
+
+def test_prune_size_errors_name_the_option():
+    from rtlab.commands.kernel import parse_size
+    with pytest.raises(InputError, match="--max-size.*lots"):
+        parse_size("lots")
