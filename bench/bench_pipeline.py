@@ -85,7 +85,8 @@ def main() -> int:
                                 progress=quiet)
             cc = bk.build_json.get("ccache") or {}
             build_rows.append((v, time.monotonic() - t, bk.cached, bk.build_json.get("build_seconds", 0.0),
-                               f"{cc.get('hits', '-')}/{cc.get('hits', 0) + cc.get('misses', 0) or '-'}"))
+                               f"{cc.get('hits', '-')}/{cc.get('hits', 0) + cc.get('misses', 0) or '-'}",
+                               bk.build_json.get("key")))
     t_build = time.monotonic() - t_start
 
     t = time.monotonic()
@@ -116,7 +117,7 @@ def main() -> int:
         print(f"{jr.variant:<12} {jr.verdict.value:<8} {b:7.1f} {s:7.1f} {jr.duration_s - b - s:8.1f} {jr.duration_s:7.1f}")
     if build_rows:
         print(f"\n{'build':<12} {'cached':<7} {'now s':>7} {'built s':>8} {'ccache hits':>12}")
-        for v, s, cached, cold, hits in build_rows:
+        for v, s, cached, cold, hits, _ in build_rows:
             print(f"{v:<12} {str(cached):<7} {s:7.1f} {cold:8.1f} {hits:>12}")
     other_run = t_run - jobs
     parts = {"build": t_build, "boot": boot, "test": test, "job other": jobs - boot - test,
@@ -124,7 +125,7 @@ def main() -> int:
     print(f"\ncommit -> verdict: {total:.1f} s (verdict {run.verdict.value})")
     for k, v in parts.items():
         print(f"  {k:<28} {v:8.1f} s  {100 * v / total:5.1f} %")
-    cold = sum({c for _, _, _, c, _ in build_rows}) if build_rows else 0.0  # distinct kernels
+    cold = sum({key: c for _, _, _, c, _, key in build_rows}.values())  # each distinct kernel once
     if cold and not args.new_commit:
         rest = total - t_build
         print(f"  cold builds (distinct kernels) {cold:.0f} s = {cold / rest:.1f} x the rest of the pipeline "

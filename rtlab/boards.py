@@ -40,6 +40,13 @@ class Board:
         """Boards that cannot boot another kernel run only the `host` variant."""
         return self.kind == "local"
 
+    @property
+    def boots_built_kernels(self) -> bool:
+        """Can boot a kernel built from source for this job (`--kernel-tree`)?
+        QEMU boards boot what the job stages; rack boards boot Debian's
+        kernels the rack's flashing step stages, the local board its own."""
+        return self.kind == "qemu"
+
     def supports(self, variant: str) -> bool:
         return (variant == HOST_VARIANT) == self.fixed_kernel
 

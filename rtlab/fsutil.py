@@ -29,6 +29,24 @@ def locked(path: Path) -> Iterator[None]:
             fcntl.flock(f, fcntl.LOCK_UN)
 
 
+@contextlib.contextmanager
+def try_locked(path: Path) -> Iterator[bool]:
+    """Like locked(), but never waits: yields False when another process
+    holds the lock. Lock files are never deleted (a process may have one
+    open, waiting: deleting it would let a second lock the same thing)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "a") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            yield False
+            return
+        try:
+            yield True
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
 def atomic_write(path: Path, data: bytes) -> None:
     """Readers see the old file or the whole new one, never a part."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")

@@ -45,7 +45,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Mapping, Optional, Sequence, Union
+from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 from . import ROOT
 from .errors import InputError, RtlabError
@@ -157,6 +157,7 @@ def kernel_cache() -> Path:
 
 from .fsutil import atomic_write as _atomic_write  # noqa: E402
 from .fsutil import locked as _locked  # noqa: E402
+from .fsutil import try_locked as _try_locked  # noqa: E402
 from .fsutil import sha256_file  # noqa: E402,F401 - also used by callers
 
 
@@ -627,7 +628,6 @@ def prune_builds(cache_dir: Optional[Path] = None, *, max_bytes: int = 2 << 30, 
     whose lock another process holds (it is being built). The compiler
     cache has its own bound (CCACHE_MAXSIZE, 5G by default).
     """
-    import fcntl
     cache = Path(cache_dir) if cache_dir is not None else kernel_cache()
     now = time.time() if now is None else now
     entries = []
@@ -641,18 +641,11 @@ def prune_builds(cache_dir: Optional[Path] = None, *, max_bytes: int = 2 << 30, 
     removed, kept = [], []
 
     def remove(e: dict, why: str) -> None:
-        lock = e["dir"].with_name(e["dir"].name + ".lock")
-        with open(lock, "a") as f:
-            try:
-                fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except OSError:
+        with _try_locked(e["dir"].with_name(e["dir"].name + ".lock")) as mine:
+            if not mine:
                 kept.append(e)  # being built right now
                 return
-            try:
-                shutil.rmtree(e["dir"], ignore_errors=True)
-            finally:
-                fcntl.flock(f, fcntl.LOCK_UN)
-        lock.unlink(missing_ok=True)
+            shutil.rmtree(e["dir"], ignore_errors=True)
         removed.append({"dir": str(e["dir"]), "bytes": e["bytes"], "why": why,
                         "unused_days": round((now - e["last_used"]) / 86400, 1)})
 
@@ -729,9 +722,9 @@ class _Make:
     """Runs make steps of one build, all output appended to one log."""
 
     def __init__(self, tree: Path, obj: Path, karch: KArch, log: Path, say: Progress, label: str,
-                 jobs: int, nice: int, ccache_dir: Path, statslog: Path, timestamp: int):
+                 nice: int, ccache_dir: Path, statslog: Path, timestamp: int):
         self.tree, self.obj, self.log, self.say, self.label = tree, obj, log, say, label
-        self.jobs, self.nice = jobs, nice
+        self.nice = nice
         cross = karch.cross_prefix()
         self.cc = f"{cross}gcc"
         ccache = shutil.which("ccache")
@@ -909,7 +902,7 @@ def build_kernel(tree: Union[Path, str], arch: str, fragments: Sequence[Union[st
         statslog = bdir / "ccache-stats.log"
         # one compiler cache for every build cache (content-addressed, safe to share)
         ccd = Path(ccache_dir) if ccache_dir else Path(os.environ.get("CCACHE_DIR") or kernel_cache() / "ccache")
-        make = _Make(state.path, obj, karch, log, say, label, jobs, nice, ccd, statslog,
+        make = _Make(state.path, obj, karch, log, say, label, nice, ccd, statslog,
                      state.commit_time)
 
         try:

@@ -89,10 +89,16 @@ def stage_kernel(job: Job, images: dict, built: Optional[dict] = None) -> tuple[
     return env, kernel
 
 
-def unavailable(job: Job, images: dict, built: Optional[dict] = None) -> Optional[str]:
+def unavailable(job: Job, images: dict, built: Optional[dict] = None,
+                kernel_tree: Optional[Path] = None) -> Optional[str]:
     """Why this board cannot run this variant at all (not an error: the
-    kernels it has cannot be that variant), or None."""
+    kernels it has cannot be that variant, or cannot be the commit under
+    test), or None."""
     board, variant = job.board, job.variant
+    if kernel_tree is not None and not board.boots_built_kernels:
+        # measuring it would credit another kernel's latency to the commit
+        return (f"{board.kind} board: boots {'its own kernel' if board.fixed_kernel else 'Debian kernels'}, "
+                f"not the commit under test (kernels from --kernel-tree boot on QEMU boards)")
     if board.fixed_kernel or not variant.prebuilt or (board.name, variant.name) in (built or {}):
         return None
     imgs = images.get(board.arch)
@@ -121,7 +127,7 @@ def build_kernels(jobs: list[Job], images: dict, kernel_tree: Optional[Path],
     todo: dict[tuple, list[Job]] = {}
     for job in jobs:
         board, variant = job.board, job.variant
-        if board.fixed_kernel or not variant.fragments or board.kind != "qemu":
+        if not variant.fragments or not board.boots_built_kernels:
             continue
         if kernel_tree is None and not unavailable(job, images):
             continue
@@ -341,7 +347,7 @@ def run_campaign(campaign: Campaign, *, results_root: Path = RESULTS_DIR,
         run.commit["sha"] = tree_state(Path(kernel_tree)).commit
     for i, job in enumerate(jobs, 1):
         label = f"[{i}/{len(jobs)}] {job.id}"
-        why = unavailable(job, images, built)
+        why = unavailable(job, images, built, kernel_tree)
         if why:
             progress(f"{label} not available: {why}")
             run.not_available.append({"board": job.board.name, "variant": job.variant.name,

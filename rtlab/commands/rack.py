@@ -19,7 +19,9 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 
+from .. import ROOT
 from ..errors import RtlabError
+from ..rack.pdu import FAULTS
 
 UP_TIMEOUT_S = 120
 
@@ -47,7 +49,7 @@ def register(sub):
     pw.set_defaults(func=cmd_power)
     fl = common(rs.add_parser("fault", help="inject a fault: hang-boot (next power-on hangs), hang-now, clear"))
     fl.add_argument("board")
-    fl.add_argument("fault", choices=["hang-boot", "hang-now", "clear"])
+    fl.add_argument("fault", choices=FAULTS)
     fl.set_defaults(func=cmd_fault)
     common(rs.add_parser("reap", help="release places held by dead rtlab jobs now")).set_defaults(func=cmd_reap)
     pl = common(rs.add_parser("places", help="create/update the places of a places file on a coordinator"))
@@ -61,7 +63,8 @@ def register(sub):
 def rack_up(directory=None, *, config=None, coordinator_port=None, pdu_port=None,
             timeout: float = UP_TIMEOUT_S, quiet: bool = False) -> dict:
     """Start the rack service detached; return its state once ready."""
-    from ..rack.state import rack_dir, read_state, running_state, pid_alive
+    from ..procutil import pid_alive
+    from ..rack.state import STATE_FILE, rack_dir, read_state, running_state
     d = rack_dir(directory)
     st = running_state(d)
     if st:
@@ -73,8 +76,7 @@ def rack_up(directory=None, *, config=None, coordinator_port=None, pdu_port=None
     if old:
         rack_down(d)  # a service that was killed: whatever it left behind goes too
     d.mkdir(parents=True, exist_ok=True)
-    for stale in ("rack.json",):
-        (d / stale).unlink(missing_ok=True)
+    (d / STATE_FILE).unlink(missing_ok=True)
     cmd = [sys.executable, "-m", "rtlab.rack.service", "--dir", str(d)]
     if config:
         cmd += ["--config", str(config)]
@@ -84,7 +86,7 @@ def rack_up(directory=None, *, config=None, coordinator_port=None, pdu_port=None
         cmd += ["--pdu-port", str(pdu_port)]
     log = open(d / "service.log", "ab")
     proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                            start_new_session=True, cwd=str(Path(__file__).resolve().parents[2]))
+                            start_new_session=True, cwd=str(ROOT))
     log.close()
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -102,7 +104,8 @@ def rack_up(directory=None, *, config=None, coordinator_port=None, pdu_port=None
 
 def rack_down(directory=None, timeout: float = 30.0) -> bool:
     """Stop the rack service; False if none was running."""
-    from ..rack.state import rack_dir, read_state, pid_alive
+    from ..procutil import pid_alive
+    from ..rack.state import rack_dir, read_state
     d = rack_dir(directory)
     st = read_state(d)
     if not st:
@@ -118,7 +121,7 @@ def rack_down(directory=None, timeout: float = 30.0) -> bool:
             os.kill(pid, signal.SIGKILL)
     # whatever the service could not stop (it was SIGKILLed): its process
     # groups, but only processes that are still ours (pids get reused)
-    for pgid in (st.get("pgids") or {}).values():
+    for pgid in (st.get("pids") or {}).values():  # pid == process group (own session)
         for pid in _group_members(pgid, ("labgrid-coordinator", "labgrid-exporter", "ser2net")):
             try:
                 os.kill(pid, signal.SIGKILL)
@@ -155,7 +158,8 @@ def pdu_request(state: dict, method: str, path: str, body: str = "") -> str:
 
 def rack_status(directory=None) -> dict:
     from ..lab.coordinator import Coordinator, CoordinatorError
-    from ..rack.state import rack_dir, read_state, pid_alive
+    from ..procutil import pid_alive
+    from ..rack.state import rack_dir, read_state
     d = rack_dir(directory)
     st = read_state(d) or {}
     alive = pid_alive(st.get("pid"))

@@ -40,6 +40,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from ..errors import RtlabError
+from ..procutil import process_start
 from .coordinator import Coordinator, CoordinatorError
 
 IDENTITY_RE = re.compile(r"^rtlab-(?P<pid>\d+)-(?P<start>\d+)-(?P<seq>\d+)$")
@@ -65,22 +66,14 @@ def die_with_parent() -> None:
         pass
 
 
+def venv_tool(name: str) -> str:
+    """A labgrid program of this Python environment (the venv's), else PATH's."""
+    here = Path(sys.executable).parent / name
+    return str(here) if here.exists() else (shutil.which(name) or name)
+
+
 def labgrid_client() -> str:
-    """labgrid-client of this Python environment (the venv's), else PATH's."""
-    here = Path(sys.executable).parent / "labgrid-client"
-    return str(here) if here.exists() else (shutil.which("labgrid-client") or "labgrid-client")
-
-
-def process_start(pid: int) -> Optional[int]:
-    """Start time of *pid* in clock ticks since boot; None if it does not exist."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-    except OSError:
-        return None
-    if fields[0] == "Z":
-        return None  # a zombie holds nothing any more
-    return int(fields[19])  # field 22 of stat(5); fields[0] is field 3
+    return venv_tool("labgrid-client")
 
 
 def new_identity(pid: Optional[int] = None) -> str:

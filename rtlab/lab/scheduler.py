@@ -73,7 +73,6 @@ class Scheduler:
         self.errors: list[BaseException] = []
         self.active = 0
         #: (index, place, start, end) for every job that held a place
-        self.timeline: list[tuple] = []
 
     # -- picking ------------------------------------------------------------------
     def _startable(self, i: int) -> bool:
@@ -147,14 +146,12 @@ class Scheduler:
                     label = self.label(i)
                 else:
                     label = self.label(i, lease.place)
-                    t0 = time.time()
                     try:
                         if lease.waited_s >= 1:
                             self.progress(f"{label} place locked after waiting {lease.waited_s:.0f} s")
                         jr = self.run_one(job, env, label, on_spawn)
                     finally:
                         lease.release()
-                        self.timeline.append((i, lease.place, t0, time.time()))
         with self.finish_lock:
             self.results[i] = jr
             self.finish(job, jr, label)

@@ -33,6 +33,20 @@ def speed_up_console(console) -> None:
         expect.maxread = CONSOLE_MAXREAD
 
 
+def wanted_status(strategy: Strategy, status, statuses: type, step):
+    """labgrid's strategy prologue, shared by rtlab's strategies: the state
+    asked for (a name or a member of *statuses*), or None when the strategy
+    is there already (the step is marked skipped)."""
+    if not isinstance(status, statuses):
+        status = statuses[status]
+    if status == statuses.unknown:
+        raise StrategyError(f"can not transition to {status}")
+    if status == strategy.status:
+        step.skip("nothing to do")
+        return None
+    return status
+
+
 class Status(enum.Enum):
     unknown = 0
     off = 1
@@ -65,12 +79,8 @@ class RtlabStrategy(Strategy):
     @never_retry
     @step(args=["status"])
     def transition(self, status, *, step):  # pylint: disable=redefined-outer-name
-        if not isinstance(status, Status):
-            status = Status[status]
-        if status == Status.unknown:
-            raise StrategyError(f"can not transition to {status}")
-        if status == self.status:
-            step.skip("nothing to do")
+        status = wanted_status(self, status, Status, step)
+        if status is None:
             return
         if status == Status.off:
             if self.power:

@@ -39,7 +39,7 @@ from labgrid.step import step
 from labgrid.strategy.common import Strategy, StrategyError, never_retry
 from pexpect import EOF, TIMEOUT
 
-from .strategy import speed_up_console
+from .strategy import speed_up_console, wanted_status
 
 LOCAL_HOSTS = {"localhost", "127.0.0.1", "::1", "[::1]"}
 
@@ -220,9 +220,7 @@ class RtlabUBootStrategy(Strategy):
             for _ in range(50):
                 if not self.console.read(size=4096, timeout=0.1):
                     break
-        except CONSOLE_FAILURES:
-            pass
-        except Exception:  # noqa: BLE001 - labgrid raises TIMEOUT-like errors per driver
+        except Exception:  # noqa: BLE001 - CONSOLE_FAILURES, and labgrid's per-driver timeouts
             pass
 
     def _to_uboot(self) -> None:
@@ -294,12 +292,8 @@ class RtlabUBootStrategy(Strategy):
     @never_retry
     @step(args=["status"])
     def transition(self, status, *, step):  # pylint: disable=redefined-outer-name
-        if not isinstance(status, Status):
-            status = Status[status]
-        if status == Status.unknown:
-            raise StrategyError(f"can not transition to {status}")
-        if status == self.status:
-            step.skip("nothing to do")
+        status = wanted_status(self, status, Status, step)
+        if status is None:
             return
         if status == Status.off:
             try:

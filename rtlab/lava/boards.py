@@ -38,6 +38,16 @@ class QemuMachine:
     #: the kernel command line with `$LG_RTLAB_BOOT_ARGS` left to fill in
     boot_args_template: str
 
+    @property
+    def memory_mb(self) -> int:
+        """QEMU's -m in MiB ("1024", "1024M", "1G"; QEMU's default unit is MiB)."""
+        m = self.memory.strip().upper().removesuffix("B")
+        mult = {"G": 1024, "M": 1, "K": 1 / 1024}.get(m[-1:], 1)
+        try:
+            return int(float(m.rstrip("GMK")) * mult)
+        except ValueError:
+            raise InputError(self.memory, "QEMU memory is not a size (-m)") from None
+
     def kernel_args(self, variant_args: str) -> str:
         text = string.Template(self.boot_args_template).safe_substitute(LG_RTLAB_BOOT_ARGS=variant_args)
         return " ".join(text.split())
@@ -145,10 +155,3 @@ def load_lava_boards(path: Path = BOARDS_FILE) -> dict[str, LavaBoard]:
                               runs_here=n.child("runs_here").boolean(False),
                               dispatcher=(path.parent / dispatcher.str()).resolve() if dispatcher.value else None)
     return out
-
-
-def find_lava_board(name: str, boards: Optional[dict[str, LavaBoard]] = None) -> LavaBoard:
-    boards = boards if boards is not None else load_lava_boards()
-    if name not in boards:
-        raise InputError(BOARDS_FILE, f"no LAVA board named {name!r} (known: {', '.join(sorted(boards))})")
-    return boards[name]

@@ -220,13 +220,6 @@ def cross_check(out: ToolOutput, cases: dict[str, dict]) -> list[str]:
     return problems
 
 
-def _accepts_exit(suite, rc: int, host_dir: Path) -> bool:
-    """A non-zero exit that is still a result (pi_stress deadlock: judged
-    FAIL from the raw files), as tests/suites/test_suites.py asks the suite."""
-    accepts = getattr(suite, "accepts_exit", None)
-    return bool(accepts and accepts(rc, host_dir))
-
-
 def _copy_evidence(rec: LavaRecord, dest: Path) -> list[str]:
     dest.mkdir(parents=True, exist_ok=True)
     names = []
@@ -380,7 +373,7 @@ def _ingest_one(rec: LavaRecord, jr: JobResult, job_dir: Path, variant: Variant)
             reasons.append("no log and no measurements in the results: nothing to judge")
     elif rc is None:
         reasons.append(f"{suite.tool} left no exit code on the board (see lava/{rec.log_file.name})")
-    elif rc != 0 and not _accepts_exit(suite, rc, suite_dir):
+    elif rc != 0 and not suite.accepts_exit(rc, suite_dir):
         err = suite_dir / "stderr.txt"
         tail = err.read_text(errors="replace").strip().splitlines()[-3:] if err.is_file() else []
         reasons.append(f"{suite.tool} exited with {rc}" + (f": {' | '.join(tail)}" if tail else ""))

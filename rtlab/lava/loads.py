@@ -34,15 +34,14 @@ side. Both are listed, with the reason, in the render's ``not_rendered``.
 """
 from __future__ import annotations
 
-import json
 import shlex
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Any, Union
 
 from ..loads import LOADS, BoardLoad, Load, LoadEnv
 from ..loads import health
-from ..loads.base import HELPER, HELPER_PATH, LOADS_ROOT, load_cpus
+from ..loads.base import CONSOLE_NICE, HELPER, HELPER_PATH, LOAD_DIR_FILES, LOADS_ROOT, load_cpus
 
 #: the LAVA start/end steps of a load (shell; dash and busybox ash)
 SCRIPT_PATH = f"{LOADS_ROOT}/rtlab-lava-load.sh"
@@ -99,13 +98,10 @@ end)
 esac
 """
 #: files of the load directory that come back besides the load's own
-STEP_FILES = ("samples.txt", "cmd.sh", "cmd.log", "died", "start-failed", "first.txt", "last.txt", "stop.txt")
+STEP_FILES = (*LOAD_DIR_FILES, "start-failed", "first.txt", "last.txt", "stop.txt")
 #: what a QEMU board's MemAvailable and /tmp space are, as shares of its -m
 QEMU_MEM_AVAIL_SHARE = 0.85
 QEMU_TMP_SHARE = 0.45
-#: the console nice of the labgrid path (rtlab.loads.base.CONSOLE_NICE): the
-#: definition's shell starts the tool and sends the raw files
-SHELL_NICE = -20
 
 # LAVA rewrites run steps that contain these; nothing here may
 for _text in (SCRIPT, HELPER):
@@ -142,12 +138,7 @@ class LavaLoadPart:
 def board_memory_kb(lava_board) -> int:
     """The board's RAM in kB when the description says (QEMU's -m), else 0."""
     q = getattr(lava_board, "qemu", None)
-    if lava_board.boot != "qemu" or q is None:
-        return 0
-    m = str(q.memory).strip().upper().rstrip("B")
-    mult = {"G": 1024 * 1024, "M": 1024, "K": 1}.get(m[-1:], 1024)
-    digits = m.rstrip("GMK")
-    return int(float(digits) * mult) if digits.replace(".", "", 1).isdigit() else 0
+    return q.memory_mb * 1024 if lava_board.boot == "qemu" and q is not None else 0
 
 
 def plan(lava_board, variant, run) -> Union[list[LavaLoadPart], str]:
@@ -208,7 +199,7 @@ def start_steps(parts: list[LavaLoadPart]) -> list[str]:
                      f"&& lava-test-case {start_case(load)} --result pass "
                      f"|| lava-test-case {start_case(load)} --result fail")
     # as the labgrid path does while a load runs (rtlab.loads.base.Load.running)
-    steps.append(f"renice -n {SHELL_NICE} -p $$ > /dev/null 2>&1")
+    steps.append(f"renice -n {CONSOLE_NICE} -p $$ > /dev/null 2>&1")
     return steps
 
 
@@ -230,8 +221,8 @@ def cases(parts: list[LavaLoadPart]) -> list[str]:
 
 
 def check_load(spec_part: dict, suite_dir: Path, run, board: dict) -> list[str]:
-    """The labgrid path's checks on the files a LAVA job sent back; writes
-    ``load-<name>.json`` beside them and returns the problems (INFRA)."""
+    """The labgrid path's check (BoardLoad.judge) on the files a LAVA job
+    sent back; writes ``load-<name>.json`` beside them, returns the problems (INFRA)."""
     load = LOADS[spec_part["name"]]
     env = LoadEnv(sh=None, host_dir=suite_dir, run=run, board=board, online=spec_part["online"],
                   isolated=spec_part["isolated"], cpus=spec_part["cpus"],
@@ -239,36 +230,12 @@ def check_load(spec_part: dict, suite_dir: Path, run, board: dict) -> list[str]:
                   tmp_avail_kb=spec_part["tmp_avail_kb"], opts=dict(spec_part["opts"]))
     prefix = f"load-{load.name}-"
     files = {p.name[len(prefix):]: p.read_bytes() for p in suite_dir.glob(prefix + "*") if p.is_file()}
-    text = lambda name: files.get(name, b"").decode(errors="replace")  # noqa: E731
-    problems: list[str] = []
-    summary: dict[str, Any] = {"load": load.name, "description": load.description, "measures": load.measures,
-                               "cpus": env.cpus, "settings": spec_part.get("settings", {}), "driver": "lava",
-                               "scaled_from": "board description" + (
-                                   f" (estimated: {', '.join(spec_part['estimated'])})"
-                                   if spec_part.get("estimated") else "")}
-    if "start-failed" in files:
-        problems.append(" ".join(text("start-failed").split()))
-    elif "first.txt" not in files or "last.txt" not in files:
-        problems.append("no snapshot of the measurement window (the load's files did not come back)")
-    else:
-        first = health.Snapshot.parse(text("first.txt").splitlines())
-        last = health.Snapshot.parse(text("last.txt").splitlines())
-        samples = health.parse_samples(text("samples.txt"))
-        w = health.check_window(samples, first, last, ncpus=env.ncpus,
-                                stall_s=float(env.opts.get("stall_s") or 5.0), stable_procs=load.stable_procs)
-        summary["window"] = w.to_json()
-        summary["board_busy"] = health.cpu_busy(first.cpu, last.cpu)
-        problems += w.problems
-    tp, tp_problems = load.throughput(env, files)
-    summary["throughput"] = tp
-    if "died" in files:
-        problems.insert(0, text("died").strip())
-    if "start-failed" not in files:
-        problems += tp_problems
-    summary["problems"] = problems
-    (suite_dir / f"load-{load.name}.json").write_text(json.dumps(summary, indent=2) + "\n")
-    return problems
-
-
-def spec_parts(spec: dict) -> Optional[list[dict]]:
-    return spec.get("loads")
+    snap = lambda name: (health.Snapshot.parse(files[name].decode(errors="replace").splitlines())  # noqa: E731
+                         if name in files else None)
+    started = "start-failed" not in files
+    problems = [] if started else [" ".join(files["start-failed"].decode(errors="replace").split())]
+    estimated = spec_part.get("estimated")
+    return load.judge(env, files, snap("first.txt"), snap("last.txt"), measured=started,
+                      settings=spec_part.get("settings", {}), problems=problems,
+                      extra={"driver": "lava", "scaled_from": "board description" + (
+                          f" (estimated: {', '.join(estimated)})" if estimated else "")})

@@ -35,8 +35,9 @@ import shlex
 from fractions import Fraction
 
 from ..model import PERCENTILES
+from ..suites.board import BOARD_WORKDIR, tool_wrapper
 
-WORKDIR = "/tmp/rtlab"
+WORKDIR = BOARD_WORKDIR  # the labgrid path's work dir on the board
 HELPERS = f"{WORKDIR}/rtlab-lava.sh"
 MARK_BEGIN = "RTLAB-RAW-BEGIN"
 MARK_END = "RTLAB-RAW-END"
@@ -232,7 +233,7 @@ def announce_step(run_id: str, command: str) -> str:
 
 def tool_step(command: str) -> str:
     """The suite's command, in the wrapper of rtlab.suites.board.run_tool."""
-    return f"{{ {command} ; }} > stdout.txt 2> stderr.txt; echo $? > exit_code"
+    return tool_wrapper(command)
 
 
 def rt_cases_step(json_file: str) -> str:

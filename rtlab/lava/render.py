@@ -23,7 +23,6 @@ rejects ``expected``, and ingest checks them itself.
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import math
 import os
@@ -37,6 +36,7 @@ import yaml
 from .. import ROOT
 from ..campaign import Campaign, Job
 from ..errors import InputError, RtlabError
+from ..fsutil import atomic_write, sha256_file
 from ..images import PROMPT_RE, ImageSet
 from ..runner import BOOT_ALLOWANCE_S, stage_kernel, unavailable
 from ..suites import SUITES, Suite, SuiteRun
@@ -67,12 +67,6 @@ def _seconds_to_timeout(seconds: float) -> dict[str, int]:
     return {"minutes": max(1, math.ceil(seconds / 60))}
 
 
-def no_lava_form(run: SuiteRun, lb: LavaBoard, variant: Variant) -> Optional[str]:
-    """Why a suite run cannot be a LAVA job on this board, or None."""
-    parts = lava_loads.plan(lb, variant, run)
-    return parts if isinstance(parts, str) else None
-
-
 def definition_name(run: SuiteRun) -> str:
     """LAVA definition names allow [-_a-zA-Z0-9.]: "cyclictest@idle" -> "cyclictest-idle"."""
     return re.sub(r"[^-_a-zA-Z0-9.]", "_", f"{run.name}-{run.load}")
@@ -98,27 +92,12 @@ def fact_commands() -> list[str]:
     return rec.commands
 
 
-def suite_command(suite: Suite, run: SuiteRun, board: dict) -> str:
-    """Suite.command(run) exactly as tests/suites/test_suites.py asks for it."""
-    try:
-        return suite.command(run, board=board)
-    except TypeError:  # suites whose command() takes no board
-        return suite.command(run)
-
-
-def suite_outputs(suite: Suite, run: SuiteRun) -> list[str]:
-    """The files the tool writes besides stdout/stderr (Suite.outputs)."""
-    if hasattr(suite, "outputs"):
-        return list(suite.outputs(run))
-    return [suite.json_file] if suite.json_file else []
-
-
 def suite_steps(suite: Suite, run: SuiteRun, board: dict,
                 loads: Sequence[lava_loads.LavaLoadPart] = ()) -> list[str]:
     start, stop = lava_loads.start_steps(list(loads)), lava_loads.stop_steps(list(loads), run.id)
     wd = f"{BOARD_WORKDIR}/{run.id}"
-    command = suite_command(suite, run, board)
-    outputs = ["stdout.txt", "stderr.txt", *suite_outputs(suite, run), "exit_code"]
+    command = suite.command(run, board=board)
+    outputs = ["stdout.txt", "stderr.txt", *suite.outputs(run), "exit_code"]
     steps = [onboard.load_step(), f"rm -rf {shlex.quote(wd)} && mkdir -p {shlex.quote(wd)} && cd {shlex.quote(wd)}",
              *start, onboard.announce_step(run.id, command), onboard.tool_step(command), *stop]
     steps += [f"rtlab_emit {shlex.quote(run.id)} {shlex.quote(f)} {shlex.quote(f)}" for f in outputs]
@@ -173,14 +152,6 @@ class Artifacts:
         return f"{self.base_url}/{rel}"
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
 def extract_dtb(images: ImageSet, flavour: str, dtb: str, cache: Optional[Path] = None) -> Path:
     """The DTB `dtb` (e.g. rockchip/rk3568-rock-3a.dtb) from the kernel
     package of `flavour`, extracted once into the LAVA cache."""
@@ -203,9 +174,7 @@ def extract_dtb(images: ImageSet, flavour: str, dtb: str, cache: Optional[Path] 
     if res.returncode != 0 or not res.stdout:
         raise RtlabError(f"{deb.name} has no {member}: {res.stderr.decode(errors='replace').strip()}")
     dest.parent.mkdir(parents=True, exist_ok=True)
-    tmp = dest.with_suffix(".tmp")
-    tmp.write_bytes(res.stdout)
-    os.replace(tmp, dest)
+    atomic_write(dest, res.stdout)
     return dest
 
 
@@ -224,10 +193,13 @@ class RenderedJob:
 
 
 def render_job(lb: LavaBoard, variant: Variant, run: SuiteRun, images: ImageSet, *,
-               campaign: Campaign, artifacts: Artifacts) -> tuple[dict, dict]:
-    """One LAVA job definition and its rtlab spec (also in its metadata)."""
+               campaign: Campaign, artifacts: Artifacts,
+               loads: Optional[list[lava_loads.LavaLoadPart]] = None) -> tuple[dict, dict]:
+    """One LAVA job definition and its rtlab spec (also in its metadata);
+    *loads* is the run's lava_loads.plan when the caller made it already."""
     suite = SUITES[run.suite]
-    loads = lava_loads.plan(lb, variant, run)
+    if loads is None:
+        loads = lava_loads.plan(lb, variant, run)
     if isinstance(loads, str):
         raise InputError(campaign.path, f"{run.id} on {lb.name}: {loads}")
     board = lb.board
@@ -236,7 +208,7 @@ def render_job(lb: LavaBoard, variant: Variant, run: SuiteRun, images: ImageSet,
     boot_args = env["LG_RTLAB_BOOT_ARGS"]
     flavour = variant.prebuilt
     boot_def, suite_def = f"0_{BOOT_DEFINITION}", f"1_{definition_name(run)}"
-    command = suite_command(suite, run, board.to_json())
+    command = suite.command(run, board=board.to_json())
 
     facts = fact_commands()
     boot_steps = [onboard.install_step(), "dmesg -n 1",
@@ -261,8 +233,8 @@ def render_job(lb: LavaBoard, variant: Variant, run: SuiteRun, images: ImageSet,
     kernel_path = Path(kernel["path"])
     k_url = artifacts.url(kernel_path, board.arch)
     r_url = artifacts.url(images.initramfs, board.arch)
-    k_sum = (images.kernels[flavour].sha256 if flavour else "") or _sha256(kernel_path)
-    r_sum = images.initramfs_sha256 or _sha256(images.initramfs)
+    k_sum = (images.kernels[flavour].sha256 if flavour else "") or sha256_file(kernel_path)
+    r_sum = images.initramfs_sha256 or sha256_file(images.initramfs)
 
     context: dict[str, Any] = {"arch": lb.lava_arch}
     if lb.boot == "qemu":
@@ -271,7 +243,7 @@ def render_job(lb: LavaBoard, variant: Variant, run: SuiteRun, images: ImageSet,
         # what the server's qemu.jinja2 needs to render the options of lava/devices/<board>.yaml
         extra = [*(e for e in q.extra if not e.startswith("-nic")), *(() if lb.lava_arch == "arm64"
                                                                      else (f"-machine {q.machine}", f"-cpu {q.cpu}"))]
-        context.update({"machine": q.machine, "cpu": q.cpu, "memory": int(q.memory.rstrip("MmBb")),
+        context.update({"machine": q.machine, "cpu": q.cpu, "memory": q.memory_mb,
                         "no_kvm": True, "extra_options": extra})
         deploy = {"to": "tmpfs", "timeout": _seconds_to_timeout(DEPLOY_TIMEOUT_S), "images": {
             "kernel": {"url": k_url, "sha256sum": k_sum,
@@ -291,7 +263,7 @@ def render_job(lb: LavaBoard, variant: Variant, run: SuiteRun, images: ImageSet,
             if not flavour:
                 raise RtlabError(f"variant {variant.name}: a DTB comes from a prebuilt kernel package")
             dtb = extract_dtb(images, flavour, lb.dtb)
-            deploy["dtb"] = {"url": artifacts.url(dtb, board.arch), "sha256sum": _sha256(dtb)}
+            deploy["dtb"] = {"url": artifacts.url(dtb, board.arch), "sha256sum": sha256_file(dtb)}
         boot = {"method": "u-boot", "commands": "ramdisk", "timeout": _seconds_to_timeout(BOOT_TIMEOUT_S),
                 "prompts": [PROMPT_RE]}
 
@@ -418,13 +390,13 @@ def render_campaign(campaign: Campaign, out_dir: Path, *, boards: Optional[list[
             not_available.append({"board": job.board.name, "variant": job.variant.name, "reason": why})
             continue
         for run in job.suites:
-            why = no_lava_form(run, by_name[job.board.name], job.variant)
-            if why:
+            loads = lava_loads.plan(by_name[job.board.name], job.variant, run)
+            if isinstance(loads, str):  # no LAVA form on this board: why
                 not_rendered.append({"board": job.board.name, "variant": job.variant.name, "suite": run.id,
-                                     "reason": why})
+                                     "reason": loads})
                 continue
             definition, spec = render_job(by_name[job.board.name], job.variant, run, images[job.board.arch],
-                                          campaign=campaign, artifacts=artifacts)
+                                          campaign=campaign, artifacts=artifacts, loads=loads)
             path = out_dir / job_file_name(job.board.name, job.variant.name, run)
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(_job_header(spec) + dump_job(definition))
@@ -441,7 +413,6 @@ def render_campaign(campaign: Campaign, out_dir: Path, *, boards: Optional[list[
              + (f", {len(not_available)} board/variant pairs not available" if not_available else "")
              + (f", boards skipped: {', '.join(s['board'] for s in skipped)}" if skipped else "")
              + (f", {len(not_rendered)} suite runs without a LAVA form" if not_rendered else ""))
-    index["rendered"] = rendered
     return index
 
 

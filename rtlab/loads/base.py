@@ -46,12 +46,14 @@ import tarfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Iterator, Optional
+from typing import Any, ClassVar, Iterator, Optional, Sequence
 
 from ..config import format_cpulist, parse_cpulist
 from . import health
 
 LOADS_ROOT = "/tmp/rtlab/loads"
+#: what every board load leaves in its directory (besides its own raw_files)
+LOAD_DIR_FILES = ("samples.txt", "cmd.sh", "cmd.log", "died")
 #: niceness of the console shell while a load runs (see Load.running)
 CONSOLE_NICE = -20
 
@@ -329,6 +331,9 @@ class BoardLoad(Load):
     files: ClassVar[tuple[str, ...]] = ()
     #: how long a start may take (s): QEMU TCG forks slowly
     ready_timeout_s: ClassVar[float] = 60.0
+    #: longest cmd.sh (gzip + base64) sent in the launch line; longer ones are
+    #: written first with put_file (a console line editor mangles long lines)
+    inline_script_max: ClassVar[int] = 900
     #: its commands depend on the board's memory or /tmp space (a LAVA job,
     #: rendered before the board runs, needs them from the board description)
     scales_with_memory: ClassVar[bool] = False
@@ -405,16 +410,18 @@ class BoardLoad(Load):
         handle = {"dir": d, "helper": ensure_helper(sh, env.helper), "host": host, "first": None,
                   "last": None, "settings": self.settings(env)}
         try:
-            script = base64.b64encode(gzip.compress(self.script(env).encode(), mtime=0)).decode()
-            if len(script) > 900:  # one console line stays short
-                sh.check(f"rm -rf {d} && mkdir -p {d}")
-                put_file(sh, f"{d}/cmd.sh", self.script(env).encode())
-                write = ":"
+            text = self.script(env)
+            packed = base64.b64encode(gzip.compress(text.encode(), mtime=0)).decode()
+            fresh_dir = f"rm -rf {d} && mkdir -p {d}"
+            if len(packed) > self.inline_script_max:  # one console line stays short
+                sh.check(fresh_dir)
+                put_file(sh, f"{d}/cmd.sh", text.encode())
+                fresh_dir, write = "true", ":"  # the directory holds cmd.sh now
             else:
-                write = f"printf %s {script} | base64 -d | gunzip > cmd.sh"
+                write = f"printf %s {packed} | base64 -d | gunzip > cmd.sh"
             nparts = len(self.commands(env))
             out = self._run(env, handle, (
-                f"rm -rf {d} && mkdir -p {d} && ( cd {d} && {write} "
+                f"{fresh_dir} && ( cd {d} && {write} "
                 f"&& (setsid sh ./cmd.sh > cmd.log 2>&1 < /dev/null &) "
                 f"&& (setsid taskset -c {env.cpulist} sh {handle['helper']} sample {d} "
                 f"> /dev/null 2>&1 < /dev/null &) ) && echo LAUNCHED"), what="launch")
@@ -472,7 +479,7 @@ class BoardLoad(Load):
         """Stop the load, then bring every raw file back in one tar (byte-exact,
         gzip + base64 over the console) and remove the load directory."""
         d = handle["dir"]
-        names = " ".join(("samples.txt", "cmd.sh", "cmd.log", "died", *self.raw_files(env)))
+        names = " ".join((*LOAD_DIR_FILES, *self.raw_files(env)))
         out = self._run(env, handle, (
             f"{self._helper(handle, 'stop', ' ' + shlex.quote(self.stop_signals))}; "
             f"cd {d} && echo RAW && tar -cf - $(for f in {names}; do [ -f $f ] && echo $f; done) "
@@ -498,20 +505,27 @@ class BoardLoad(Load):
         return files
 
     def stop(self, env: LoadEnv, handle, measured: bool) -> list[str]:
-        problems: list[str] = []
-        first, last = handle.get("first"), handle.get("last")
         try:
             files = self._stop_and_fetch(env, handle)
         finally:
             self.host_stop(env, handle["host"])
+        problems = [f"raw files not fetched: {handle['fetch_error']}"] if handle.get("fetch_error") else []
+        return self.judge(env, files, handle.get("first"), handle.get("last"), measured=measured,
+                          settings=handle["settings"], problems=problems,
+                          extra={"console": {"commands": handle.get("console_cmds", 0),
+                                             "seconds": handle.get("console_s", 0.0),
+                                             "steps": handle.get("console_steps", [])}})
+
+    def judge(self, env: LoadEnv, files: dict[str, bytes], first: Optional[health.Snapshot],
+              last: Optional[health.Snapshot], *, measured: bool, settings: dict,
+              problems: Sequence[str] = (), extra: Optional[dict] = None) -> list[str]:
+        """The load's window judged from its raw files, whoever drove it (the
+        console here, a LAVA job in rtlab.lava.loads): writes
+        ``load-<name>.json`` into env.host_dir and returns the problems."""
+        problems = list(problems)
         summary: dict[str, Any] = {"load": self.name, "description": self.description,
-                                   "measures": self.measures, "cpus": env.cpus,
-                                   "settings": handle["settings"],
-                                   "console": {"commands": handle.get("console_cmds", 0),
-                                               "seconds": handle.get("console_s", 0.0),
-                                               "steps": handle.get("console_steps", [])}}
-        if handle.get("fetch_error"):
-            problems.append(f"raw files not fetched: {handle['fetch_error']}")
+                                   "measures": self.measures, "cpus": env.cpus, "settings": settings,
+                                   **(extra or {})}
         if measured and first is not None and last is not None:
             samples = health.parse_samples(files.get("samples.txt", b"").decode(errors="replace"))
             w = health.check_window(samples, first, last, ncpus=env.ncpus,
@@ -528,5 +542,6 @@ class BoardLoad(Load):
             problems.insert(0, files["died"].decode(errors="replace").strip())
         problems += [p for p in tp_problems if measured]
         summary["problems"] = problems
+        env.host_dir.mkdir(parents=True, exist_ok=True)
         (env.host_dir / f"load-{self.name}.json").write_text(json.dumps(summary, indent=2) + "\n")
         return problems

@@ -23,7 +23,6 @@ ended. Within the window the load must have:
 """
 from __future__ import annotations
 
-import math
 import re
 from dataclasses import dataclass
 from typing import Any, Optional
@@ -253,8 +252,6 @@ def stress_ng_rates(log: str) -> dict[str, float]:
     return {f"{m.group(1)}_{m.group(3)}_mb_s": float(m.group(2)) for m in _SNG_RATE.finditer(log)}
 
 
-def finite(x: Optional[float]) -> Optional[float]:
-    return x if x is not None and math.isfinite(x) else None
 
 
 # ---------------------------------------------------------------------------

@@ -23,7 +23,6 @@ from power-on and appended to ``boots.jsonl``.
 """
 from __future__ import annotations
 
-import errno
 import json
 import os
 import pty
@@ -235,8 +234,8 @@ class ConsoleRelay(threading.Thread):
                 if self.master in r:
                     try:
                         typed = os.read(self.master, 4096)
-                    except OSError as e:
-                        typed = b"" if e.errno in (errno.EIO, errno.EAGAIN) else b""
+                    except OSError:  # EIO: no process on the tty side yet
+                        typed = b""
                     if typed and self.conn is not None:
                         try:
                             self.conn.sendall(typed)
@@ -298,10 +297,11 @@ class VirtualBoard:
         frozen = self.fault == "hang-boot"
         self.fault = None
         self.relay.power_on(frozen)
+        cmd = self.qemu_command(frozen)
         log = open(self.dir / "qemu.log", "ab")
-        log.write(f"--- power on {time.strftime('%H:%M:%S')}: {' '.join(self.qemu_command(frozen))}\n".encode())
+        log.write(f"--- power on {time.strftime('%H:%M:%S')}: {' '.join(cmd)}\n".encode())
         log.flush()
-        self.proc = subprocess.Popen(self.qemu_command(frozen), stdin=subprocess.DEVNULL, stdout=log,
+        self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=log,
                                      stderr=subprocess.STDOUT, start_new_session=True,
                                      preexec_fn=die_with_parent)
         log.close()

@@ -56,9 +56,6 @@ class RackConfig:
     places: dict            # name -> PlaceSpec
     idle_power_off_s: float = 120.0   # power off boards whose place is unlocked this long (0: never)
 
-    def board_by_outlet(self, outlet: int) -> Optional[BoardSpec]:
-        return next((b for b in self.boards.values() if b.outlet == outlet), None)
-
 
 def _host_port(node, what: str) -> str:
     text = node.str()

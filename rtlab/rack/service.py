@@ -35,24 +35,14 @@ from typing import Optional
 
 from .. import ROOT
 from ..lab.coordinator import Coordinator, CoordinatorError
-from ..lab.places import die_with_parent, labgrid_client, reap_stale
+from ..lab.places import die_with_parent, labgrid_client, reap_stale, venv_tool
 from .board import VirtualBoard
 from .config import RackConfig, load_rack_config
 from .pdu import PDUServer, PowerController
 from .state import write_state
+from ..procutil import free_port
 
 REAP_PERIOD_S = 1.0
-
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _venv_tool(name: str) -> str:
-    here = Path(sys.executable).parent / name
-    return str(here) if here.exists() else name
 
 
 class RackError(Exception):
@@ -80,7 +70,6 @@ class Rack:
         self.board_place = {b: p.name for b in cfg.boards for p in cfg.places.values()
                             if any(m.split("/")[:2] == [cfg.name, b] for m in p.matches)}
         self.started = time.time()
-        self.reaped = 0
 
     # -- logging / state ----------------------------------------------------------
     def say(self, msg: str) -> None:
@@ -91,8 +80,8 @@ class Rack:
             "state": status, "pid": os.getpid(), "dir": str(self.dir), "name": self.cfg.name,
             "config": str(self.cfg.path), "coordinator": self.coordinator_address,
             "pdu": f"http://127.0.0.1:{self.pdu_port}", "started": self.started,
+            # each runs in its own session (start_new_session): pid == process group
             "pids": {k: p.pid for k, p in self.procs.items()},
-            "pgids": {k: p.pid for k, p in self.procs.items()},
             "boards": {n: {"outlet": b.spec.outlet, "arch": b.spec.type.arch, "tty": b.tty,
                            "uart_relay_port": b.relay.port, "tftp_dir": str(b.tftp_dir),
                            "place": self.board_place.get(n)}
@@ -125,7 +114,7 @@ class Rack:
 
         cdir = self.dir / "coordinator"
         cdir.mkdir(exist_ok=True)
-        self._spawn("coordinator", [_venv_tool("labgrid-coordinator"), "-l", self.coordinator_address],
+        self._spawn("coordinator", [venv_tool("labgrid-coordinator"), "-l", self.coordinator_address],
                     cwd=cdir)
         with Coordinator(self.coordinator_address) as coord:
             coord.wait_ready(30)
@@ -139,7 +128,7 @@ class Rack:
             env[f"RTLAB_RACK_TTY_{name}"] = b.tty
             env[f"RTLAB_RACK_OUTLET_{name}"] = str(b.spec.outlet)
         env.pop("LG_COORDINATOR", None)
-        self._spawn("exporter", [_venv_tool("labgrid-exporter"), "-c", self.coordinator_address,
+        self._spawn("exporter", [venv_tool("labgrid-exporter"), "-c", self.coordinator_address,
                                  "-n", self.cfg.name, "--hostname", "127.0.0.1",
                                  str(self.cfg.exporter_config)], env=env, cwd=self.dir)
         self._wait_resources(timeout=60)
@@ -204,7 +193,6 @@ class Rack:
             self.say(f"reaper: {e}")
             return []
         if done:
-            self.reaped += len(done)
             with open(self.dir / "reaper.jsonl", "a") as f:
                 for d in done:
                     f.write(json.dumps({"t": round(time.time(), 3), "action": d}) + "\n")

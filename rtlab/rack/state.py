@@ -12,6 +12,8 @@ from pathlib import Path
 from typing import Optional
 
 from .. import ROOT
+from ..fsutil import atomic_write
+from ..procutil import pid_alive
 
 DEFAULT_DIR = ROOT / ".cache" / "rack"
 STATE_FILE = "rack.json"
@@ -30,27 +32,7 @@ def read_state(directory) -> Optional[dict]:
 
 
 def write_state(directory, state: dict) -> None:
-    path = Path(directory) / STATE_FILE
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(state, indent=2) + "\n")
-    os.replace(tmp, path)
-
-
-def pid_alive(pid: Optional[int]) -> bool:
-    if not pid:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    # a zombie is dead for our purposes
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
+    atomic_write(Path(directory) / STATE_FILE, (json.dumps(state, indent=2) + "\n").encode())
 
 
 def running_state(directory=None) -> Optional[dict]:

@@ -18,13 +18,13 @@ import fcntl
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import time
 from pathlib import Path
 from typing import Optional
 
 from ..errors import RtlabError
+from ..procutil import free_port, pid_alive
 from .base import StoreUnavailable
 from .config import state_dir
 from .influx import InfluxV1
@@ -96,26 +96,6 @@ bind-address = "127.0.0.1:{rpc_port}"
 """
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:  # a zombie is not alive
-        with open(f"/proc/{pid}/stat") as f:
-            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return True
-
-
 def _cmdline(pid: int) -> list[bytes]:
     try:
         with open(f"/proc/{pid}/cmdline", "rb") as f:
@@ -172,7 +152,7 @@ class LocalInfluxd:
     def _ours(self, pid: Optional[int]) -> bool:
         """pid is alive and is the influxd of this state dir (not a recycled
         pid, not somebody else's influxd)."""
-        return bool(pid) and _alive(pid) and str(self.config_file).encode() in _cmdline(pid)
+        return bool(pid) and pid_alive(pid) and str(self.config_file).encode() in _cmdline(pid)
 
     def running(self) -> bool:
         """A server from our pidfile/port file is alive and answers /ping."""
@@ -275,7 +255,7 @@ class LocalInfluxd:
                     self._proc.wait(timeout=0.1)
                 if self._proc.poll() is not None:
                     return
-            elif not _alive(pid):
+            elif not pid_alive(pid):
                 return
             else:
                 time.sleep(0.1)

@@ -168,6 +168,12 @@ def check_variant(variant: Variant, facts: dict, boot_args: str,
     return problems
 
 
+def tool_wrapper(command: str) -> str:
+    """How every tool runs on a board, labgrid console or LAVA definition:
+    its outputs and exit code in files of its work dir."""
+    return f"{{ {command} ; }} > stdout.txt 2> stderr.txt; echo $? > exit_code"
+
+
 def run_tool(sh: BoardShell, run_id: str, command: str, host_dir: Path,
              outputs: list[str], timeout: float) -> int:
     """Run a tool in its own work dir on the board; write every raw file to
@@ -178,8 +184,7 @@ def run_tool(sh: BoardShell, run_id: str, command: str, host_dir: Path,
     (host_dir / "command.txt").write_text(command + "\n")
     sh.check(f"rm -rf {shlex.quote(wd)} && mkdir -p {shlex.quote(wd)}")
     t0 = time.monotonic()
-    _, rc_wrapper = sh.run(f"cd {shlex.quote(wd)} && {{ {command} ; }} > stdout.txt 2> stderr.txt; "
-                           f"echo $? > exit_code", timeout=timeout)
+    _, rc_wrapper = sh.run(f"cd {shlex.quote(wd)} && {tool_wrapper(command)}", timeout=timeout)
     elapsed = time.monotonic() - t0
     for name in ["stdout.txt", "stderr.txt", *outputs]:
         data = sh.fetch(f"{wd}/{name}")

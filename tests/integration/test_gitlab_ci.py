@@ -73,6 +73,8 @@ def test_pipeline_shape():
     assert "script_failure" not in test["retry"]["when"]  # exit 1 is never retried
     assert test["artifacts"]["when"] == "always" and test["artifacts"]["reports"]["junit"]
     assert ci["gate"]["when"] == "always"
+    # one JUnit report per measurement in the merge request: the test jobs'
+    assert "reports" not in ci["gate"]["artifacts"]
     # housekeeping only on the nightly schedule, never in a kernel's pipeline
     assert ci["prune"]["rules"] == [{"if": '$CI_PIPELINE_SOURCE == "schedule"'}]
     assert "kernel prune" in " ".join(ci["prune"]["script"]) and ci["prune"]["allow_failure"] is True

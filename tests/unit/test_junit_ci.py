@@ -9,7 +9,7 @@ from test_gate import thread  # noqa: E402
 
 from rtlab.cli import main
 from rtlab.junit import junit_xml
-from rtlab.model import JobResult, Measurement, MeasurementKey, RunResult, ToolOutput, Verdict
+from rtlab.model import JobResult, Measurement, MeasurementKey, RunResult, ToolOutput
 
 BUDGETS = 'budgets:\n  qemu-tcg: {"*": {"*": {"*": {max_us: 100}}}}\n'
 

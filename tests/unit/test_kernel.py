@@ -188,9 +188,10 @@ def test_tree_state_keys_commit_and_uncommitted_changes(tree):
     d2 = K.tree_state(tree)
     assert d2.dirty_hash != d1.dirty_hash and "new.c" in d2.dirty_files
     (tree / "new.c").write_text("int y;\n")
-    assert K.tree_state(tree).dirty_hash != d2.dirty_hash   # untracked content counts
+    d3 = K.tree_state(tree)
+    assert d3.dirty_hash != d2.dirty_hash   # untracked content counts
     (tree / "junk.o").write_text("ignored")
-    assert K.tree_state(tree).dirty_hash == K.tree_state(tree).dirty_hash
+    assert K.tree_state(tree).dirty_hash == d3.dirty_hash     # an ignored file changes nothing
     (tree / "new.c").unlink()
     (tree / "Makefile").write_text("VERSION = 6\n")
     assert K.tree_state(tree).dirty_hash is None              # ignored files do not count
@@ -477,3 +478,26 @@ def test_prune_size_errors_name_the_option():
     from rtlab.commands.kernel import parse_size
     with pytest.raises(InputError, match="--max-size.*lots"):
         parse_size("lots")
+
+
+def test_kernel_tree_runs_only_boards_that_boot_the_built_kernel(tmp_path, monkeypatch):
+    """With --kernel-tree, only QEMU boards boot the commit under test; a rack
+    board (Debian's kernels) or the local board (its own) would credit another
+    kernel's latency to the commit, so they are not available, and nothing is
+    built for them."""
+    from rtlab import runner
+    from rtlab.boards import find_board
+    from rtlab.campaign import Job
+    from rtlab.variants import load_variants
+    v = load_variants()
+    qemu, rack, local = (find_board(b) for b in ("qemu-aarch64", "rack-aarch64", "local"))
+    jobs = [Job(qemu, v["rt"], ()), Job(rack, v["rt"], ()), Job(local, v["host"], ())]
+    built_for = []
+    monkeypatch.setattr(K, "build_kernel", lambda tree, arch, frags, **kw: built_for.append((arch, frags)) or "bk")
+    built = runner.build_kernels(jobs, {}, tmp_path, progress=lambda m: None)
+    assert built == {("qemu-aarch64", "rt"): "bk"}
+    assert built_for == [("aarch64", K.with_base("aarch64", list(v["rt"].fragments), "qemu-aarch64"))]
+    assert runner.unavailable(jobs[0], {}, built, tmp_path) is None
+    assert "Debian kernels, not the commit under test" in runner.unavailable(jobs[1], {}, built, tmp_path)
+    assert "its own kernel, not the commit under test" in runner.unavailable(jobs[2], {}, built, tmp_path)
+    assert runner.unavailable(jobs[2], {}, built) is None  # without a tree: the host variant, as always

@@ -102,13 +102,23 @@ def test_corrupted_or_cut_transfer_is_detected(board, tmp_path):
     assert raw_blocks(noisy)[("k", "f.json")].data == (tmp_path / "f.json").read_bytes()
 
 
-def test_cmdline_check_and_exit_case(board, tmp_path):
+def test_exit_case_passes_only_on_exit_0(board, tmp_path):
     (tmp_path / "exit_code").write_text("127\n")
     (tmp_path / "stderr.txt").write_text("sh: cyclictest-x: not found\n")
     res = board("rtlab_exit_case cyclictest")
     assert cases(res.stdout) == {"cyclictest": "fail"} and "exited with 127" in res.stdout
     (tmp_path / "exit_code").write_text("0\n")
     assert cases(board("rtlab_exit_case cyclictest").stdout) == {"cyclictest": "pass"}
+
+
+def test_cmdline_has_checks_every_argument_of_the_running_kernel(board):
+    """Against this machine's /proc/cmdline: whole arguments, every one."""
+    args = open("/proc/cmdline").read().split()[:2]
+    assert board(f"rtlab_cmdline_has '{' '.join(args)}'").returncode == 0
+    res = board(f"rtlab_cmdline_has '{args[0]} isolcpus=rtlab-nowhere'")
+    assert res.returncode == 1 and "isolcpus=rtlab-nowhere missing from /proc/cmdline" in res.stdout
+    prefix = args[0][:-1]  # a prefix of a real argument is not that argument
+    assert board(f"rtlab_cmdline_has '{prefix}'").returncode == 1
 
 
 def test_helpers_survive_lava_step_rewriting():

@@ -47,6 +47,16 @@ def test_cpu_load_runs_for_the_whole_window(tmp_path):
         assert (tmp_path / f"load-cpu-{f}").stat().st_size > 0
 
 
+def test_a_long_load_script_is_written_first_and_still_runs(tmp_path, monkeypatch):
+    """cmd.sh too long for one console line (memory on a many-CPU board) goes
+    over put_file before the launch; the launch must not wipe it."""
+    monkeypatch.setattr(type(LOADS["cpu"]), "inline_script_max", 0)
+    run_under("cpu", tmp_path, 1, cpu={"settle_s": 0.2})
+    s = summary(tmp_path, "cpu")
+    assert s["problems"] == [] and s["window"]["cpu_s"] > 0
+    assert "stress-ng --cpu" in (tmp_path / "load-cpu-cmd.sh").read_text()
+
+
 def test_composite_memory_and_network(tmp_path):
     run_under("memory+network", tmp_path, 2, memory={"mib": 8, "settle_s": 0.2},
               network={"settle_s": 0.2})

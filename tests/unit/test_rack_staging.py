@@ -6,7 +6,7 @@ import pytest
 from labgrid import Environment
 
 import rtlab.lab.drivers  # noqa: F401 - registers the drivers
-import rtlab.lab.uboot  # noqa: F401
+import rtlab.lab.uboot  # noqa: F401 - registers RtlabUBootStrategy
 
 
 def _env(tmp_path, drivers: str, tftp_external: str = "") -> Environment:
