@@ -1,7 +1,7 @@
 """The runner: a campaign in, a judged RunResult out.
 
 For each job (board × variant) it stages the variant's kernel for the board,
-runs the board suites (tests/suites) through labgrid's pytest plugin in a
+runs the board suites (rtlab/boardtests) through labgrid's pytest plugin in a
 child process, tails their progress, then parses every raw output into the
 result model. Judging happens only after every raw file is on disk.
 
@@ -34,7 +34,8 @@ from .gate import judge_run
 from .model import JobResult, Measurement, MeasurementKey, RunResult, ToolOutput, Verdict
 from .suites import SUITES
 
-SUITES_DIR = ROOT / "tests" / "suites"
+#: the board-side pytest files (shipped in the package, so an installed rtlab runs them)
+SUITES_DIR = Path(__file__).resolve().parent / "boardtests"
 RESULTS_DIR = ROOT / "results"
 #: seconds a board may take from power-on to a shell prompt, on top of suites
 BOOT_ALLOWANCE_S = 180

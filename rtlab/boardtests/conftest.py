@@ -1,6 +1,6 @@
 """Board suites, run by `rtlab run` through labgrid's pytest plugin.
 
-    pytest tests/suites --lg-env env/<board>.yaml --rtlab-job <job>/job-spec.json
+    pytest rtlab/boardtests --lg-env env/<board>.yaml --rtlab-job <job>/job-spec.json
 
 The job spec (written by rtlab.runner) says which variant the board was asked
 to boot and which suites to run under which loads. Tests here measure and
@@ -25,9 +25,9 @@ def pytest_addoption(parser):
 def _load_job(config):
     path = config.getoption("--rtlab-job")
     if not path:
-        raise pytest.UsageError("tests/suites run on boards: give --rtlab-job (use `rtlab run`)")
+        raise pytest.UsageError("rtlab/boardtests run on boards: give --rtlab-job (use `rtlab run`)")
     if not config.getoption("lg_env"):
-        raise pytest.UsageError("tests/suites run on boards: give --lg-env (use `rtlab run`)")
+        raise pytest.UsageError("rtlab/boardtests run on boards: give --lg-env (use `rtlab run`)")
     return json.loads(Path(path).read_text())
 
 
