@@ -8,12 +8,11 @@ store raw outputs; they fail only when the lab fails (no boot, wrong kernel,
 tool crash). Judging latency against budgets happens afterwards, on the host,
 from the raw files, so a latency failure can never look like an infra one.
 """
-import json
 import time
-from pathlib import Path
 
 import pytest
 
+from rtlab.results import JobSpec
 from rtlab.suites.board import BoardShell
 from rtlab.suites.events import emit
 
@@ -28,12 +27,12 @@ def _load_job(config):
         raise pytest.UsageError("rtlab/boardtests run on boards: give --rtlab-job (use `rtlab run`)")
     if not config.getoption("lg_env"):
         raise pytest.UsageError("rtlab/boardtests run on boards: give --lg-env (use `rtlab run`)")
-    return json.loads(Path(path).read_text())
+    return JobSpec.read(path)
 
 
 def pytest_configure(config):
     config.rtlab_job = _load_job(config)
-    config.rtlab_events = Path(config.rtlab_job["job_dir"]) / "events.jsonl"
+    config.rtlab_events = config.rtlab_job.job_dir / "events.jsonl"
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -61,7 +60,7 @@ def job(request):
 
 @pytest.fixture(scope="session")
 def job_dir(job):
-    return Path(job["job_dir"])
+    return job.job_dir
 
 
 @pytest.fixture(scope="session")
