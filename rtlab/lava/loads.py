@@ -167,7 +167,7 @@ def plan(lava_board, variant, run) -> Union[list[LavaLoadPart], str]:
             cpus = load_cpus(params.get("load_cpus", "auto"), online, isolated)
         except Exception as e:  # noqa: BLE001 - LoadDied: CPUs not on the board
             return str(e)
-        env = LoadEnv(sh=None, host_dir=Path("."), run=run, board=board.to_json(), online=online,
+        env = LoadEnv(sh=None, host_dir=Path("."), run=run, board=board, online=online,
                       isolated=isolated, cpus=cpus, mem_total_kb=mem_kb,
                       mem_avail_kb=int(mem_kb * QEMU_MEM_AVAIL_SHARE), tmp_avail_kb=int(mem_kb * QEMU_TMP_SHARE),
                       opts={**part.options, **all_opts.get(part.name, {})})

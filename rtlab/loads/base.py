@@ -46,8 +46,9 @@ import tarfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Iterator, Optional, Sequence
+from typing import Any, ClassVar, Iterator, Optional, Sequence, Union
 
+from ..boards import Board
 from ..config import format_cpulist, parse_cpulist
 from . import health
 
@@ -177,7 +178,7 @@ class LoadEnv:
     sh: Any                          # rtlab.suites.board.BoardShell
     host_dir: Path                   # the suite run's raw directory on the host
     run: Any                         # rtlab.suites.SuiteRun
-    board: dict                      # the job's board (name, kind, cpus, isolate_cpu…)
+    board: Board                     # the job's board (a dict is read as one: tests, LAVA specs)
     online: list[int] = field(default_factory=list)
     isolated: list[int] = field(default_factory=list)
     cpus: list[int] = field(default_factory=list)   # the CPUs the load runs on
@@ -187,6 +188,18 @@ class LoadEnv:
     helper: bool = False                             # the helper is on the board already
     console_nice: Optional[int] = None               # niceness of the console shell
     opts: dict = field(default_factory=dict)         # campaign load_opts[<load>]
+    # what a load learns while it runs (never the campaign's options)
+    ready: bool = False                              # it got going (start() returned)
+    port: Optional[int] = None                       # host-side server port (network)
+    window: Optional[tuple[float, float]] = None     # board uptime of the two snapshots
+
+    def __post_init__(self) -> None:
+        if isinstance(self.board, dict):
+            d = self.board
+            self.board = Board(name=d.get("name", ""), env_file=Path(d.get("env_file", "")),
+                               arch=d.get("arch", ""), cpus=int(d.get("cpus") or len(self.cpus) or 1),
+                               isolate_cpu=d.get("isolate_cpu"), budget_class=d.get("budget_class", ""),
+                               kind=d.get("kind", ""), features=tuple(d.get("features", ())))
 
     @property
     def cpulist(self) -> str:
@@ -200,7 +213,7 @@ class LoadEnv:
     def is_qemu(self) -> bool:
         """An emulated (TCG) board: the QEMU boards, and the rack's virtual
         boards, which are remote places but QEMU machines all the same."""
-        return self.board.get("kind") == "qemu" or self.board.get("budget_class") == "qemu-tcg"
+        return self.board.emulated
 
 
 def probe_board(sh) -> dict:
@@ -280,7 +293,7 @@ class Load:
         return []
 
     @contextlib.contextmanager
-    def running(self, sh, host_dir: Path, run, board: Optional[dict] = None) -> Iterator[None]:
+    def running(self, sh, host_dir: Path, run, board: Union[Board, dict, None] = None) -> Iterator[None]:
         """Start every part of the load, yield for the measurement, stop and
         check them all; raise LoadDied naming every load that failed."""
         info = probe_board(sh)
@@ -445,7 +458,7 @@ class BoardLoad(Load):
                 if time.monotonic() > deadline:
                     raise LoadDied(f"load {self.name} did not start within "
                                    f"{self.ready_timeout_s:g} s ({self._log_tail(env, d)})")
-            env.opts["_ready"] = True
+            env.ready = True
             time.sleep(float(env.opts.get("settle_s") or 0))
         except BaseException:
             try:
