@@ -17,12 +17,16 @@ parser if the output format is new, a campaign entry and a test.
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Optional
 
 from ..config import format_cpulist
+from ..loads import BASE_LOADS
+from ..loads.health import load_metrics
 from ..model import ToolOutput
+from ..parsers import parse_file
 
 #: every suite, by registry name (filled by Suite.__init_subclass__)
 SUITES: dict[str, "Suite"] = {}
@@ -127,8 +131,6 @@ class Suite:
         return out
 
     def parse_output(self, host_dir: Path, run: SuiteRun) -> ToolOutput:
-        from ..parsers import parse_file
-
         assert self.json_file, f"{type(self).__name__}: no json_file, so it parses its own output"
         return parse_file(host_dir / self.json_file, tool=self.tool)
 
@@ -152,8 +154,6 @@ def _si(x: float) -> str:
 
 
 def _check_load_opts(opts: dict) -> None:
-    from ..loads import BASE_LOADS
-
     known = {l.name: l for l in BASE_LOADS}
     if not isinstance(opts, dict):
         raise KeyError("load_opts (must be a mapping {load: {option: value}})")
@@ -167,11 +167,6 @@ def _check_load_opts(opts: dict) -> None:
 
 
 def _load_metrics(host_dir: Path) -> dict[str, Any]:
-    import json
-
-    from ..loads import BASE_LOADS
-    from ..loads.health import load_metrics
-
     names = {l.name for l in BASE_LOADS}
     summaries = []
     for p in sorted(host_dir.glob("load-*.json")):

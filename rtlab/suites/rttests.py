@@ -43,6 +43,7 @@ from typing import Optional
 
 from ..config import format_cpulist
 from ..model import ToolFailure, ToolOutput
+from ..parsers import parse_file
 from . import METRICS, Suite, SuiteRun
 
 
@@ -211,8 +212,6 @@ class Hackbench(Suite):
                 f"do {hb} > hackbench-$i.txt 2>&1 || exit $?; done'")
 
     def parse_output(self, host_dir: Path, run: SuiteRun) -> ToolOutput:
-        from ..parsers import parse_file
-
         runs = [parse_file(host_dir / f, tool="hackbench") for f in self._files(run)]
         times = [r.metrics["time_s"] for r in runs]
         out = ToolOutput(path=str(host_dir / self._files(run)[0]), tool=self.tool, return_code=0)
