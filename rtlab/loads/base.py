@@ -191,6 +191,11 @@ def load_cpus(setting, online: list[int], isolated: list[int]) -> list[int]:
     return cpus
 
 
+#: every load, by name: a subclass of Load with a ``name`` registers itself
+#: (rtlab.loads.LOADS adds "a+b" compositions of them)
+REGISTERED: dict[str, "Load"] = {}
+
+
 class Load:
     """A named scenario a suite runs under; ``running()`` brackets the measurement."""
 
@@ -200,6 +205,13 @@ class Load:
     measures: ClassVar[str] = ""
     #: options a campaign may set under ``load_opts: {<load>: {...}}``, with defaults
     options: ClassVar[dict[str, Any]] = {}
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "name" in cls.__dict__:  # shared bases (StressNg) and Composite have none
+            if cls.name in REGISTERED:
+                raise TypeError(f"two loads named {cls.name!r}")
+            REGISTERED[cls.name] = cls()
 
     def parts(self) -> tuple["Load", ...]:
         return (self,)

@@ -55,7 +55,7 @@ import time
 from typing import Any, Optional
 
 from . import health
-from .base import BoardLoad, Load, LoadDied, LoadEnv
+from .base import REGISTERED, BoardLoad, Load, LoadDied, LoadEnv
 
 MiB = 1024 * 1024
 
@@ -377,8 +377,8 @@ class Composite(Load):
         return self.loads
 
 
-BASE_LOADS: tuple[Load, ...] = (Idle(), Cpu(), Stress(), Hackbench(), Memory(), Disk(),
-                                Network(), Irq())
+#: the loads defined above, registered by being defined (Load.__init_subclass__)
+BASE_LOADS: tuple[Load, ...] = tuple(REGISTERED.values())
 
 
 class LoadRegistry(dict):
