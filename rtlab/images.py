@@ -269,10 +269,10 @@ def kernel_banner(path: Path) -> tuple[str, str]:
         raise ImageError(f"{path}: cannot parse the bzImage version string {text!r}")
     if data[:2] == b"\x1f\x8b":
         data = gzip.decompress(data)
-    m = _BANNER_RE.search(data)
-    if not m:
+    banner = _BANNER_RE.search(data)
+    if not banner:
         raise ImageError(f"{path}: no 'Linux version' banner in the kernel image")
-    return m.group(1).decode(), m.group(2).decode().strip()
+    return banner.group(1).decode(), banner.group(2).decode().strip()
 
 
 def preempt_model(config_text: str) -> str:
@@ -1267,7 +1267,7 @@ def _build(cfg: ArchConfig, cache: Path, adir: Path, ovl: Sequence[Mapping[str, 
         _atomic_write(initramfs, blob)
     say(f"{label}: {initramfs.name} {len(blob) / 1e6:.1f} MB")
     return ImageSet(arch, kernels, initramfs, digest, tuple(sorted([*kpkgs.values(), *userland])),
-                    tuple(ovl), key, {"initramfs": len(blob),
+                    tuple(dict(o) for o in ovl), key, {"initramfs": len(blob),
                                       **{f: k.path.stat().st_size for f, k in kernels.items()}})
 
 

@@ -135,7 +135,7 @@ def build_kernels(jobs: list[Job], images: dict, kernel_tree: Optional[Path],
             else:
                 bk = kbuild.ensure_built_kernel(arch, list(frags), progress=progress)
         except RtlabError as e:
-            bk = KernelBuildFailed(f"kernel build failed ({what}): {e}")
+            bk = KernelBuildFailed(f"kernel build failed ({what}): {e}")  # type: ignore[assignment]
             progress(str(bk))
         for job in group:
             out[(job.board.name, job.variant.name)] = bk

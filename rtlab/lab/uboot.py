@@ -263,7 +263,7 @@ class RtlabUBootStrategy(Strategy):
             except Exception as e:  # noqa: BLE001 - the flash step failed: infra, no retry
                 raise StrategyError(f"staging the boot files failed: {type(e).__name__}: {e}") from e
         t0 = time.monotonic()
-        errors = []
+        errors: list[str] = []
         for attempt in range(1 + self.power_cycle_retries):
             self._step = "power off"
             self.timings = {}

@@ -29,7 +29,7 @@ import os
 import re
 import shlex
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence, Union
 
 import yaml
 
@@ -191,7 +191,7 @@ class RenderedJob:
 
 def render_job(lb: LavaBoard, variant: Variant, run: SuiteRun, images: ImageSet, *,
                campaign: Campaign, artifacts: Artifacts,
-               loads: Optional[list[lava_loads.LavaLoadPart]] = None) -> tuple[dict, dict]:
+               loads: Union[list[lava_loads.LavaLoadPart], str, None] = None) -> tuple[dict, dict]:
     """One LAVA job definition and its rtlab spec (also in its metadata);
     *loads* is the run's lava_loads.plan when the caller made it already."""
     suite = SUITES[run.suite]

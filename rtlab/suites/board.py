@@ -13,7 +13,7 @@ import re
 import shlex
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 from ..config import parse_cpulist
 from ..variants import Variant
@@ -60,7 +60,7 @@ class BoardShell:
 
 def kernel_facts(sh: BoardShell) -> dict:
     """What the running kernel is, read off the board (recorded with every result)."""
-    facts = {
+    facts: dict[str, Any] = {
         "release": sh.read("/proc/sys/kernel/osrelease", ""),
         "version": sh.read("/proc/sys/kernel/version", ""),
         "machine": " ".join(sh.run("uname -m")[0]).strip(),
