@@ -10,7 +10,7 @@ STAMPS := .cache/stamps
 GCL := .cache/gitlab-ci-local/bin/gitlab-ci-local
 PYTHON ?= python3
 
-.PHONY: all setup images rtbench run test test-pipeline lint bench clean gitlab-ci-local
+.PHONY: all setup images rtbench run test test-pipeline lint reference-jobs bench clean gitlab-ci-local
 all: run
 
 setup: $(STAMPS)/host $(VENV)/.installed
@@ -45,6 +45,10 @@ test: images $(GCL)
 # ruff and mypy over rtlab/ (also part of make test: tests/unit/test_lint.py)
 lint: setup
 	@$(VENV)/bin/ruff check rtlab && $(VENV)/bin/mypy --cache-dir .cache/mypy
+
+# rewrite tests/reference/lava from the renderer, after an intended change (review the diff)
+reference-jobs: images
+	@RTLAB_UPDATE_REFERENCE=1 $(PY) -m pytest -q tests/unit/test_lava_reference.py
 
 # only the GitLab pipelines on real kernel commits (part of make test too)
 test-pipeline: images $(GCL)
