@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Callable, Optional
 
-from . import ROOT
+from . import ROOT, WORKDIR
 from .budgets import load_budgets
 from .campaign import Campaign, Job
 from .errors import RtlabError
@@ -31,7 +31,7 @@ from .suites import SUITES
 
 #: the board-side pytest files (shipped in the package, so an installed rtlab runs them)
 SUITES_DIR = Path(__file__).resolve().parent / "boardtests"
-RESULTS_DIR = ROOT / "results"
+RESULTS_DIR = WORKDIR / "results"
 #: seconds a board may take from power-on to a shell prompt, on top of suites
 BOOT_ALLOWANCE_S = 180
 
