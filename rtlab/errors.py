@@ -24,3 +24,9 @@ class InfraError(RtlabError):
         self.board = board
         self.cause = cause
         super().__init__(f"board {board}: {cause}")
+
+
+class Cancelled(BaseException):
+    """SIGTERM (or SIGINT, as KeyboardInterrupt) arrived: unwind, keep what was
+    measured, mark the run cancelled (INFRA), exit 2. A BaseException like
+    KeyboardInterrupt, so no `except Exception` on the way swallows it."""
