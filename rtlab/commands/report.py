@@ -2,10 +2,9 @@
 verdict re-judged against (possibly other) budgets, from results on disk."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
-from ..errors import InputError
+from ..results import load_run
 
 
 def register(sub):
@@ -19,18 +18,6 @@ def register(sub):
                    help="one or more runs (e.g. every CI test job's): one verdict for all")
     g.add_argument("--budgets", type=Path, help="budget file (default: the one each run used)")
     g.set_defaults(func=gate)
-
-
-def load_run(run_dir: Path):
-    from ..model import RunResult
-
-    path = Path(run_dir) / "run.json"
-    try:
-        return RunResult.from_json(json.loads(path.read_text()))
-    except FileNotFoundError:
-        raise InputError(path, "no run.json: not a results directory") from None
-    except (ValueError, KeyError, TypeError) as e:
-        raise InputError(path, f"not a valid run result: {e}") from None
 
 
 def report(args) -> int:
