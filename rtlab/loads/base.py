@@ -377,7 +377,8 @@ class BoardLoad(Load):
 
     # -- mechanics ---------------------------------------------------------------------
     def dir(self, env: LoadEnv) -> str:
-        return f"{LOADS_ROOT}/{env.run.id}/{self.name}"
+        from ..suites.board import job_workdir  # the job's own dir: jobs never share a load dir
+        return f"{job_workdir()}/loads/{env.run.id}/{self.name}"
 
     def script(self, env: LoadEnv) -> str:
         lines = [f"# rtlab load {self.name} (generated): started with setsid, so $$ is the",
