@@ -37,8 +37,7 @@ def job_workdir() -> str:
     return wd
 
 
-class SuiteFailure(Exception):
-    """The tool did not produce a trustworthy result (crash, no output): infra."""
+from ..errors import SuiteFailure  # noqa: E402,F401 - raised here, defined below loads and suites
 
 
 class BoardShell:

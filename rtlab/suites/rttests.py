@@ -26,8 +26,8 @@ Verdicts beyond latency budgets:
 * pi_stress: a deadlocked inversion group (its watchdog: "WATCHDOG triggered:
   group N is deadlocked!", after which pi_stress kills itself) or an error
   reported by a test thread is a **kernel result**: priority inheritance
-  failed. The measurement carries ``metrics.failed = 1`` and the gate judges
-  it FAIL, never INFRA. pi_stress failing before its threads ran (no
+  failed. The output carries a ToolFailure (and ``metrics.failed = 1`` for
+  the store) and the gate judges it FAIL, never INFRA. pi_stress failing before its threads ran (no
   permission, no memory) stays INFRA.
 * rt-migrate-test with ``check: true`` (``-c``): "Failed!" (a lower-priority
   task ran before a higher one) is judged FAIL the same way.
@@ -42,8 +42,9 @@ from pathlib import Path
 from typing import Optional
 
 from ..config import format_cpulist
-from ..model import ToolOutput
-from . import DURATION_S, INTERVAL_US, PRIORITY, Args, Bool, Int, Suite, SuiteRun
+from ..model import ToolFailure, ToolOutput
+from ..parsers import parse_file
+from . import DURATION_S, INTERVAL_US, METRICS, PRIORITY, Args, Bool, Int, Suite, SuiteRun
 
 #: svsematest makes its SysV IPC keys with ftok() on its own path, taken from
 #: $_ (which only bash sets) or argv[0]: this fixed script gives it the full
@@ -82,6 +83,7 @@ class Signaltest(Suite):
     name = "signaltest"
     tool = "signaltest"
     json_file = "signaltest.json"
+    ipc = True
     defaults = {"duration_s": 10, "priority": 90, "threads": 2, "extra_args": []}
     spec = {"duration_s": DURATION_S, "priority": PRIORITY, "threads": Int(1, 1024), "extra_args": Args()}
 
@@ -94,6 +96,8 @@ class Signaltest(Suite):
 
 class _Ipc(Suite):
     """sender/receiver pairs; one result per receiver (pair) in the model."""
+
+    ipc = True
 
     defaults = {"duration_s": 10, "priority": 90, "interval_us": 1000, "distance_us": 500,
                 "pairs": "auto", "extra_args": []}
@@ -141,6 +145,8 @@ class PiStress(Suite):
     name = "pi_stress"
     tool = "pi_stress"
     json_file = "pi_stress.json"
+    result_kind = METRICS
+    metric, metric_unit = "inversions", "inv"
     defaults = {"duration_s": 10, "groups": "auto", "extra_args": []}
     spec = {"duration_s": DURATION_S, "groups": Int(1, 1024, words=("auto",), none_ok=True),
             "extra_args": Args()}
@@ -175,7 +181,7 @@ class PiStress(Suite):
             out.metrics["failed"] = 0
             return out
         out = ToolOutput(path=str(host_dir / "stderr.txt"), tool=self.tool, return_code=rc,
-                         metrics={"failed": 1, "failure": why})
+                         metrics={"failed": 1}, failure=ToolFailure(why))
         m = re.search(r"Total inversion performed:\s*(\d+)", _read(host_dir / "stdout.txt"))
         if m:
             out.metrics["inversions"] = int(m.group(1))
@@ -188,6 +194,8 @@ class Hackbench(Suite):
     name = "hackbench"
     tool = "hackbench"
     json_file = None
+    result_kind = METRICS
+    metric, metric_unit = "time_s", "s"
     defaults = {
         # Linaro's test-definitions invocation (-s 100 -l 100 -g 10 -f 20)
         "groups": 10, "fds": 20, "loops": 100, "datasize": 100,
@@ -221,8 +229,6 @@ class Hackbench(Suite):
         return ["sh", "-c", self.LOOP_SH, "hackbench-runs", str(int(p["runs"])), *hb]
 
     def parse_output(self, host_dir: Path, run: SuiteRun) -> ToolOutput:
-        from ..parsers import parse_file
-
         runs = [parse_file(host_dir / f, tool="hackbench") for f in self._files(run)]
         times = [r.metrics["time_s"] for r in runs]
         out = ToolOutput(path=str(host_dir / self._files(run)[0]), tool=self.tool, return_code=0)
@@ -286,8 +292,14 @@ class RtMigrateTest(Suite):
         out = super().parse_output(host_dir, run)
         if "Failed!" in _read(host_dir / "stdout.txt"):
             out.return_code = _exit_code(host_dir)
-            out.metrics.update(failed=1, failure="rt-migrate-test -c: a lower-priority task ran "
-                                                 "while a higher-priority one waited (Failed!)")
+            out.metrics["failed"] = 1
+            out.failure = ToolFailure("rt-migrate-test -c: a lower-priority task ran "
+                                      "while a higher-priority one waited (Failed!)")
         elif run.params.get("check"):
             out.metrics["failed"] = 0
         return out
+
+    def result_cell(self, out: ToolOutput) -> Optional[str]:
+        if out.failure is None and out.metrics.get("failed") == 0:
+            return "order ok"  # -c checked the priority order
+        return super().result_cell(out)
