@@ -47,8 +47,8 @@ def write_campaign(tmp_path):
 
 
 def leftovers(marker: str) -> list[str]:
-    """Processes whose command line or cwd holds *marker* (unique to a test),
-    as ps would list them (read from /proc: ps truncates long lines)."""
+    """Processes whose command line, cwd or environment holds *marker*
+    (unique to a test: its tmp path), read from /proc (ps truncates)."""
     out = []
     for p in Path("/proc").iterdir():
         if not p.name.isdigit() or int(p.name) == os.getpid():
@@ -58,7 +58,11 @@ def leftovers(marker: str) -> list[str]:
             cwd = os.readlink(p / "cwd")
         except OSError:
             continue
-        if marker in cmd or marker in cwd:
+        try:
+            environ = (p / "environ").read_bytes().decode(errors="replace")
+        except OSError:
+            environ = ""
+        if marker in cmd or marker in cwd or marker in environ:
             out.append(f"{p.name} {cwd} {cmd[:300]}")
     return out
 

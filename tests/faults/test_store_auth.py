@@ -83,7 +83,7 @@ def test_refused_batches_are_spooled_once_and_replay_reports_them(tmp_path, refu
     res = subprocess.run([sys.executable, "-m", "rtlab.cli", "publish", "--replay"], cwd=ROOT, env=env,
                          capture_output=True, text=True, timeout=120)
     out = res.stdout + res.stderr
-    assert res.returncode != 0 and "Traceback" not in out
+    assert res.returncode == 2 and "Traceback" not in out
     assert f"0 points sent, {first.points} points left" in out
     assert "refused the credentials (HTTP 401: authorization failed)" in out
     assert len(Spool(spool).files()) == first.batches  # still once

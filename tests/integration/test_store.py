@@ -364,13 +364,13 @@ def test_credentials_work_and_are_never_printed_logged_or_spooled(auth_influxd, 
         ([], dict(RTLAB_INFLUX_URL=f"http://alice:{SECRET}@127.0.0.1:{srv.port}", RTLAB_INFLUX_DB="t_secret"), 2),
         # 3: wrong password: 401, spooled, error printed
         ([], dict(RTLAB_INFLUX_URL=srv.url, RTLAB_INFLUX_DB="t_secret", RTLAB_INFLUX_USER="alice",
-                  RTLAB_INFLUX_PASSWORD=wrong), 1),
+                  RTLAB_INFLUX_PASSWORD=wrong), 2),
         # 4: server down: spooled, error printed
         ([], dict(RTLAB_INFLUX_URL="http://127.0.0.1:9", RTLAB_INFLUX_USER="alice",
-                  RTLAB_INFLUX_PASSWORD=SECRET, RTLAB_INFLUX_TOKEN=TOKEN), 1),
+                  RTLAB_INFLUX_PASSWORD=SECRET, RTLAB_INFLUX_TOKEN=TOKEN), 2),
         # 5: the v2 API against a 1.6 server: 404, spooled, error printed
         ([], dict(RTLAB_INFLUX_URL=srv.url, RTLAB_INFLUX_TOKEN=TOKEN, RTLAB_INFLUX_BUCKET="t_secret/autogen",
-                  RTLAB_INFLUX_ORG="lab"), 1),
+                  RTLAB_INFLUX_ORG="lab"), 2),
     ]
     outputs = []
     for i, (args, extra, code) in enumerate(cases):
