@@ -67,11 +67,30 @@ class BoardShell:
             try:
                 console.sendcontrol("c")
                 time.sleep(0.5)
-                driver._check_prompt()  # labgrid: echo a marker, expect it and the prompt
-                return True
+                if _answers(driver):
+                    return True
             except Exception as e:  # noqa: BLE001 - one more try, then the caller says why
                 log.debug("console did not answer after Ctrl-C: %r", e)
         return False
+
+    def reconnect(self) -> bool:
+        """A fresh console where the old one is stuck: close the console
+        connection and open it again (a new pty shell on the local board, a
+        new ser2net/serial connection on a rack board), then wait for the
+        prompt. Not on QEMU boards, whose console is the machine itself.
+        True when the new console answers."""
+        driver = self.command
+        console = getattr(driver, "console", None)
+        target = getattr(driver, "target", None)
+        if console is None or target is None or type(console).__name__ == "QEMUDriver":
+            return False
+        try:
+            target.deactivate(console)  # and everything above it (the shell driver)
+            target.activate(driver)     # and its console again: a new connection, login
+            return _answers(driver, timeout=30.0)
+        except Exception as e:  # noqa: BLE001 - the caller says, in one line, what is left where
+            log.warning("a fresh console did not answer: %r", e)
+            return False
 
     def read(self, path: str, default: Optional[str] = None) -> Optional[str]:
         out, rc = self.run(f"cat {shlex.quote(path)} 2>/dev/null")
@@ -89,6 +108,21 @@ class BoardShell:
         if len(data) != size:
             raise SuiteFailure(f"fetching {path}: got {len(data)} bytes, the board has {size}")
         return data
+
+
+def _answers(driver, timeout: float = 5.0) -> bool:
+    """Does the shell answer? (labgrid's ShellDriver._check_prompt, with a
+    short timeout: a stuck console is told in seconds, not in 30 s per try)."""
+    from labgrid.util import gen_marker
+    from pexpect import TIMEOUT
+
+    marker = gen_marker()
+    driver.console.sendline(f"echo '{marker[:4]}''{marker[4:]}'")  # the marker hidden from expect
+    try:
+        driver.console.expect(rf"{marker}\s+{driver.prompt}", timeout=timeout)
+        return True
+    except TIMEOUT:
+        return False
 
 
 def kernel_facts(sh: BoardShell) -> dict:
@@ -240,11 +274,11 @@ def run_tool(sh: BoardShell, run_id: str, argv: Sequence[str], host_dir: Path,
                                                   f"({type(e).__name__}: {why})")
         else:
             failure = e  # KeyboardInterrupt: the run is being cancelled
-        if not sh.interrupt():
+        if not sh.interrupt() and not sh.reconnect():
             if not isinstance(e, Exception):
                 raise
-            raise SuiteFailure(f"{argv[0]}: console lost while the tool ran and it did not answer "
-                               f"Ctrl-C: raw files left on the board in {wd}") from None
+            raise SuiteFailure(f"{argv[0]}: console lost while the tool ran; neither Ctrl-C nor a fresh "
+                               f"console got a shell back: raw files left on the board in {wd}") from None
     finally:
         elapsed = time.monotonic() - t0
     try:
