@@ -406,9 +406,12 @@ def run_campaign(campaign: Campaign, *, results_root: Path = RESULTS_DIR,
 
     run = RunResult(run_id=run_id, started=started.isoformat().replace("+00:00", "Z"),
                     campaign=campaign.name, commit=commit or {})
+    finished: list[JobResult] = []  # every job judged so far, for run.json if the run is cancelled
+
     def finish(job: Job, jr: JobResult, label: str) -> None:
         # judged as each job lands, for the progress line; raw files are on disk
         rd.finish_job(jr, budgets)
+        finished.append(jr)
         progress(f"{label} {_job_summary(jr)}")
 
     # several jobs at once (--places N) and/or rack boards, which hold a place
@@ -452,9 +455,11 @@ def run_campaign(campaign: Campaign, *, results_root: Path = RESULTS_DIR,
         # signals that arrive while the run is written up do not cut it short
         if _main_thread():
             signal.signal(signal.SIGINT, signal.SIG_IGN)
+        why = "SIGTERM" if isinstance(e, Cancelled) else "SIGINT"
+        run.jobs = list(finished)
         if not run.jobs:
             run.jobs.append(JobResult(board="-", variant="-", arch="-", budget_class="-",
-                                      infra_error="cancelled before any job ran"))
+                                      infra_error=f"run cancelled ({why}) before any job finished"))
         rd.finish(run)
         e.run_dir = run_dir  # type: ignore[attr-defined]
         raise

@@ -127,3 +127,33 @@ def test_sigterm_cancels_kills_everything_keeps_raw_files_and_writes_run_json(tm
     assert not leftovers(marker)
     assert not leftovers(str(tmp_path)) and not leftovers(board_workdir(run_id, "local", "host"))
     assert not Path(board_workdir(run_id, "local", "host")).exists()
+
+
+def test_two_runs_started_together_never_mix(tmp_path, write_campaign):
+    """Two `rtlab run --board local` in the same second, same results root:
+    two run directories, one job on the board at a time (the second waits
+    for the first), measurements that do not overlap in time, both PASS."""
+    path = write_campaign("boards: [local]\nsuites:\n  - {suite: cyclictest, params: {duration_s: 2}}\n")
+    env = {"RTLAB_LOCK_DIR": str(tmp_path / "locks")}
+    args = ["run", "--campaign", path, "--results", tmp_path / "r", "--no-publish"]
+    procs = [_start(args, env), _start(args, env)]
+    try:
+        outs = [p.communicate(timeout=300) for p in procs]
+    finally:
+        for p in procs:
+            p.kill()
+        kill_leftovers(str(tmp_path))
+    assert [p.returncode for p in procs] == [0, 0], outs
+    assert sum("is busy" in out for out, _ in outs) == 1  # the second waited, naming the first
+    dirs = sorted(p for p in (tmp_path / "r").iterdir() if p.name != "latest")
+    assert len(dirs) == 2
+    windows = []
+    for d in dirs:
+        raw = d / "local" / "host" / "cyclictest@idle"
+        doc = json.loads((raw / "cyclictest.json").read_text())
+        stat = (raw / "cyclictest.json").stat()
+        windows.append((stat.st_mtime - json.loads((raw / "exit.json").read_text())["elapsed_s"],
+                        stat.st_mtime, doc))
+    windows.sort(key=lambda w: w[0])
+    assert windows[0][1] <= windows[1][0] + 0.5, windows  # one after the other
+    assert windows[0][2] != windows[1][2]
