@@ -79,6 +79,13 @@ def stage_kernel(job: Job, images: dict, built: Optional[dict] = None) -> tuple[
         raise RtlabError(f"variant {variant.name}: no kernel for board {board.name}")
     env["LG_RTLAB_KERNEL"] = kernel["path"]
     env["LG_RTLAB_INITRD"] = kernel["initrd"] = str(imgs.initramfs)
+    from .arch import get_or_none
+    a = get_or_none(board.arch)
+    if a is not None and a.dtbs:
+        # device trees come from Debian's kernel package of the flavour (a
+        # source-built kernel boots with the generic package's: the DT ABI is stable)
+        k = imgs.kernels.get(variant.prebuilt or "generic") or imgs.kernels["generic"]
+        env["LG_RTLAB_DTB_DIR"] = kernel["dtb_dir"] = str(k.path.parent)
     return env, kernel
 
 
@@ -88,6 +95,9 @@ def unavailable(job: Job, images: dict, built: Optional[dict] = None,
     kernels it has cannot be that variant, or cannot be the commit under
     test), or None."""
     board, variant = job.board, job.variant
+    why = board_cannot(job)
+    if why:
+        return why
     if kernel_tree is not None and not board.boots_built_kernels:
         # measuring it would credit another kernel's latency to the commit
         return (f"{board.kind} board: boots {'its own kernel' if board.fixed_kernel else 'Debian kernels'}, "
@@ -100,6 +110,16 @@ def unavailable(job: Job, images: dict, built: Optional[dict] = None,
         return f"no {variant.prebuilt} kernel for {board.arch}"
     why = variant.unavailable_on(k.preempt)
     return f"{why} ({k.package} {k.version})" if why else None
+
+
+def board_cannot(job: Job) -> Optional[str]:
+    """Why the board itself cannot run this variant, whatever kernel it boots."""
+    board, variant = job.board, job.variant
+    if variant.isolated and board.isolate_cpu is None:
+        return (f"{board.name} has {board.cpus} CPU{'s' * (board.cpus != 1)} and no isolate_cpu: "
+                f"isolating a CPU would leave "
+                f"{'no CPU for the system' if board.cpus == 1 else 'none named to isolate'}")
+    return None
 
 
 class KernelBuildFailed(Exception):
@@ -120,11 +140,12 @@ def build_kernels(jobs: list[Job], images: dict, kernel_tree: Optional[Path],
     todo: dict[tuple, list[Job]] = {}
     for job in jobs:
         board, variant = job.board, job.variant
-        if not variant.fragments or not board.boots_built_kernels:
+        fragments = variant.fragments_for(board.arch)
+        if not fragments or not board.boots_built_kernels or board_cannot(job):
             continue
         if kernel_tree is None and not unavailable(job, images):
             continue
-        frags = tuple(kbuild.with_base(board.arch, variant.fragments, board.name))
+        frags = tuple(kbuild.with_base(board.arch, fragments, board.name))
         todo.setdefault((board.arch, frags), []).append(job)
     out: dict = {}
     for (arch, frags), group in todo.items():
