@@ -32,7 +32,7 @@ from .campaign import Campaign, Job
 from .errors import InputError, RtlabError
 from .gate import judge_run
 from .model import JobResult, Measurement, MeasurementKey, RunResult, ToolOutput, Verdict
-from .suites import SUITES
+from .suites import SUITES, not_available
 
 SUITES_DIR = ROOT / "tests" / "suites"
 RESULTS_DIR = ROOT / "results"
@@ -263,16 +263,32 @@ def run_job(job: Job, run_dir: Path, images: dict, progress: Callable[[str], Non
         elif outcome["outcome"] != "passed":
             m = Measurement(key, ToolOutput(path="", tool=SUITES[run.suite].tool), raw,
                             verdict=Verdict.INFRA, reasons=[outcome["message"] or outcome["outcome"]])
+        elif (why := not_available(raw_dir)) is not None:
+            result.not_available.append({"suite": run.name, "load": run.load, "reason": why})
+            continue
         else:
-            try:
-                out = SUITES[run.suite].parse(job_dir, run)
-                out.path = str(Path(out.path).relative_to(job_dir)) if Path(out.path).is_absolute() else out.path
-                m = Measurement(key, out, raw)
-            except InputError as e:
-                m = Measurement(key, ToolOutput(path="", tool=SUITES[run.suite].tool), raw,
-                                verdict=Verdict.INFRA, reasons=[f"unreadable output: {e}"])
+            result.measurements.extend(parse_measurements(job_dir, run, key, raw))
+            continue
         result.measurements.append(m)
     return result
+
+
+def parse_measurements(job_dir: Path, run, key: MeasurementKey, raw: list[str]) -> list[Measurement]:
+    """The measurements of one suite run's raw files: one per output of the
+    suite (rtla timerlat: "<name>-irq" and "<name>-thread"); unreadable
+    output is one INFRA measurement under the suite's own name."""
+    suite = SUITES[run.suite]
+    try:
+        outs = suite.parse_outputs(job_dir, run)
+    except InputError as e:
+        return [Measurement(key, ToolOutput(path="", tool=suite.tool), raw,
+                            verdict=Verdict.INFRA, reasons=[f"unreadable output: {e}"])]
+    ms = []
+    for suffix, out in outs.items():
+        out.path = str(Path(out.path).relative_to(job_dir)) if Path(out.path).is_absolute() else out.path
+        k = MeasurementKey(key.board, key.variant, f"{key.suite}-{suffix}" if suffix else key.suite, key.load)
+        ms.append(Measurement(k, out, raw))
+    return ms
 
 
 def _die_with_parent() -> None:
@@ -295,6 +311,8 @@ def _show_event(ev: dict, label: str, progress) -> None:
         progress(f"{label} booting")
     elif kind == "booted":
         progress(f"{label} shell after {ev['duration_s']:.1f} s")
+    elif kind == "suite_not_available":
+        progress(f"{label} {ev['id']}: not available ({ev.get('reason', '')})")
     elif kind == "suite":
         progress(f"{label} {ev['id']}: running ({ev['duration_s']:g} s)")
     elif kind == "test" and ev.get("outcome") != "passed":
@@ -381,6 +399,9 @@ def run_campaign(campaign: Campaign, *, results_root: Path = RESULTS_DIR,
 
 def _job_summary(jr: JobResult) -> str:
     v = jr.verdict.value.upper()
+    na = "; ".join(f"{n['suite']}@{n['load']} not available: {n['reason']}" for n in jr.not_available)
+    if jr.only_not_available:
+        return f"NOT AVAILABLE: {na}"
     if jr.build_error:
         return f"{v}: {jr.build_error}"
     if jr.infra_error:
@@ -391,4 +412,4 @@ def _job_summary(jr: JobResult) -> str:
         stat = f"max {c.max_us:g} us" if c else "no data"
         why = f" ({'; '.join(m.reasons)})" if m.verdict != Verdict.PASS and m.reasons else ""
         parts.append(f"{m.key.suite}@{m.key.load} {stat} {m.verdict.value if m.verdict else '?'}{why}")
-    return f"{v} in {jr.duration_s:.0f} s: " + ", ".join(parts)
+    return f"{v} in {jr.duration_s:.0f} s: " + ", ".join(parts) + (f"; {na}" if na else "")

@@ -17,6 +17,20 @@ from ..config import format_cpulist
 from ..model import ToolOutput
 
 
+#: written to a suite's raw dir when the board cannot run it: {"reason": ...}
+NOT_AVAILABLE_FILE = "not_available.json"
+
+
+def not_available(host_dir: Path) -> str | None:
+    """The reason recorded on the board that the suite could not run, or None."""
+    import json
+
+    try:
+        return str(json.loads((host_dir / NOT_AVAILABLE_FILE).read_text())["reason"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 @dataclass(frozen=True)
 class SuiteRun:
     """One campaign entry on one board: what the board-side code needs."""
@@ -81,6 +95,18 @@ class Suite:
         """Whether a run that exited with *rc* still produced a result (a
         kernel failure the gate judges as FAIL) rather than an infra error."""
         return rc == 0
+
+    def unavailable(self, sh) -> str | None:
+        """Why the board (a BoardShell) cannot run this suite at all, or None.
+        Checked on the board before the load starts; a reason makes the suite
+        "not available" there: not run, neither passed nor failed."""
+        return None
+
+    def parse_outputs(self, job_dir: Path, run: SuiteRun) -> dict[str, ToolOutput]:
+        """Every measurement of one run, by suffix of the suite's name: ""
+        for one measurement; a tool measuring two things (rtla timerlat: IRQ
+        and thread latency) returns one output per thing ("irq", "thread")."""
+        return {"": self.parse(job_dir, run)}
 
     def parse(self, job_dir: Path, run: SuiteRun) -> ToolOutput:
         """The tool's output in the model, plus the loads' health numbers
@@ -158,8 +184,9 @@ from .rttests import (  # noqa: E402 - they subclass Suite
     Sigwaittest, Svsematest,
 )
 from .rtbench import Rtbench  # noqa: E402
+from .rtla import Osnoise, Timerlat  # noqa: E402
 
 SUITES: dict[str, Suite] = {s.name: s for s in (
     Cyclictest(), Signaltest(), Sigwaittest(), Svsematest(), Ptsematest(), Pmqtest(),
-    PiStress(), Hackbench(), Cyclicdeadline(), RtMigrateTest(), Rtbench(),
+    PiStress(), Hackbench(), Cyclicdeadline(), RtMigrateTest(), Rtbench(), Timerlat(), Osnoise(),
 )}

@@ -5,10 +5,13 @@ checked over the tool's whole run and stopped after it (rtlab.loads). A
 load that died or stalled fails the test with LoadDied naming it (INFRA);
 a tool that crashed fails it with SuiteFailure (INFRA); a tool whose
 non-zero exit is a kernel result (pi_stress deadlock) passes here and is
-judged FAIL by the gate from its raw files.
+judged FAIL by the gate from its raw files. A suite the board cannot run
+(rtla on a kernel without the tracer) is recorded as not available.
 """
+import json
+
 from rtlab.loads import LOADS
-from rtlab.suites import SUITES, SuiteRun
+from rtlab.suites import NOT_AVAILABLE_FILE, SUITES, SuiteRun
 from rtlab.suites.board import SuiteFailure, run_tool
 from rtlab.suites.events import emit
 
@@ -25,6 +28,12 @@ def test_suite(request, suite_run, job, job_dir, board_shell):
     host_dir = job_dir / suite_run.id
     duration = suite.duration_s(suite_run)
     command = suite.command(suite_run, board=job["board"])
+    why = suite.unavailable(board_shell)
+    if why is not None:  # not run, not judged: the host records it as not available
+        host_dir.mkdir(parents=True, exist_ok=True)
+        (host_dir / NOT_AVAILABLE_FILE).write_text(json.dumps({"reason": why}) + "\n")
+        emit(request.config, event="suite_not_available", id=suite_run.id, reason=why)
+        return
     emit(request.config, event="suite", id=suite_run.id, duration_s=duration)
     with load.running(board_shell, host_dir, suite_run, board=job["board"]):
         rc = run_tool(board_shell, suite_run.id, command, host_dir, suite.outputs(suite_run),
