@@ -35,6 +35,8 @@ Verdicts, in the gate's terms:
 """
 from __future__ import annotations
 
+import dataclasses
+
 import datetime as dt
 import json
 import shutil
@@ -282,9 +284,9 @@ def ingest_records(records: list[LavaRecord], results_root: Path, *, run_id: Opt
         js["suites"].append(s["suite"])
         spec_file.write_text(json.dumps(js, indent=2) + "\n")
         jr.duration_s = round(jr.duration_s + rec.duration_s, 3)
-        m = _ingest_one(rec, jr, job_dir, variant)
-        if m is not None:
-            jr.measurements.append(m)
+        ms = _ingest_one(rec, jr, job_dir, variant)  # rtla timerlat: IRQ and thread
+        jr.measurements.extend(ms)
+        m = ms[0] if ms else None
         progress(f"{rec.label}: {rec.health}" + (f" ({rec.failure})" if rec.failure else "")
                  + (f", {m.key.suite}@{m.key.load} parsed" if m is not None and m.verdict is None else "")
                  + (f", {m.verdict.value}: {'; '.join(m.reasons)}" if m is not None and m.verdict else ""))
@@ -304,7 +306,7 @@ def ingest_records(records: list[LavaRecord], results_root: Path, *, run_id: Opt
     return run, run_dir
 
 
-def _ingest_one(rec: LavaRecord, jr: JobResult, job_dir: Path, variant: Variant) -> Optional[Measurement]:
+def _ingest_one(rec: LavaRecord, jr: JobResult, job_dir: Path, variant: Variant) -> list[Measurement]:
     s = rec.spec
     run = SuiteRun.from_json(s["suite"])
     suite = SUITES[run.suite]
@@ -336,7 +338,7 @@ def _ingest_one(rec: LavaRecord, jr: JobResult, job_dir: Path, variant: Variant)
     if infra:
         msg = f"{rec.label}: " + "; ".join(infra)
         jr.infra_error = f"{jr.infra_error}; {msg}" if jr.infra_error else msg
-        return None  # nothing trustworthy was measured: the job-level error says why
+        return []  # nothing trustworthy was measured: the job-level error says why
 
     # raw outputs first, byte-exact, before anything is judged
     raw: list[str] = []
@@ -365,6 +367,7 @@ def _ingest_one(rec: LavaRecord, jr: JobResult, job_dir: Path, variant: Variant)
     tool = ToolOutput(path="", tool=suite.tool)
     reasons: list[str] = []
     m: Optional[Measurement] = None
+    more: list[Measurement] = []
     if rec.log is None:
         threads = _threads_from_cases(cases)
         if threads:
@@ -379,10 +382,14 @@ def _ingest_one(rec: LavaRecord, jr: JobResult, job_dir: Path, variant: Variant)
         reasons.append(f"{suite.tool} exited with {rc}" + (f": {' | '.join(tail)}" if tail else ""))
     else:
         try:
-            out = suite.parse(job_dir, run)
-            out.path = str(Path(out.path).relative_to(job_dir)) if Path(out.path).is_absolute() else out.path
-            m = Measurement(mkey, out, raw)
-            disagree = cross_check(out, cases)
+            outs = suite.parse_outputs(job_dir, run)  # one per measurement of the suite
+            ms = []
+            for suffix, out in outs.items():
+                out.path = str(Path(out.path).relative_to(job_dir)) if Path(out.path).is_absolute() else out.path
+                k = dataclasses.replace(mkey, suite=f"{mkey.suite}-{suffix}") if suffix else mkey
+                ms.append(Measurement(k, out, raw))
+            m, more = ms[0], ms[1:]
+            disagree = cross_check(out, cases) if not more else []
             if disagree:
                 reasons.append("the board's lava-test-case numbers disagree with the raw output: "
                                + "; ".join(disagree))
@@ -398,6 +405,7 @@ def _ingest_one(rec: LavaRecord, jr: JobResult, job_dir: Path, variant: Variant)
     if reasons:
         if m is None:
             m = Measurement(mkey, tool, raw)
-        m.verdict = Verdict.INFRA
-        m.reasons = reasons
-    return m
+        for x in (m, *more):
+            x.verdict = Verdict.INFRA
+            x.reasons = list(reasons)
+    return [m, *more] if m is not None else []
