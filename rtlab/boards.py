@@ -47,6 +47,13 @@ class Board:
         kernels the rack's flashing step stages, the local board its own."""
         return self.kind == "qemu"
 
+    @property
+    def emulated(self) -> bool:
+        """A QEMU/TCG machine (latency is emulation noise, CPUs 10-50x slower):
+        the QEMU boards, and rack twins, which are remote places but QEMU
+        machines all the same (their budget class says so)."""
+        return self.kind == "qemu" or "qemu" in self.features or self.budget_class == "qemu-tcg"
+
     def supports(self, variant: str) -> bool:
         return (variant == HOST_VARIANT) == self.fixed_kernel
 
@@ -55,6 +62,12 @@ class Board:
                 "cpus": self.cpus, "isolate_cpu": self.isolate_cpu,
                 "budget_class": self.budget_class, "kind": self.kind,
                 "features": list(self.features)}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Board":
+        return cls(name=d["name"], env_file=Path(d["env_file"]), arch=d["arch"], cpus=int(d["cpus"]),
+                   isolate_cpu=d.get("isolate_cpu"), budget_class=d["budget_class"], kind=d["kind"],
+                   features=tuple(d.get("features", ())))
 
 
 def _host_cpus() -> int:
