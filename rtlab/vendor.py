@@ -353,7 +353,11 @@ def _mam(t: ThreadResult) -> str:
 
 def block_rows(block: Block, thresholds: Iterable[float]) -> list[tuple[str, dict[str, str]]]:
     """(row label, {variant: cell}) for one block; unknown shares add notes."""
-    from .loads.health import result_cell
+    from .suites import Suite
+
+    def result_cell(tool: str, out) -> Optional[str]:
+        suite = Suite.for_tool(tool)
+        return suite.result_cell(out) if suite is not None else None
 
     thresholds = tuple(thresholds)
     cells = {v: c for v, c in block.cells.items() if isinstance(c, Cell)}
@@ -388,7 +392,7 @@ def block_rows(block: Block, thresholds: Iterable[float]) -> list[tuple[str, dic
                 if s.unknown:
                     block.notes.append(f">= {fmt_threshold(thr)} us unknown for {v}: {s.unknown}")
             rows.append((f">= {fmt_threshold(thr)} us", row))
-    results = {v: result_cell(c.tool, c.measurements[0].output.metrics) for v, c in cells.items()}
+    results = {v: result_cell(c.tool, c.measurements[0].output) for v, c in cells.items()}
     if any(r is not None for r in results.values()):
         rows.append(("result", {v: (results.get(v) or "-") if v in cells else blank(v)
                                 for v in block.variants}))

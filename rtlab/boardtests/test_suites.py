@@ -28,7 +28,7 @@ def test_suite(request, suite_run, job, job_dir, board_shell):
     load = LOADS[suite_run.load]
     host_dir = job_dir / suite_run.id
     duration = suite.duration_s(suite_run)
-    command = suite.command(suite_run, board=job.board.to_json())
+    argv = suite.command(suite_run, board=job.board.to_json())
     why = suite.unavailable(board_shell)
     if why is not None:  # not run, not judged: the host records it as not available
         host_dir.mkdir(parents=True, exist_ok=True)
@@ -37,7 +37,7 @@ def test_suite(request, suite_run, job, job_dir, board_shell):
         return
     emit(request.config, event="suite", id=suite_run.id, duration_s=duration)
     with load.running(board_shell, host_dir, suite_run, board=job.board):
-        rc = run_tool(board_shell, suite_run.id, command, host_dir, suite.outputs(suite_run),
+        rc = run_tool(board_shell, suite_run.id, argv, host_dir, suite.outputs(suite_run),
                       timeout=duration * 2 + 60)
     problem = tool_exit_problem(suite, rc, host_dir)  # the host judges it the same way
     if problem:

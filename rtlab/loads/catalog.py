@@ -49,6 +49,7 @@ each.
 from __future__ import annotations
 
 import json
+import shlex
 import socket
 import subprocess
 import time
@@ -314,7 +315,9 @@ class Network(BoardLoad):
 
     def commands(self, env: LoadEnv) -> list[tuple[str, str]]:
         peer, port = self.peer(env), env.port
-        rate = f" -b {env.opts['bitrate']}" if env.opts.get("bitrate") else ""
+        # typed at load (rtlab.params); quoted all the same
+        rate = f" -b {shlex.quote(str(env.opts['bitrate']))}" if env.opts.get("bitrate") else ""
+        peer = shlex.quote(peer)
         return [
             ("ping", f"busybox ping -A -q -s {int(env.opts.get('ping_size') or 8000)} {peer} "
                      f"> ping.txt 2>&1"),

@@ -24,7 +24,7 @@ from typing import Optional
 
 from ..config import format_cpulist
 from ..model import ToolOutput
-from . import Suite, SuiteRun, _load_metrics
+from . import DURATION_S, PRIORITY, Int, ParamError, Suite, SuiteRun, _load_metrics
 
 TRACEFS = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
 
@@ -77,11 +77,14 @@ class Timerlat(_Rtla):
         "entries": 1000,    # histogram buckets (-E); beyond: "over"
     }
 
-    def command(self, run: SuiteRun, board: Optional[dict] = None) -> str:
+    spec = {"period_us": Int(10, 1_000_000), "duration_s": DURATION_S, "priority": PRIORITY,
+            "bucket_us": Int(1, 1_000_000), "entries": Int(10, 1_000_000)}
+
+    def command(self, run: SuiteRun, board: Optional[dict] = None) -> list[str]:
         p = run.params
-        return (f"rtla timerlat hist -d {int(p['duration_s'])}s -c {format_cpulist(run.cpus)} "
-                f"-p {int(p['period_us'])} -P f:{int(p['priority'])} -b {int(p['bucket_us'])} "
-                f"-E {int(p['entries'])}")
+        return ["rtla", "timerlat", "hist", "-d", f"{p['duration_s']}s", "-c", format_cpulist(run.cpus),
+                "-p", str(p["period_us"]), "-P", f"f:{p['priority']}", "-b", str(p["bucket_us"]),
+                "-E", str(p["entries"])]
 
     def parse_outputs(self, job_dir: Path, run: SuiteRun) -> dict[str, ToolOutput]:
         from ..parsers.rtla import parse_timerlat_hist
@@ -113,12 +116,22 @@ class Osnoise(_Rtla):
         "entries": 1000,
     }
 
-    def command(self, run: SuiteRun, board: Optional[dict] = None) -> str:
+    spec = {"period_us": Int(100, 10_000_000), "runtime_us": Int(100, 10_000_000), "duration_s": DURATION_S,
+            "priority": Int(0, 99), "threshold_us": Int(1, 1_000_000), "bucket_us": Int(1, 1_000_000),
+            "entries": Int(10, 1_000_000)}
+
+    def params(self, given: dict) -> dict:
+        p = super().params(given)
+        if p["runtime_us"] > p["period_us"]:
+            raise ParamError(f"runtime_us ({p['runtime_us']}) must not exceed period_us ({p['period_us']})")
+        return p
+
+    def command(self, run: SuiteRun, board: Optional[dict] = None) -> list[str]:
         p = run.params
-        prio = f" -P f:{int(p['priority'])}" if int(p["priority"]) else ""
-        return (f"rtla osnoise hist -d {int(p['duration_s'])}s -c {format_cpulist(run.cpus)} "
-                f"-p {int(p['period_us'])} -r {int(p['runtime_us'])} -T {int(p['threshold_us'])}"
-                f"{prio} -b {int(p['bucket_us'])} -E {int(p['entries'])}")
+        prio = ["-P", f"f:{p['priority']}"] if p["priority"] else []
+        return ["rtla", "osnoise", "hist", "-d", f"{p['duration_s']}s", "-c", format_cpulist(run.cpus),
+                "-p", str(p["period_us"]), "-r", str(p["runtime_us"]), "-T", str(p["threshold_us"]),
+                *prio, "-b", str(p["bucket_us"]), "-E", str(p["entries"])]
 
     def parse_output(self, host_dir: Path, run: SuiteRun) -> ToolOutput:
         from ..parsers.rtla import parse_osnoise_hist

@@ -121,11 +121,21 @@ def test_suite_commands():
     run = SuiteRun(id="timerlat@idle", name="timerlat", suite="timerlat", load="idle",
                    params=SUITES["timerlat"].params({"duration_s": 5}), cpus=(0, 1))
     assert SUITES["timerlat"].command(run) == \
-        "rtla timerlat hist -d 5s -c 0-1 -p 1000 -P f:95 -b 1 -E 1000"
+        "rtla timerlat hist -d 5s -c 0-1 -p 1000 -P f:95 -b 1 -E 1000".split()
     run = SuiteRun(id="osnoise@idle", name="osnoise", suite="osnoise", load="idle",
                    params=SUITES["osnoise"].params({"duration_s": 5, "priority": 90}), cpus=(1,))
     assert SUITES["osnoise"].command(run) == \
-        "rtla osnoise hist -d 5s -c 1 -p 1000000 -r 900000 -T 1 -P f:90 -b 1 -E 1000"
+        "rtla osnoise hist -d 5s -c 1 -p 1000000 -r 900000 -T 1 -P f:90 -b 1 -E 1000".split()
+
+
+def test_params_are_typed_and_ranged():
+    from rtlab.params import ParamError
+
+    for suite, bad in (("timerlat", {"period_us": "1000; reboot"}), ("timerlat", {"priority": 100}),
+                       ("osnoise", {"runtime_us": 2000000, "period_us": 1000000}),
+                       ("osnoise", {"entries": 0})):
+        with pytest.raises(ParamError):
+            SUITES[suite].params(bad)
 
 
 def test_timerlat_is_two_measurements(tmp_path):
