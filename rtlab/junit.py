@@ -55,8 +55,10 @@ def job_suite(run: RunResult, job: JobResult) -> ET.Element:
         counts["tests"] += 1
         reasons = "; ".join(m.reasons)
         if m.verdict == Verdict.FAIL:
+            ev = (f"\nevidence: {job.board}/{job.variant}/{m.evidence['dir']}/ (trace.txt, analysis.json): "
+                  f"{m.evidence.get('summary') or 'no culprit named'}") if m.evidence else ""
             ET.SubElement(tc, "failure", message=reasons or "over budget", type="budget").text = \
-                f"{k.label()}: {reasons}\n{_stats(m)}"
+                f"{k.label()}: {reasons}\n{_stats(m)}{ev}"
             counts["failures"] += 1
         elif m.verdict == Verdict.INFRA or m.verdict is None:
             ET.SubElement(tc, "error", message=reasons or "not judged", type="infra").text = \

@@ -295,6 +295,9 @@ class Measurement:
     budget: Optional["Budget"] = None
     #: share of samples at or above budget max_us (worst thread), None if unknowable
     share_over_budget: Optional[float] = None
+    #: the breach evidence (rtlab.evidence): {"dir": raw dir of the trace and
+    #: analysis, relative to the job dir, "summary": one line or None}
+    evidence: Optional[dict[str, Any]] = None
 
     def __post_init__(self) -> None:
         if isinstance(self.budget, dict):  # as run.json holds it
@@ -311,6 +314,7 @@ class Measurement:
             "reasons": self.reasons,
             "budget": self.budget.to_json() if self.budget is not None else None,
             "share_over_budget": self.share_over_budget,
+            "evidence": self.evidence,
         }
 
     @classmethod
@@ -323,6 +327,7 @@ class Measurement:
             reasons=d.get("reasons", []),
             budget=d.get("budget") or None,
             share_over_budget=d.get("share_over_budget"),
+            evidence=d.get("evidence"),
         )
 
 

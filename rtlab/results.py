@@ -35,6 +35,7 @@ from typing import Any, Callable, Optional, Sequence
 from .boards import Board
 from .budgets import Budgets
 from .errors import InputError
+from .evidence import EVIDENCE_DIR, read_analysis
 from .gate import judge_run
 from .model import JobResult, Measurement, MeasurementKey, RunResult, ToolOutput, Verdict
 from .suites import Suite, SuiteRun
@@ -177,10 +178,13 @@ def collect(job_dir: Path, key: MeasurementKey, suite: Suite, run: SuiteRun, *,
                     if check is not None:
                         reasons += check(out)
     reasons += after
+    found = read_analysis(host_dir)
+    ev = {"dir": f"{run.id}/{EVIDENCE_DIR}", "summary": found.get("summary")} if found is not None else None
     ms = [Measurement(dataclasses.replace(key, suite=f"{key.suite}-{suffix}") if suffix else key, out, raw)
           for suffix, out in outs.items()] or [Measurement(key, ToolOutput(path="", tool=suite.tool), raw)]
-    if reasons:
-        for m in ms:
+    for m in ms:
+        m.evidence = ev
+        if reasons:
             m.verdict = Verdict.INFRA
             m.reasons = list(reasons)
     return ms

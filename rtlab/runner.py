@@ -299,6 +299,8 @@ def _show_event(ev: dict, label: str, progress) -> None:
         progress(f"{label} booting")
     elif kind == "booted":
         progress(f"{label} shell after {ev['duration_s']:.1f} s")
+    elif kind == "evidence":
+        progress(f"{label} {ev['id']}: broke its budget, trace kept: {ev.get('summary') or 'no culprit named'}")
     elif kind == "suite_not_available":
         progress(f"{label} {ev['id']}: not available ({ev.get('reason', '')})")
     elif kind == "suite":
@@ -310,7 +312,8 @@ def _show_event(ev: dict, label: str, progress) -> None:
 def run_campaign(campaign: Campaign, *, results_root: Path = RESULTS_DIR,
                  progress: Callable[[str], None] = Progress(),
                  commit: Optional[dict] = None, run_id: Optional[str] = None,
-                 places: int = 1, kernel_tree: Optional[Path] = None) -> tuple[RunResult, Path]:
+                 places: int = 1, kernel_tree: Optional[Path] = None,
+                 evidence: Optional[bool] = None) -> tuple[RunResult, Path]:
     """Run every job of the campaign; `kernel_tree` builds every variant's
     kernel from that tree (the commit under test) instead of Debian's."""
     budgets = load_budgets(campaign.budgets)  # a bad budget file fails before any boot
@@ -322,7 +325,13 @@ def run_campaign(campaign: Campaign, *, results_root: Path = RESULTS_DIR,
     rd.keep(campaign.path, "campaign.yaml")
     rd.keep(campaign.budgets, "budgets.yaml")  # what this run was judged by
     jobs = campaign.jobs()
-    progress(f"run {run_id}: {len(jobs)} jobs, campaign {campaign.name} -> {run_dir}")
+    from .evidence import arm_job, armed_by_default
+    armed = evidence if evidence is not None else (
+        campaign.evidence if campaign.evidence is not None else armed_by_default())
+    if armed:  # stop and trace at the budget (rtlab.evidence)
+        jobs = [arm_job(j, budgets) for j in jobs]
+    progress(f"run {run_id}: {len(jobs)} jobs, campaign {campaign.name} -> {run_dir}"
+             + (", evidence armed" if armed else ""))
 
     images = {}
     arches = sorted({j.board.arch for j in jobs if not j.board.fixed_kernel})

@@ -23,7 +23,9 @@ the last bucket; ``count`` is every sample (rows + over, checked); min, avg
 and max are rtla's own exact numbers (avg rounded down by rtla). The bucket
 size and number of buckets are the command's ``-b`` and ``-E`` (given by the
 suite; without them the bucket is the gcd of the indexes and the range is
-unknown). One :class:`ThreadResult` per column with samples; its ``cpu`` is
+unknown). A run a threshold stopped (``-T``/``-i``) ends with ``rtla timerlat
+hit stop tracing`` and, with ``-t``, ``Saving trace to <file>``: read into
+``metrics`` (``stopped``, ``trace_saved_as``). One :class:`ThreadResult` per column with samples; its ``cpu`` is
 the column's CPU. Errors name the file and the line.
 """
 from __future__ import annotations
@@ -41,6 +43,9 @@ _UNIT = re.compile(r"^# Time unit is (microseconds \(us\)|nanoseconds \(ns\))\s*
 _DURATION = re.compile(r"^# Duration:\s+(\d+)\s+(\d+):(\d\d):(\d\d)\s*$")
 _COLUMN = re.compile(r"^(IRQ|Thr|CPU)-(\d+)$")
 _SUMMARY = ("over:", "count:", "min:", "avg:", "max:")
+#: what rtla prints after the summary when a threshold (-T/-i/-a) stopped it
+_STOPPED = re.compile(r"^rtla (timerlat|osnoise) hit stop tracing$")
+_SAVING = re.compile(r"^\s*Saving trace to (\S+)$")
 #: column kind -> measurement it belongs to
 KINDS = {"IRQ": "irq", "Thr": "thread", "CPU": "noise"}
 
@@ -64,6 +69,7 @@ def parse_hist(text: str, path, *, bucket: Optional[int] = None,
     rows: dict[int, list[int]] = {}
     summary: dict[str, list[Optional[int]]] = {}
     index_line = None
+    stopped, saved = False, None
     for lineno, raw in enumerate(text.splitlines(), 1):
         line = raw.rstrip()
         if not line.strip():
@@ -77,6 +83,12 @@ def parse_hist(text: str, path, *, bucket: Optional[int] = None,
                 d, h, mi, s = (int(x) for x in m.groups())
                 duration_s = ((d * 24 + h) * 60 + mi) * 60 + s
             continue  # other comments (rtla prints none in 6.1) are not data
+        if summary and (m := _STOPPED.match(line.strip())):
+            stopped = True
+            continue
+        if stopped and (m := _SAVING.match(line)):
+            saved = m.group(1)
+            continue
         toks = line.split()
         if toks[0] == "Index":
             if index_line is not None:
@@ -130,8 +142,10 @@ def parse_hist(text: str, path, *, bucket: Optional[int] = None,
     outs: dict[str, ToolOutput] = {}
     for i, (kind, cpu) in enumerate(columns):
         name = KINDS[kind]
-        out = outs.setdefault(name, ToolOutput(path=str(path), tool=tool, return_code=0,
-                                               metrics={"duration_s": duration_s} if duration_s is not None else {}))
+        metrics: dict = {"duration_s": duration_s} if duration_s is not None else {}
+        if stopped:  # a threshold stopped the run early (evidence armed)
+            metrics.update(stopped=1, **({"trace_saved_as": saved} if saved else {}))
+        out = outs.setdefault(name, ToolOutput(path=str(path), tool=tool, return_code=0, metrics=metrics))
         count, over = summary["count"][i], summary["over"][i]
         label = f"{kind}-{cpu:03d}"
         if count is None or over is None:

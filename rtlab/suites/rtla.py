@@ -27,6 +27,8 @@ from ..model import ToolOutput
 from . import DURATION_S, PRIORITY, Int, ParamError, Suite, SuiteRun, _load_metrics
 
 TRACEFS = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
+#: rtla timerlat's saved trace when evidence is armed and a threshold hit
+TIMERLAT_TRACE = "timerlat_trace.txt"
 
 
 def tracer_missing(sh, tracer: str) -> Optional[str]:
@@ -84,7 +86,33 @@ class Timerlat(_Rtla):
         p = run.params
         return ["rtla", "timerlat", "hist", "-d", f"{p['duration_s']}s", "-c", format_cpulist(run.cpus),
                 "-p", str(p["period_us"]), "-P", f"f:{p['priority']}", "-b", str(p["bucket_us"]),
-                "-E", str(p["entries"])]
+                "-E", str(p["entries"]), *self._stop_at(run)]
+
+    def _stop_at(self, run: SuiteRun) -> list[str]:
+        """Evidence armed: stop and save the trace (with the scheduler and IRQ
+        events) at the first sample over a budget (rtla -T/-i stop at a
+        latency greater than the argument: one below the budget)."""
+        ev = run.evidence or {}
+        args = []
+        if ev.get("thread_us"):
+            args += ["-T", str(max(1, int(ev["thread_us"]) - 1))]
+        if ev.get("irq_us"):
+            args += ["-i", str(max(1, int(ev["irq_us"]) - 1))]
+        if not args:
+            return []
+        events = [a for e in ("sched:sched_switch", "sched:sched_wakeup", "irq:irq_handler_entry",
+                              "irq:irq_handler_exit") for a in ("-e", e)]
+        # "-t=FILE", not "--trace=FILE": rtla 6.1 drops the first character of
+        # the optional argument ("&optarg[1]", written for "-t=FILE"); the
+        # long form saved "imerlat_trace.txt" here
+        return [*args, *events, f"-t={TIMERLAT_TRACE}"]
+
+    def evidence_outputs(self, run: SuiteRun) -> list[str]:
+        return [TIMERLAT_TRACE] if run.evidence else []
+
+    def breached(self, host_dir: Path, run: SuiteRun) -> bool:
+        # rtla saves the trace only when a threshold stopped it
+        return bool(run.evidence) and (host_dir / TIMERLAT_TRACE).is_file()
 
     def parse_outputs(self, job_dir: Path, run: SuiteRun) -> dict[str, ToolOutput]:
         from ..parsers.rtla import parse_timerlat_hist

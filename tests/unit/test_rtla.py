@@ -149,3 +149,17 @@ def test_timerlat_is_two_measurements(tmp_path):
     outs = SUITES["timerlat"].parse_outputs(tmp_path, run)
     assert set(outs) == {"irq", "thread"}
     assert outs["irq"].threads[0].max_us == 60836 and outs["thread"].threads[0].max_us == 61003
+
+
+def test_stopped_run_parses_with_its_stop_lines():
+    """Evidence armed (-T/-i): rtla stops at the first sample over the
+    threshold and says so after the summary (real capture, fifo-hog load)."""
+    path = FIX / "timerlat-hist-stopped-aarch64.txt"
+    irq, thread = parse_timerlat_hist(path.read_text(), path, bucket=100, entries=200)
+    assert thread.metrics["stopped"] == 1 and thread.metrics["trace_saved_as"] == "imerlat_trace.txt"
+    assert [t.max_us for t in thread.threads] == [87047, 3728889]
+    assert [t.cycles for t in irq.threads] == [892, 110]
+    # a row after the stop lines is still refused
+    bad = path.read_text() + "100 1 1 1 1\n"
+    with pytest.raises(InputError, match="after the summary"):
+        parse_timerlat_hist(bad, path, bucket=100, entries=200)
