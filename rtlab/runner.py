@@ -28,7 +28,7 @@ from .errors import Cancelled, InfraError, RtlabError
 from . import joblife
 from .model import JobResult, Measurement, MeasurementKey, RunResult, ToolOutput, Verdict
 from .results import JobSpec, ResultsDir, collect, new_run_id, read_exit_code, tool_exit_problem
-from .suites import SUITES
+from .suites import SUITES, not_available
 from .suites.board import WORKDIR_ENV
 
 #: the board-side pytest files (shipped in the package, so an installed rtlab runs them)
@@ -349,8 +349,14 @@ def collect_suites(job: Job, job_dir: Path, events: list[dict], result: JobResul
                 continue  # never ran: the job-level infra error says why
             m = Measurement(key, ToolOutput(path="", tool=suite.tool), [],
                             verdict=Verdict.INFRA, reasons=["suite did not run (see pytest.log)"])
+        elif outcome["outcome"] == "passed" and (why := not_available(job_dir / run.id)) is not None:
+            # the board cannot run it (rtla without the kernel's tracer): not judged
+            result.not_available.append({"suite": run.name, "load": run.load, "reason": why})
+            continue
         else:
-            m = collect(job_dir, key, suite, run, before=_board_problems(outcome, suite, job_dir / run.id))
+            result.measurements.extend(
+                collect(job_dir, key, suite, run, before=_board_problems(outcome, suite, job_dir / run.id)))
+            continue
         result.measurements.append(m)
     return result
 
@@ -388,6 +394,10 @@ def _show_event(ev: dict, label: str, progress) -> None:
         progress(f"{label} booting")
     elif kind == "booted":
         progress(f"{label} shell after {ev['duration_s']:.1f} s")
+    elif kind == "evidence":
+        progress(f"{label} {ev['id']}: broke its budget, trace kept: {ev.get('summary') or 'no culprit named'}")
+    elif kind == "suite_not_available":
+        progress(f"{label} {ev['id']}: not available ({ev.get('reason', '')})")
     elif kind == "suite":
         progress(f"{label} {ev['id']}: running ({ev['duration_s']:g} s)")
     elif kind == "test" and ev.get("outcome") != "passed":
@@ -398,7 +408,8 @@ def run_campaign(campaign: Campaign, *, results_root: Path = RESULTS_DIR,
                  progress: Callable[[str], None] = Progress(),
                  commit: Optional[dict] = None, run_id: Optional[str] = None,
                  places: int = 1, kernel_tree: Optional[Path] = None,
-                 lock_timeout: Optional[float] = None) -> tuple[RunResult, Path]:
+                 lock_timeout: Optional[float] = None,
+                 evidence: Optional[bool] = None) -> tuple[RunResult, Path]:
     """Run every job of the campaign; `kernel_tree` builds every variant's
     kernel from that tree (the commit under test) instead of Debian's.
 
@@ -415,7 +426,13 @@ def run_campaign(campaign: Campaign, *, results_root: Path = RESULTS_DIR,
     rd.keep(campaign.path, "campaign.yaml")
     rd.keep(campaign.budgets, "budgets.yaml")  # what this run was judged by
     jobs = campaign.jobs()
-    progress(f"run {run_id}: {len(jobs)} jobs, campaign {campaign.name} -> {run_dir}")
+    from .evidence import arm_job, armed_by_default
+    armed = evidence if evidence is not None else (
+        campaign.evidence if campaign.evidence is not None else armed_by_default())
+    if armed:  # stop and trace at the budget (rtlab.evidence)
+        jobs = [arm_job(j, budgets) for j in jobs]
+    progress(f"run {run_id}: {len(jobs)} jobs, campaign {campaign.name} -> {run_dir}"
+             + (", evidence armed" if armed else ""))
 
     images = {}
     arches = sorted({j.board.arch for j in jobs if not j.board.fixed_kernel})
@@ -490,6 +507,9 @@ def run_campaign(campaign: Campaign, *, results_root: Path = RESULTS_DIR,
 
 def _job_summary(jr: JobResult) -> str:
     v = jr.verdict.value.upper()
+    na = "; ".join(f"{n['suite']}@{n['load']} not available: {n['reason']}" for n in jr.not_available)
+    if jr.only_not_available:
+        return f"NOT AVAILABLE: {na}"
     if jr.build_error:
         return f"{v}: {jr.build_error}"
     if jr.infra_error:
@@ -500,4 +520,4 @@ def _job_summary(jr: JobResult) -> str:
         stat = f"max {c.max_us:g} us" if c else "no data"
         why = f" ({'; '.join(m.reasons)})" if m.verdict != Verdict.PASS and m.reasons else ""
         parts.append(f"{m.key.suite}@{m.key.load} {stat} {m.verdict.value if m.verdict else '?'}{why}")
-    return f"{v} in {jr.duration_s:.0f} s: " + ", ".join(parts)
+    return f"{v} in {jr.duration_s:.0f} s: " + ", ".join(parts) + (f"; {na}" if na else "")
