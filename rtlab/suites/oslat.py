@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Optional
 
 from ..config import format_cpulist
-from . import Suite, SuiteRun
+from . import DURATION_S, Args, Int, Suite, SuiteRun
 
 
 class Oslat(Suite):
@@ -26,11 +26,12 @@ class Oslat(Suite):
         "duration_s": 10,
         "priority": 0,      # -f: SCHED_FIFO priority of the loops; 0 = SCHED_OTHER (see above)
         "buckets": 32,      # -b: 1 us histogram buckets; longer stalls count in the last one
-        "extra_args": "",
+        "extra_args": [],
     }
+    spec = {"duration_s": DURATION_S, "priority": Int(0, 99), "buckets": Int(4, 1024), "extra_args": Args()}
 
-    def command(self, run: SuiteRun, board: Optional[dict] = None) -> str:
+    def command(self, run: SuiteRun, board: Optional[dict] = None) -> list[str]:
         p = run.params
-        prio = f" -f {int(p['priority'])}" if int(p["priority"]) > 0 else ""
-        return (f"oslat -q -D {int(p['duration_s'])} -c {format_cpulist(run.cpus)}{prio} "
-                f"-b {int(p['buckets'])} -z --json={self.json_file} {p['extra_args']}").strip()
+        prio = ["-f", str(p["priority"])] if p["priority"] > 0 else []
+        return ["oslat", "-q", "-D", str(p["duration_s"]), "-c", format_cpulist(run.cpus), *prio,
+                "-b", str(p["buckets"]), "-z", f"--json={self.json_file}", *p["extra_args"]]

@@ -34,6 +34,9 @@ def normalize_str(text: str) -> str:
     for path, name in ((DEFAULT_CACHE.resolve(), "@CACHE@"), (DEFAULT_CACHE, "@CACHE@"),
                        (ROOT.resolve(), "@ROOT@"), (ROOT, "@ROOT@")):
         text = text.replace(str(path), name)
+    # an image manifest keeps the paths of the checkout that built the images
+    # (a cache shared between checkouts names another one)
+    text = re.sub(r"(?:/[^/\s'\"]+)+/\.cache/images\b", "@CACHE@", text)
     text = re.sub(r"(initramfs-[a-z0-9_]+-)[0-9a-f]{16}", r"\1@DIGEST@", text)
     return re.sub(r"\b[0-9a-f]{64}\b", "@SHA256@", text)
 
@@ -87,3 +90,4 @@ def test_normalize_keeps_what_a_job_does():
            f"path {DEFAULT_CACHE}/x86_64/vmlinuz steps: cyclictest -a 1 -t 1"
     assert normalize_str(text) == (f"url: {ARTIFACTS}/x86_64/initramfs-x86_64-@DIGEST@.cpio.gz sha256sum @SHA256@ "
                                    "path @CACHE@/x86_64/vmlinuz steps: cyclictest -a 1 -t 1")
+    assert normalize_str("path: /srv/other-checkout/.cache/images/aarch64/Image") == "path: @CACHE@/aarch64/Image"
