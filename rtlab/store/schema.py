@@ -392,7 +392,7 @@ TAGS = {
     VERDICT: ("scope", "board", "arch", "variant", "kernel_release", "load", "suite", "tool",
               "pipeline", "rep"),
     JOB: ("board", "arch", "variant", "kernel_release", "budget_class", "pipeline", "rep"),
-    EVENTS: ("pipeline", "campaign"),
+    EVENTS: ("pipeline", "campaign", "kind", "board", "series"),
     METRICS: ("board", "arch", "variant", "kernel_release", "load", "suite", "tool", "pipeline", "rep"),
 }
 FIELDS = {
@@ -405,7 +405,8 @@ FIELDS = {
     JOB: {"infra": int, "error": str, "verdict": str, "duration_s": float, "measurements": int,
           "failed": int, "infra_measurements": int, "kernel_version": str, **_RUN},
     EVENTS: {"title": str, "text": str, "tags": str, "verdict": str, "started": str, "jobs": int,
-             "failed_jobs": int, "infra_jobs": int, "branch": str, "subject": str, **_RUN},
+             "failed_jobs": int, "infra_jobs": int, "branch": str, "subject": str,
+             "status": str, "effect_pct": float, "confidence": float, "last_good": str, **_RUN},
     METRICS: {"*": float, **_RUN},
 }
 
