@@ -30,6 +30,7 @@ COMMAND_MODULES = [
     "rtlab.commands.rack",
     "rtlab.commands.ci",
     "rtlab.commands.regressions",
+    "rtlab.commands.bisect",
 ]
 
 
