@@ -394,7 +394,7 @@ TAGS = {
     VERDICT: ("scope", "board", "arch", "variant", "kernel_release", "load", "suite", "tool",
               "pipeline", "rep"),
     JOB: ("board", "arch", "variant", "kernel_release", "budget_class", "pipeline", "rep"),
-    EVENTS: ("pipeline", "campaign"),
+    EVENTS: ("pipeline", "campaign", "kind", "board", "series"),
     METRICS: ("board", "arch", "variant", "kernel_release", "load", "suite", "tool", "pipeline", "rep"),
 }
 FIELDS: dict[str, dict[str, Any]] = {
@@ -407,7 +407,8 @@ FIELDS: dict[str, dict[str, Any]] = {
     JOB: {"infra": int, "error": str, "verdict": str, "duration_s": float, "measurements": int,
           "failed": int, "infra_measurements": int, "kernel_version": str, **_RUN},
     EVENTS: {"title": str, "text": str, "tags": str, "verdict": str, "started": str, "jobs": int,
-             "failed_jobs": int, "infra_jobs": int, "branch": str, "subject": str, **_RUN},
+             "failed_jobs": int, "infra_jobs": int, "branch": str, "subject": str,
+             "status": str, "effect_pct": float, "confidence": float, "last_good": str, **_RUN},
     METRICS: {"*": float, **_RUN},
 }
 
