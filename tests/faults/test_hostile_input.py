@@ -117,7 +117,6 @@ def test_every_suite_param_is_typed_and_ranged(tmp_path, write_campaign, capsys)
         for k, v in params.items():
             with pytest.raises(ParamError, match=rf"^{k}: "):
                 SUITES[suite].params({k: v})
-    assert set(SUITES) <= set(bad) | {"sigwaittest", "svsematest", "ptsematest"}
     for name, s in SUITES.items():  # every parameter has a spec, and the defaults pass it
         assert set(s.spec) == set(s.defaults), name
         s.params(dict(s.defaults))
