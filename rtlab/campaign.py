@@ -60,6 +60,8 @@ class Campaign:
     boards: list[Board]
     variants: list[Variant]
     suites: list[SuiteEntry]
+    #: evidence at the breach (rtlab.evidence): True/False, None = on in CI only
+    evidence: Optional[bool] = None
 
     def measured_cpus(self, board: Board, variant: Variant, entry: SuiteEntry) -> tuple[int, ...]:
         """The isolated CPU on isolation variants (what vendors measure on),
@@ -107,7 +109,7 @@ def load_campaign(path: Optional[Path] = None, *, boards: Optional[list[str]] = 
     path = Path(path or DEFAULT_CAMPAIGN)
     if not path.exists() and (CAMPAIGN_DIR / f"{path}.yaml").exists():
         path = CAMPAIGN_DIR / f"{path}.yaml"  # a preset by name
-    root = open_node(path).only(["name", "description", "budgets", "boards", "variants", "suites"])
+    root = open_node(path).only(["name", "description", "budgets", "boards", "variants", "suites", "evidence"])
     all_variants = load_variants()
 
     board_names = boards or root.req("boards").str_list()
@@ -179,4 +181,5 @@ def load_campaign(path: Optional[Path] = None, *, boards: Optional[list[str]] = 
         description=root.child("description").str(""),
         budgets=(path.parent / budgets).resolve(),
         boards=board_list, variants=variant_list, suites=entries,
+        evidence=None if root.child("evidence").value is None else root.child("evidence").boolean(),
     )

@@ -28,7 +28,7 @@ from .errors import Cancelled, InfraError, RtlabError
 from . import joblife
 from .model import JobResult, Measurement, MeasurementKey, RunResult, ToolOutput, Verdict
 from .results import JobSpec, ResultsDir, collect, new_run_id, read_exit_code, tool_exit_problem
-from .suites import SUITES
+from .suites import SUITES, not_available
 from .suites.board import WORKDIR_ENV
 
 #: the board-side pytest files (shipped in the package, so an installed rtlab runs them)
@@ -79,6 +79,13 @@ def stage_kernel(job: Job, images: dict, built: Optional[dict] = None) -> tuple[
         raise RtlabError(f"variant {variant.name}: no kernel for board {board.name}")
     env["LG_RTLAB_KERNEL"] = kernel["path"]
     env["LG_RTLAB_INITRD"] = kernel["initrd"] = str(imgs.initramfs)
+    from .arch import get_or_none
+    a = get_or_none(board.arch)
+    if a is not None and a.dtbs:
+        # device trees come from Debian's kernel package of the flavour (a
+        # source-built kernel boots with the generic package's: the DT ABI is stable)
+        k = imgs.kernels.get(variant.prebuilt or "generic") or imgs.kernels["generic"]
+        env["LG_RTLAB_DTB_DIR"] = kernel["dtb_dir"] = str(k.path.parent)
     return env, kernel
 
 
@@ -88,6 +95,9 @@ def unavailable(job: Job, images: dict, built: Optional[dict] = None,
     kernels it has cannot be that variant, or cannot be the commit under
     test), or None."""
     board, variant = job.board, job.variant
+    why = board_cannot(job)
+    if why:
+        return why
     if kernel_tree is not None and not board.boots_built_kernels:
         # measuring it would credit another kernel's latency to the commit
         return (f"{board.kind} board: boots {'its own kernel' if board.fixed_kernel else 'Debian kernels'}, "
@@ -100,6 +110,16 @@ def unavailable(job: Job, images: dict, built: Optional[dict] = None,
         return f"no {variant.prebuilt} kernel for {board.arch}"
     why = variant.unavailable_on(k.preempt)
     return f"{why} ({k.package} {k.version})" if why else None
+
+
+def board_cannot(job: Job) -> Optional[str]:
+    """Why the board itself cannot run this variant, whatever kernel it boots."""
+    board, variant = job.board, job.variant
+    if variant.isolated and board.isolate_cpu is None:
+        return (f"{board.name} has {board.cpus} CPU{'s' * (board.cpus != 1)} and no isolate_cpu: "
+                f"isolating a CPU would leave "
+                f"{'no CPU for the system' if board.cpus == 1 else 'none named to isolate'}")
+    return None
 
 
 class KernelBuildFailed(Exception):
@@ -120,11 +140,12 @@ def build_kernels(jobs: list[Job], images: dict, kernel_tree: Optional[Path],
     todo: dict[tuple, list[Job]] = {}
     for job in jobs:
         board, variant = job.board, job.variant
-        if not variant.fragments or not board.boots_built_kernels:
+        fragments = variant.fragments_for(board.arch)
+        if not fragments or not board.boots_built_kernels or board_cannot(job):
             continue
         if kernel_tree is None and not unavailable(job, images):
             continue
-        frags = tuple(kbuild.with_base(board.arch, variant.fragments, board.name))
+        frags = tuple(kbuild.with_base(board.arch, fragments, board.name))
         todo.setdefault((board.arch, frags), []).append(job)
     out: dict = {}
     for (arch, frags), group in todo.items():
@@ -328,8 +349,14 @@ def collect_suites(job: Job, job_dir: Path, events: list[dict], result: JobResul
                 continue  # never ran: the job-level infra error says why
             m = Measurement(key, ToolOutput(path="", tool=suite.tool), [],
                             verdict=Verdict.INFRA, reasons=["suite did not run (see pytest.log)"])
+        elif outcome["outcome"] == "passed" and (why := not_available(job_dir / run.id)) is not None:
+            # the board cannot run it (rtla without the kernel's tracer): not judged
+            result.not_available.append({"suite": run.name, "load": run.load, "reason": why})
+            continue
         else:
-            m = collect(job_dir, key, suite, run, before=_board_problems(outcome, suite, job_dir / run.id))
+            result.measurements.extend(
+                collect(job_dir, key, suite, run, before=_board_problems(outcome, suite, job_dir / run.id)))
+            continue
         result.measurements.append(m)
     return result
 
@@ -367,6 +394,10 @@ def _show_event(ev: dict, label: str, progress) -> None:
         progress(f"{label} booting")
     elif kind == "booted":
         progress(f"{label} shell after {ev['duration_s']:.1f} s")
+    elif kind == "evidence":
+        progress(f"{label} {ev['id']}: broke its budget, trace kept: {ev.get('summary') or 'no culprit named'}")
+    elif kind == "suite_not_available":
+        progress(f"{label} {ev['id']}: not available ({ev.get('reason', '')})")
     elif kind == "suite":
         progress(f"{label} {ev['id']}: running ({ev['duration_s']:g} s)")
     elif kind == "test" and ev.get("outcome") != "passed":
@@ -377,7 +408,8 @@ def run_campaign(campaign: Campaign, *, results_root: Path = RESULTS_DIR,
                  progress: Callable[[str], None] = Progress(),
                  commit: Optional[dict] = None, run_id: Optional[str] = None,
                  places: int = 1, kernel_tree: Optional[Path] = None,
-                 lock_timeout: Optional[float] = None) -> tuple[RunResult, Path]:
+                 lock_timeout: Optional[float] = None,
+                 evidence: Optional[bool] = None) -> tuple[RunResult, Path]:
     """Run every job of the campaign; `kernel_tree` builds every variant's
     kernel from that tree (the commit under test) instead of Debian's.
 
@@ -394,7 +426,13 @@ def run_campaign(campaign: Campaign, *, results_root: Path = RESULTS_DIR,
     rd.keep(campaign.path, "campaign.yaml")
     rd.keep(campaign.budgets, "budgets.yaml")  # what this run was judged by
     jobs = campaign.jobs()
-    progress(f"run {run_id}: {len(jobs)} jobs, campaign {campaign.name} -> {run_dir}")
+    from .evidence import arm_job, armed_by_default
+    armed = evidence if evidence is not None else (
+        campaign.evidence if campaign.evidence is not None else armed_by_default())
+    if armed:  # stop and trace at the budget (rtlab.evidence)
+        jobs = [arm_job(j, budgets) for j in jobs]
+    progress(f"run {run_id}: {len(jobs)} jobs, campaign {campaign.name} -> {run_dir}"
+             + (", evidence armed" if armed else ""))
 
     images = {}
     arches = sorted({j.board.arch for j in jobs if not j.board.fixed_kernel})
@@ -469,6 +507,9 @@ def run_campaign(campaign: Campaign, *, results_root: Path = RESULTS_DIR,
 
 def _job_summary(jr: JobResult) -> str:
     v = jr.verdict.value.upper()
+    na = "; ".join(f"{n['suite']}@{n['load']} not available: {n['reason']}" for n in jr.not_available)
+    if jr.only_not_available:
+        return f"NOT AVAILABLE: {na}"
     if jr.build_error:
         return f"{v}: {jr.build_error}"
     if jr.infra_error:
@@ -479,4 +520,4 @@ def _job_summary(jr: JobResult) -> str:
         stat = f"max {c.max_us:g} us" if c else "no data"
         why = f" ({'; '.join(m.reasons)})" if m.verdict != Verdict.PASS and m.reasons else ""
         parts.append(f"{m.key.suite}@{m.key.load} {stat} {m.verdict.value if m.verdict else '?'}{why}")
-    return f"{v} in {jr.duration_s:.0f} s: " + ", ".join(parts)
+    return f"{v} in {jr.duration_s:.0f} s: " + ", ".join(parts) + (f"; {na}" if na else "")

@@ -20,6 +20,11 @@ def register(sub):
     p.add_argument("--kernel-tree", type=Path, metavar="PATH",
                    help="build every variant's kernel from this git tree (the commit under test) "
                         "with its kernel-configs fragments, instead of Debian's prebuilt kernels")
+    ev = p.add_mutually_exclusive_group()
+    ev.add_argument("--evidence", dest="evidence", action="store_true", default=None,
+                    help="stop and trace at the budget: keep the kernel trace and a culprit line of every "
+                         "breach (default: the campaign's `evidence:`, else on when $CI is set)")
+    ev.add_argument("--no-evidence", dest="evidence", action="store_false", help="never trace at the budget")
     p.add_argument("--places", type=int, default=1, metavar="N",
                    help="run up to N jobs at once, never two on one place/board (default 1)")
     p.add_argument("--lock-timeout", type=float, metavar="S",
@@ -52,7 +57,7 @@ def run(args) -> int:
     run, run_dir = run_campaign(campaign, results_root=args.results or RESULTS_DIR,
                                 progress=progress, commit=commit_from_env(),
                                 places=args.places, kernel_tree=args.kernel_tree,
-                                lock_timeout=args.lock_timeout)
+                                lock_timeout=args.lock_timeout, evidence=args.evidence)
     print()
     print(comparison_table(run))
     print(f"\nresults: {run_dir}")

@@ -205,6 +205,9 @@ class Load:
     measures: ClassVar[str] = ""
     #: options a campaign may set under ``load_opts: {<load>: {...}}``, with defaults
     options: ClassVar[dict[str, Any]] = {}
+    #: a load that breaks budgets on purpose (fifo-hog): checks the gate and
+    #: evidence chain, never part of a measurement programme of every load
+    deliberate_breach: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
