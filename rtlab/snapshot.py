@@ -42,11 +42,6 @@ _CONFIG_CMD = ("if [ -r /proc/config.gz ]; then echo /proc/config.gz; zcat /proc
                "sha256sum < /boot/config-$(uname -r); else echo none; fi")
 
 
-def _lines(sh, cmd: str) -> list[str]:
-    out, rc = sh.run(cmd, timeout=60)
-    return [l.rstrip() for l in out] if rc == 0 else []
-
-
 def parse_interrupts(lines: list[str]) -> dict[str, dict[str, Any]]:
     """/proc/interrupts: {irq: {"name", "counts": [per CPU]}} (named lines
     like NMI/LOC keep their per-CPU counts too)."""
@@ -80,55 +75,103 @@ def parse_softirqs(lines: list[str]) -> dict[str, list[int]]:
 
 
 def counters(sh) -> dict[str, Any]:
-    return {"interrupts": parse_interrupts(_lines(sh, "cat /proc/interrupts")),
-            "softirqs": parse_softirqs(_lines(sh, "cat /proc/softirqs"))}
+    secs = _sections(sh, {"interrupts": "cat /proc/interrupts", "softirqs": "cat /proc/softirqs"})
+    return {"interrupts": parse_interrupts(secs["interrupts"]), "softirqs": parse_softirqs(secs["softirqs"])}
+
+
+_CS = "/sys/devices/system/clocksource/clocksource0"
+#: section -> shell command; all run in ONE console round trip (a TCG
+#: board's console answers a command in ~0.3 s)
+COMMANDS = {
+    "release": "uname -r",
+    "version": "uname -v",
+    "config": _CONFIG_CMD,
+    "cmdline": "cat /proc/cmdline",
+    "clocksource": f"cat {_CS}/current_clocksource; cat {_CS}/available_clocksource",
+    "affinity": "for d in /proc/irq/[0-9]*; do echo \"${d##*/} $(cat $d/smp_affinity_list 2>/dev/null)\"; done",
+    "interrupts": "cat /proc/interrupts",
+    "softirqs": "cat /proc/softirqs",
+    "cpufreq": ("for c in /sys/devices/system/cpu/cpu[0-9]*; do f=$c/cpufreq; [ -d $f ] && "
+                "echo \"${c##*cpu} $(cat $f/scaling_governor) $(cat $f/scaling_driver) "
+                "$(cat $f/scaling_cur_freq)\"; done"),
+    "idle": ("for s in /sys/devices/system/cpu/cpu[0-9]*/cpuidle/state*; do [ -d $s ] || continue; "
+             "c=${s%/cpuidle/*}; echo \"${c##*cpu} $(cat $s/name) $(cat $s/disable) $(cat $s/latency)\"; done"),
+    "rt": "cat /proc/sys/kernel/sched_rt_runtime_us /proc/sys/kernel/sched_rt_period_us",
+    "modules": "cat /proc/modules",
+    "dmesg": f"dmesg | tail -n {DMESG_LINES}",
+}
+_MARK = "==rtlab-snapshot=="
+
+
+#: longest console line sent (a console line editor mangles long lines)
+MAX_LINE = 800
+
+
+def _sections(sh, commands: dict[str, str]) -> dict[str, list[str]]:
+    parts = [f"echo '{_MARK} {name}'; {{ {cmd} ; }} 2>/dev/null" for name, cmd in commands.items()]
+    lines, cur_line = [], ""
+    for p in parts:  # as few round trips as lines of at most MAX_LINE characters allow
+        if cur_line and len(cur_line) + 2 + len(p) > MAX_LINE:
+            lines.append(cur_line)
+            cur_line = ""
+        cur_line = f"{cur_line}; {p}" if cur_line else p
+    lines.append(cur_line)
+    out = []
+    for line in lines:
+        o, _ = sh.run(line, timeout=120)
+        out += o
+    secs: dict[str, list[str]] = {name: [] for name in commands}
+    cur = None
+    for line in out:
+        if line.startswith(_MARK):
+            cur = line[len(_MARK):].strip()
+            continue
+        if cur in secs:
+            secs[cur].append(line.rstrip())
+    return secs
 
 
 def take(sh) -> dict[str, Any]:
     """Everything but the after-measurement counters."""
+    sec = _sections(sh, COMMANDS)
     snap: dict[str, Any] = {}
-    cfg = _lines(sh, _CONFIG_CMD)
+    cfg = sec["config"]
     snap["kernel"] = {
-        "release": " ".join(_lines(sh, "uname -r")),
-        "version": " ".join(_lines(sh, "uname -v")),
+        "release": " ".join(sec["release"]).strip(),
+        "version": " ".join(sec["version"]).strip(),
         "config_source": cfg[0] if cfg else "none",
         "config_sha256": cfg[1].split()[0] if len(cfg) > 1 and cfg[1].split() else None,
     }
-    snap["cmdline"] = " ".join(_lines(sh, "cat /proc/cmdline"))
-    cs = "/sys/devices/system/clocksource/clocksource0"
-    snap["clocksource"] = {"current": " ".join(_lines(sh, f"cat {cs}/current_clocksource")),
-                           "available": " ".join(_lines(sh, f"cat {cs}/available_clocksource")).split()}
+    snap["cmdline"] = " ".join(sec["cmdline"]).strip()
+    cs = sec["clocksource"]
+    snap["clocksource"] = {"current": cs[0].strip() if cs else "", "available": cs[1].split() if len(cs) > 1 else []}
     aff = {}
-    for l in _lines(sh, "for d in /proc/irq/[0-9]*; do echo \"${d##*/} $(cat $d/smp_affinity_list 2>/dev/null)\"; done"):
+    for l in sec["affinity"]:
         irq, _, cpus = l.partition(" ")
         if irq.isdigit():
             aff[irq] = cpus.strip()
     snap["irq_affinity"] = dict(sorted(aff.items(), key=lambda kv: int(kv[0])))
-    snap.update(counters(sh))
+    snap["interrupts"] = parse_interrupts(sec["interrupts"])
+    snap["softirqs"] = parse_softirqs(sec["softirqs"])
     freq: dict[str, dict[str, Any]] = {}
-    for l in _lines(sh, "for c in /sys/devices/system/cpu/cpu[0-9]*; do f=$c/cpufreq; [ -d $f ] && "
-                        "echo \"${c##*cpu} $(cat $f/scaling_governor) $(cat $f/scaling_driver) "
-                        "$(cat $f/scaling_cur_freq)\"; done; true"):
+    for l in sec["cpufreq"]:
         t = l.split()
         if len(t) >= 2 and t[0].isdigit():
             freq[t[0]] = {"governor": t[1], "driver": t[2] if len(t) > 2 else None,
                           "cur_khz": int(t[3]) if len(t) > 3 and t[3].isdigit() else None}
     snap["cpufreq"] = freq
     idle: dict[str, list[dict[str, Any]]] = {}
-    for l in _lines(sh, "for s in /sys/devices/system/cpu/cpu[0-9]*/cpuidle/state*; do c=${s%/cpuidle/*}; "
-                        "echo \"${c##*cpu} $(cat $s/name) $(cat $s/disable) $(cat $s/latency)\"; done 2>/dev/null; true"):
+    for l in sec["idle"]:
         t = l.split()
         if len(t) == 4 and t[0].isdigit():
             idle.setdefault(t[0], []).append({"name": t[1], "disable": t[2] == "1",
                                               "latency_us": int(t[3]) if t[3].isdigit() else None})
     snap["idle"] = idle
-    rt = {}
-    for k in ("sched_rt_runtime_us", "sched_rt_period_us"):
-        v = " ".join(_lines(sh, f"cat /proc/sys/kernel/{k}"))
-        rt[k] = int(v) if re.fullmatch(r"-?\d+", v) else None
-    snap["rt_throttling"] = rt
-    snap["modules"] = sorted(l.split()[0] for l in _lines(sh, "cat /proc/modules") if l.split())
-    snap["dmesg_tail"] = _lines(sh, f"dmesg 2>/dev/null | tail -n {DMESG_LINES}")
+    rt = [l.strip() for l in sec["rt"]]
+    snap["rt_throttling"] = {k: int(rt[i]) if len(rt) > i and re.fullmatch(r"-?\d+", rt[i]) else None
+                             for i, k in enumerate(("sched_rt_runtime_us", "sched_rt_period_us"))}
+    snap["modules"] = sorted(l.split()[0] for l in sec["modules"] if l.split())
+    snap["dmesg_tail"] = sec["dmesg"]
     return snap
 
 

@@ -92,3 +92,18 @@ def test_parse_interrupts_keeps_named_rows():
     got = parse_interrupts(lines)
     assert got["1"] == {"name": "IO-APIC 1-edge i8042", "counts": [9, 0]}
     assert got["NMI"]["counts"] == [0, 1] and got["ERR"]["counts"] == [0]
+
+
+def test_few_short_console_lines():
+    """A TCG console answers a command in ~0.3 s and mangles long lines: the
+    snapshot is read in a few lines of at most MAX_LINE characters."""
+    sent = []
+
+    class Recording(LocalShell):
+        def run(self, cmd, timeout=30.0):
+            sent.append(cmd)
+            return super().run(cmd, timeout)
+
+    snap = snapshot.take(Recording())
+    assert snap["interrupts"] and snap["modules"] is not None
+    assert len(sent) <= 3 and all(len(c) <= snapshot.MAX_LINE for c in sent)
