@@ -290,3 +290,36 @@ def diff_snapshots(base: dict[str, Any], cand: dict[str, Any]) -> list[str]:
             if abs(y - x) >= MIN_DELTA and (min(x, y) == 0 or max(x, y) / max(1, min(x, y)) >= RATE_FACTOR):
                 out.append(f"{irq_label(irq)} on CPU {cpu}: {x} -> {y} interrupts during the measurement")
     return out
+
+
+def run_snapshots(run_dir: Path) -> dict[tuple[str, str], dict[str, Any]]:
+    """(board, variant) -> the first snapshot of that job in a run dir
+    (repeats keep one job dir each; their systems are the same job's)."""
+    out: dict[tuple[str, str], dict[str, Any]] = {}
+    for p in sorted(Path(run_dir).glob(f"**/{SNAPSHOT_FILE}")):
+        rel = p.relative_to(run_dir).parts
+        if len(rel) < 3:
+            continue
+        snap = load(p)
+        if snap is not None:
+            out.setdefault((rel[0], rel[1]), snap)
+    return out
+
+
+def run_differences(base_dirs, cand_dirs) -> list[str]:
+    """What changed in the systems from the baseline runs to the candidate
+    runs, per board/variant ("qemu-aarch64/rt: clocksource tsc -> hpet"):
+    the first snapshot of each side. Jobs snapshotted on one side only are
+    said so; jobs without snapshots (older runs) are skipped."""
+    base: dict[tuple[str, str], dict[str, Any]] = {}
+    cand: dict[tuple[str, str], dict[str, Any]] = {}
+    for d in base_dirs:
+        for k, v in run_snapshots(d).items():
+            base.setdefault(k, v)
+    for d in cand_dirs:
+        for k, v in run_snapshots(d).items():
+            cand.setdefault(k, v)
+    out = []
+    for key in sorted(set(base) & set(cand)):
+        out += [f"{key[0]}/{key[1]}: {line}" for line in diff_snapshots(base[key], cand[key])]
+    return out

@@ -26,9 +26,9 @@ def test_breach_fails_with_evidence_naming_the_hog(tmp_path):
         "boards": ["qemu-aarch64"], "variants": ["rt"],
         "suites": [
             {"name": "cyclictest", "loads": ["idle", "fifo-hog"],
-             "params": {"interval_us": 1000, "duration_s": 8, "priority": 90, "histogram_us": 20000, **common}},
+             "params": {"interval_us": 1000, "duration_s": 6, "priority": 90, "histogram_us": 20000, **common}},
             {"name": "timerlat", "loads": ["fifo-hog"],
-             "params": {"duration_s": 8, "bucket_us": 100, "entries": 200, **common}},
+             "params": {"duration_s": 6, "bucket_us": 100, "entries": 200, **common}},
         ]}))
     res = rtlab("run", "--campaign", c, "--results", tmp_path / "r", "--no-publish", "--evidence", timeout=900)
     out = res.stdout
@@ -64,6 +64,7 @@ def test_breach_fails_with_evidence_naming_the_hog(tmp_path):
     assert tl["verdict"] == "fail" and tl["output"]["metrics"]["stopped"] == 1, tl["reasons"]
     assert (job_dir / "timerlat@fifo-hog" / "evidence" / "trace.txt").is_file()
     assert tl["evidence"]["dir"] == "timerlat@fifo-hog/evidence"
+    assert "preempted by stress-ng-cpu (pid " in tl["evidence"]["summary"], tl["evidence"]
 
     # linked from report.html and the JUnit failure text
     html = (run_dir / "report.html").read_text()
