@@ -175,6 +175,26 @@ def take(sh) -> dict[str, Any]:
     return snap
 
 
+def config_from_staged(snap: dict[str, Any], kernel: dict[str, Any]) -> dict[str, Any]:
+    """A kernel without /proc/config.gz or /boot/config (Debian's in the
+    initramfs): the config staged beside the kernel image on the host, once
+    the boot test proved the running kernel is the staged one."""
+    import hashlib
+
+    k = snap.get("kernel", {})
+    path = kernel.get("path")
+    if k.get("config_sha256") or not path:
+        return snap
+    img = Path(path)
+    for cand in (img.parent / f"config-{kernel.get('release') or k.get('release')}", img.parent / ".config",
+                 img.parent / "config"):
+        if cand.is_file():
+            k["config_sha256"] = hashlib.sha256(cand.read_bytes()).hexdigest()
+            k["config_source"] = f"staged {cand.name} (host)"
+            break
+    return snap
+
+
 def finish(snap: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
     """The snapshot with the after-measurement counters and the per-CPU delta."""
     snap = dict(snap)

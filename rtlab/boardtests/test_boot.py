@@ -12,7 +12,10 @@ def test_boot(job, job_dir, board_shell):
     facts = kernel_facts(board_shell)
     (job_dir / "kernel.json").write_text(json.dumps(facts, indent=2) + "\n")
     # the system as it measures (rtlab.snapshot); counters again after the suites
-    snapshot.write(job_dir / snapshot.SNAPSHOT_FILE, snapshot.take(board_shell))
+    snap = snapshot.take(board_shell)
     problems = variant_problems(job, facts)  # the same check as LAVA ingest's
+    if not problems and job.kernel:  # the running kernel is the staged one: its config is known
+        snap = snapshot.config_from_staged(snap, job.kernel)
+    snapshot.write(job_dir / snapshot.SNAPSHOT_FILE, snap)
     if problems:
         pytest.fail("; ".join(problems), pytrace=False)

@@ -79,6 +79,9 @@ def test_breach_fails_with_evidence_naming_the_hog(tmp_path):
     # the job's system snapshot, interrupts counted over the measurements
     snap = json.loads((job_dir / "snapshot.json").read_text())
     assert snap["kernel"]["release"] == "6.1.0-50-rt-arm64"
+    # Debian's kernel has no /proc/config.gz: the staged config (the boot test proved it runs)
+    assert snap["kernel"]["config_source"] == "staged config-6.1.0-50-rt-arm64 (host)"
+    assert len(snap["kernel"]["config_sha256"]) == 64
     assert snap["clocksource"]["current"] == "arch_sys_counter"
     assert snap["rt_throttling"] == {"sched_rt_runtime_us": 950000, "sched_rt_period_us": 1000000}
     assert "virtio_net" in snap["modules"] and snap["dmesg_tail"]
