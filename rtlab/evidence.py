@@ -269,12 +269,7 @@ def analyse_sched_trace(text: str, latency_us: Optional[float] = None,
         return result
     top = result["candidates"][0]
     result["culprit"] = top
-    if top["kind"] == "task":
-        prio = f", RT prio {top['rt_prio']}" if top["rt_prio"] is not None else ", SCHED_OTHER"
-        result["summary"] = (f"preempted by {top['name']} (pid {top['pid']}{prio}) for "
-                             f"{top['duration_us']:.0f} us on CPU {cpu}")
-    else:
-        result["summary"] = f"blocked by {top['name']} (irq {top['irq']}) for {top['duration_us']:.0f} us on CPU {cpu}"
+    result["summary"] = _say(top, cpu)
     return result
 
 
@@ -343,7 +338,9 @@ def _merge(candidates: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def _say(top: dict[str, Any], cpu: int) -> str:
     if top["kind"] == "task":
-        prio = f", RT prio {top['rt_prio']}" if top.get("rt_prio") is not None else ""
+        # a task that is not RT held the CPU without preemption (a kernel
+        # section with preemption off: "preempted" in the wide sense)
+        prio = f", RT prio {top['rt_prio']}" if top.get("rt_prio") is not None else ", SCHED_OTHER"
         return f"preempted by {top['name']} (pid {top['pid']}{prio}) for {top['duration_us']:.0f} us on CPU {cpu}"
     return f"blocked by {top['name']} (irq {top['irq']}) for {top['duration_us']:.0f} us on CPU {cpu}"
 
