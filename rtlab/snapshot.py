@@ -118,7 +118,7 @@ def _sections(sh, commands: dict[str, str]) -> dict[str, list[str]]:
     lines.append(cur_line)
     out = []
     for line in lines:
-        o, _ = sh.run(line, timeout=120)
+        o, _ = sh.run(line, timeout=60)
         out += o
     secs: dict[str, list[str]] = {name: [] for name in commands}
     cur = None
@@ -227,6 +227,8 @@ def load(path: Path) -> Optional[dict[str, Any]]:
 
 def summary_lines(snap: dict[str, Any]) -> list[str]:
     """A few lines for the report."""
+    if "error" in snap:
+        return [f"no snapshot: {snap['error']}"]
     k = snap.get("kernel", {})
     out = [f"kernel {k.get('release')} (config {str(k.get('config_sha256') or 'unknown')[:12]} "
            f"from {k.get('config_source')})",
