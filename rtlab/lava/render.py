@@ -47,6 +47,8 @@ from . import onboard
 from .boards import LavaBoard, load_lava_boards
 
 FORMAT = 1
+#: what a board that cannot run a suite (rtla without the tracer) writes: the reason
+NOT_AVAILABLE_TEXT = "not_available.txt"
 BOOT_DEFINITION = "rtlab-boot"
 #: lava-test-case names of the boot definition
 CASE_FACTS = "kernel-facts"
@@ -95,8 +97,14 @@ def suite_steps(suite: Suite, run: SuiteRun, board: dict,
     wd = f"{BOARD_WORKDIR}/{run.id}"
     argv = suite.command(run, board=board)
     outputs = ["stdout.txt", "stderr.txt", *suite.outputs(run), "exit_code"]
+    tool = onboard.tool_step(argv)
+    check = suite.board_check()
+    if check:  # a board that cannot run it says why (not_available.txt), never a failure
+        outputs.append(NOT_AVAILABLE_TEXT)
+        tool = (f"if why=$( {check} ); then {tool}; "
+                f"else echo \"$why\" > {NOT_AVAILABLE_TEXT}; echo 0 > exit_code; fi")
     steps = [onboard.load_step(), f"rm -rf {shlex.quote(wd)} && mkdir -p {shlex.quote(wd)} && cd {shlex.quote(wd)}",
-             *start, onboard.announce_step(run.id, shell_line(argv)), onboard.tool_step(argv), *stop]
+             *start, onboard.announce_step(run.id, shell_line(argv)), tool, *stop]
     steps += [f"rtlab_emit {shlex.quote(run.id)} {shlex.quote(f)} {shlex.quote(f)}" for f in outputs]
     steps.append(f"rtlab_exit_case {shlex.quote(suite.tool)}")
     if suite.lava_thread_cases and suite.json_file:

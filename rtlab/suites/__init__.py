@@ -171,6 +171,12 @@ class Suite:
         """Whether the tool, armed with run.evidence, stopped at a sample over it."""
         return False
 
+    def board_check(self) -> str | None:
+        """The same check as :meth:`unavailable` as one shell line for boards
+        without a host-side console (LAVA): prints the reason and fails
+        when the board cannot run the suite; None: nothing to check."""
+        return None
+
     def unavailable(self, sh) -> str | None:
         """Why the board (a BoardShell) cannot run this suite at all, or None.
         Checked on the board before the load starts; a reason makes the suite
