@@ -10,7 +10,7 @@ STAMPS := .cache/stamps
 GCL := .cache/gitlab-ci-local/bin/gitlab-ci-local
 PYTHON ?= python3
 
-.PHONY: all setup images rtbench run test test-pipeline bench clean gitlab-ci-local
+.PHONY: all setup images rtbench run test test-rack test-pipeline bench clean gitlab-ci-local
 all: run
 
 setup: $(STAMPS)/host $(VENV)/.installed
@@ -41,6 +41,13 @@ run: images
 
 test: images $(GCL)
 	@$(PY) -m pytest $(PYTEST_ARGS)
+
+# every variant of every virtual twin in the rack (labgrid/README.md "Virtual
+# twins"): builds the kernels Debian does not ship once (armv7l none/preempt:
+# a cold cross build is 20-40 min here, then cached), then boots each variant
+# through PDU, ser2net, lease and lock. Not part of make test.
+test-rack: images
+	@$(PY) -m pytest -m rack tests/integration/test_rack_twins.py $(PYTEST_ARGS)
 
 # only the GitLab pipelines on real kernel commits (part of make test too)
 test-pipeline: images $(GCL)
