@@ -13,7 +13,10 @@ import enum
 import math
 from fractions import Fraction
 from dataclasses import asdict, dataclass, field
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
+
+if TYPE_CHECKING:  # budgets.py reads PERCENTILES from here
+    from .budgets import Budget
 
 #: percentiles every thread reports; keys are the strings used in JSON,
 #: budgets and the store ("99.9" rather than 99.9 so they survive YAML/JSON)
@@ -155,6 +158,18 @@ class ThreadResult:
         )
 
 
+@dataclass(frozen=True)
+class ToolFailure:
+    """The tool's own verdict that the kernel failed (pi_stress: a deadlocked
+    inversion group; rt-migrate-test -c: priority order broken). A kernel
+    result, judged FAIL, never INFRA; a tool that crashed is not one."""
+
+    message: str
+
+    def __str__(self) -> str:
+        return self.message
+
+
 @dataclass
 class ToolOutput:
     """One parsed output file of one tool run."""
@@ -166,7 +181,10 @@ class ToolOutput:
     #: kernel facts the tool recorded itself (rt-tests JSON ``sysinfo``)
     sysinfo: dict[str, Any] = field(default_factory=dict)
     #: whole-run numbers: hackbench ``time_s``, pi_stress ``inversions``…
+    #: (``failed`` 0/1 too, for the store, where the tool checks the kernel)
     metrics: dict[str, Any] = field(default_factory=dict)
+    #: the tool said the kernel failed (see ToolFailure), None otherwise
+    failure: Optional[ToolFailure] = None
 
     def worst(self) -> Optional[ThreadResult]:
         return max(self.threads, key=lambda t: t.max_us, default=None)
@@ -208,15 +226,21 @@ class ToolOutput:
             d["metrics"] = self.metrics
         if self.sysinfo:
             d["sysinfo"] = self.sysinfo
+        if self.failure is not None:
+            d["failure"] = self.failure.message
         return d
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "ToolOutput":
+        metrics = dict(d.get("metrics", {}))
+        failure = d.get("failure")
+        if failure is None and metrics.get("failed"):  # run.json of rtlab before ToolFailure
+            failure = str(metrics.pop("failure", "") or f"{d['tool']} reported a failure")
         return cls(
             path=d["path"], tool=d["tool"],
             threads=[ThreadResult.from_json(t) for t in d["threads"]],
             return_code=d.get("return_code"), sysinfo=d.get("sysinfo", {}),
-            metrics=d.get("metrics", {}),
+            metrics=metrics, failure=ToolFailure(failure) if failure else None,
         )
 
 
@@ -267,10 +291,19 @@ class Measurement:
     raw: list[str] = field(default_factory=list)  # raw files, relative to the job dir
     verdict: Optional[Verdict] = None
     reasons: list[str] = field(default_factory=list)
-    #: the budget applied ({"max_us": .., "percentiles_us": {..}}), None if none
-    budget: Optional[dict[str, Any]] = None
+    #: the budget applied, None if none
+    budget: Optional["Budget"] = None
     #: share of samples at or above budget max_us (worst thread), None if unknowable
     share_over_budget: Optional[float] = None
+    #: the breach evidence (rtlab.evidence): {"dir": raw dir of the trace and
+    #: analysis, relative to the job dir, "summary": one line or None}
+    evidence: Optional[dict[str, Any]] = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.budget, dict):  # as run.json holds it
+            from .budgets import Budget
+
+            self.budget = Budget.from_json(self.budget)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -279,8 +312,9 @@ class Measurement:
             "raw": self.raw,
             "verdict": self.verdict.value if self.verdict else None,
             "reasons": self.reasons,
-            "budget": self.budget,
+            "budget": self.budget.to_json() if self.budget is not None else None,
             "share_over_budget": self.share_over_budget,
+            "evidence": self.evidence,
         }
 
     @classmethod
@@ -291,8 +325,9 @@ class Measurement:
             raw=d.get("raw", []),
             verdict=Verdict(d["verdict"]) if d.get("verdict") else None,
             reasons=d.get("reasons", []),
-            budget=d.get("budget"),
+            budget=d.get("budget") or None,
             share_over_budget=d.get("share_over_budget"),
+            evidence=d.get("evidence"),
         )
 
 
@@ -313,6 +348,15 @@ class JobResult:
     #: set when the commit under test could not be built into this variant
     #: (an option dropped by olddefconfig, a compile error): a FAIL
     build_error: Optional[str] = None
+    #: suites this board could not run at all ({"suite", "load", "reason"}:
+    #: rtla timerlat on a kernel without the tracer): neither pass nor fail
+    not_available: list[dict[str, str]] = field(default_factory=list)
+
+    @property
+    def only_not_available(self) -> bool:
+        """Nothing ran because the board can run none of the job's suites:
+        like a board x variant pair that is not available, no verdict."""
+        return bool(self.not_available) and not (self.measurements or self.infra_error or self.build_error)
 
     @property
     def verdict(self) -> Verdict:
@@ -328,7 +372,8 @@ class JobResult:
             "budget_class": self.budget_class, "kernel": self.kernel,
             "measurements": [m.to_json() for m in self.measurements],
             "infra_error": self.infra_error, "duration_s": self.duration_s,
-            "build_error": self.build_error, "verdict": self.verdict.value,
+            "build_error": self.build_error, "not_available": self.not_available,
+            "verdict": self.verdict.value,
         }
 
     @classmethod
@@ -338,7 +383,7 @@ class JobResult:
             budget_class=d.get("budget_class", ""), kernel=d.get("kernel", {}),
             measurements=[Measurement.from_json(m) for m in d.get("measurements", [])],
             infra_error=d.get("infra_error"), duration_s=d.get("duration_s", 0.0),
-            build_error=d.get("build_error"),
+            build_error=d.get("build_error"), not_available=d.get("not_available", []),
         )
 
 
@@ -357,7 +402,10 @@ class RunResult:
 
     @property
     def verdict(self) -> Verdict:
-        return combine_verdicts([j.verdict for j in self.jobs] or [Verdict.INFRA])
+        # jobs that could run none of their suites say nothing, like the
+        # pairs in not_available; with nothing else measured, nothing passed
+        return combine_verdicts([j.verdict for j in self.jobs if not j.only_not_available]
+                                or [Verdict.INFRA])
 
     def measurements(self):
         for j in self.jobs:

@@ -34,10 +34,12 @@ EXTRA_ROWS = ("result", "load")
 
 
 def _extra(m: Measurement) -> dict[str, str]:
-    from .loads.health import load_cell, result_cell
+    from .loads.health import load_cell
+    from .suites import Suite
 
     out = {}
-    r = result_cell(m.output.tool, m.output.metrics)
+    suite = Suite.for_tool(m.output.tool)
+    r = suite.result_cell(m.output) if suite is not None else None
     if r is not None:
         out["result"] = r
     if any(str(k).startswith("load.") for k in m.output.metrics):
@@ -53,7 +55,7 @@ def _cells(m: Optional[Measurement], job: JobResult) -> dict[str, str]:
     v = (m.verdict.value if m.verdict else "?").upper()
     if c is None:
         return {**{r: (v if r == "verdict" else "-") for r in ROWS}, **_extra(m)}
-    budget = (m.budget or {}).get("max_us")
+    budget = m.budget.max_us if m.budget else None
     return {**_extra(m),
         "min": _us(c.min_us), "avg": _us(c.avg_us), "max": _us(c.max_us),
         "p99.9": _us(c.percentiles_us.get("99.9")),
@@ -85,7 +87,7 @@ def comparison_table(run: RunResult) -> str:
     out = []
     for board, variants in variants_by_board.items():
         sample_job = next((jobs[(board, v)] for v in variants if (board, v) in jobs), None)
-        if sample_job is None:
+        if sample_job is None or all(jobs[(board, v)].only_not_available for v in variants if (board, v) in jobs):
             continue  # nothing ran on this board: listed under "Not available"
         for suite, load in suites_by_board.get(board, [("-", "-")]):
             title = f"{board} ({sample_job.arch}, budget class {sample_job.budget_class}) · {suite} · {load} · µs"
@@ -107,6 +109,8 @@ def comparison_table(run: RunResult) -> str:
             out.append("")
     problems = []
     unavailable = [f"  {n['board']}/{n['variant']}: {n['reason']}" for n in run.not_available]
+    unavailable += [f"  {job.board}/{job.variant}/{n['suite']}/{n['load']}: {n['reason']}"
+                    for job in run.jobs for n in job.not_available]
     if unavailable:
         out.append("Not available (not run, not judged):")
         out.extend(unavailable)
@@ -123,7 +127,7 @@ def comparison_table(run: RunResult) -> str:
         out.append("Not passed:")
         out.extend(f"  {p}" for p in problems)
         out.append("")
-    counts = {v: sum(1 for j in run.jobs if j.verdict == v) for v in Verdict}
+    counts = {v: sum(1 for j in run.jobs if j.verdict == v and not j.only_not_available) for v in Verdict}
     out.append(f"Verdict: {run.verdict.value.upper()}  "
                f"({counts[Verdict.PASS]} jobs pass, {counts[Verdict.FAIL]} over budget, "
                f"{counts[Verdict.INFRA]} infra errors)")

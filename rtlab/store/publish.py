@@ -18,7 +18,6 @@ Never raises for store trouble (that is what the spool is for); raises
 """
 from __future__ import annotations
 
-import json
 import logging
 import time
 from dataclasses import dataclass, field, replace
@@ -26,14 +25,15 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Optional
 from urllib.parse import quote
 
-from ..errors import InputError, RtlabError
+from ..errors import RtlabError
 from ..model import RunResult
+from ..results import load_run
 from .base import QueryError, StoreUnavailable, WriteRejected
 from .config import StoreConfig, state_dir
 from .influx import store_from_config
 from .local import LocalInfluxd
 from .schema import chunks_for_run
-from .spool import Spool
+from .spool import AUTH_STATUSES, Spool
 
 log = logging.getLogger("rtlab.store")
 
@@ -67,17 +67,6 @@ class PublishReport:
         return {k: getattr(self, k) for k in (
             "run_id", "target", "points", "written", "spooled", "batches", "replayed",
             "spool_left", "errors", "local_url", "elapsed_s")} | {"ok": self.ok}
-
-
-def load_run(run_dir) -> RunResult:
-    p = Path(run_dir)
-    path = p if p.is_file() else p / "run.json"
-    if not path.is_file():
-        raise InputError(path, "no run.json (expected results/<run_id>/run.json)")
-    try:
-        return RunResult.from_json(json.loads(path.read_text()))
-    except (ValueError, KeyError, TypeError) as e:
-        raise InputError(path, f"not a valid run result: {e}") from None
 
 
 def batched(chunks: Iterable[list[str]], size: int) -> Iterator[list[str]]:
@@ -167,7 +156,7 @@ class Session:
             self._error(e)
         if res.skipped:
             self.progress(f"spool not replayed: {res.skipped}")
-        if res.unavailable:
+        if res.unavailable or res.refused:
             self.down = True
         return res.points, res.left_points
 
@@ -189,7 +178,14 @@ class Session:
                 self.spool.put(batch, precision, run_id, n)
                 report.spooled += len(batch)
             except WriteRejected as e:
-                self._error(f"batch {n} of run {run_id} rejected, spooled: {e}")
+                if e.status in AUTH_STATUSES:
+                    # the credentials, not this batch: the rest is spooled untried
+                    self._error(f"the store refused the credentials ({e}): run {run_id} spooled "
+                                f"(each batch once); fix the store configuration and run "
+                                f"rtlab publish --replay")
+                    self.down = True
+                else:
+                    self._error(f"batch {n} of run {run_id} rejected, spooled: {e}")
                 self.spool.put(batch, precision, run_id, n)
                 report.spooled += len(batch)
 

@@ -1,6 +1,6 @@
 """Board suites, run by `rtlab run` through labgrid's pytest plugin.
 
-    pytest tests/suites --lg-env env/<board>.yaml --rtlab-job <job>/job-spec.json
+    pytest rtlab/boardtests --lg-env env/<board>.yaml --rtlab-job <job>/job-spec.json
 
 The job spec (written by rtlab.runner) says which variant the board was asked
 to boot and which suites to run under which loads. Tests here measure and
@@ -8,13 +8,13 @@ store raw outputs; they fail only when the lab fails (no boot, wrong kernel,
 tool crash). Judging latency against budgets happens afterwards, on the host,
 from the raw files, so a latency failure can never look like an infra one.
 """
-import json
+import shlex
 import time
-from pathlib import Path
 
 import pytest
 
-from rtlab.suites.board import BoardShell
+from rtlab.results import JobSpec
+from rtlab.suites.board import BoardShell, job_workdir
 from rtlab.suites.events import emit
 
 
@@ -25,15 +25,15 @@ def pytest_addoption(parser):
 def _load_job(config):
     path = config.getoption("--rtlab-job")
     if not path:
-        raise pytest.UsageError("tests/suites run on boards: give --rtlab-job (use `rtlab run`)")
+        raise pytest.UsageError("rtlab/boardtests run on boards: give --rtlab-job (use `rtlab run`)")
     if not config.getoption("lg_env"):
-        raise pytest.UsageError("tests/suites run on boards: give --lg-env (use `rtlab run`)")
-    return json.loads(Path(path).read_text())
+        raise pytest.UsageError("rtlab/boardtests run on boards: give --lg-env (use `rtlab run`)")
+    return JobSpec.read(path)
 
 
 def pytest_configure(config):
     config.rtlab_job = _load_job(config)
-    config.rtlab_events = Path(config.rtlab_job["job_dir"]) / "events.jsonl"
+    config.rtlab_events = config.rtlab_job.job_dir / "events.jsonl"
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -61,7 +61,7 @@ def job(request):
 
 @pytest.fixture(scope="session")
 def job_dir(job):
-    return Path(job["job_dir"])
+    return job.job_dir
 
 
 @pytest.fixture(scope="session")
@@ -75,4 +75,10 @@ def board_shell(request, job, strategy, target):
         cause = e.__cause__ or e
         pytest.fail(f"{cause}", pytrace=False)
     emit(request.config, event="booted", duration_s=round(time.monotonic() - t0, 3))
-    return BoardShell(target.get_driver("CommandProtocol"))
+    sh = BoardShell(target.get_driver("CommandProtocol"))
+    yield sh
+    # the job's work dir goes with the job (raw files are on the host by now)
+    try:
+        sh.run(f"rm -rf {shlex.quote(job_workdir())}", timeout=60)
+    except Exception:  # noqa: BLE001 - a board that is gone has nothing left to clean
+        pass
