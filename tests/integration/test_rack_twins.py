@@ -166,3 +166,30 @@ def test_every_variant_of_every_twin(rack, tmp_path, twin):
         assert j["kernel"]["preempt"] == {"none": "none", "voluntary": "voluntary", "preempt": "full",
                                           "rt": "rt"}[j["variant"].removesuffix("-iso")]
     assert_no_locks(rack, timeout=30)
+
+
+@pytest.mark.rack
+@pytest.mark.parametrize("twin", sorted(TWINS))
+def test_each_twin_runs_a_lava_job_end_to_end_with_lava_run(tmp_path, twin):
+    """`make test-rack`: each twin is also a LAVA device (lava/boards.yaml):
+    the rendered job passes LAVA's schema and lava-run boots the twin's
+    machine (U-Boot over TFTP for am335x/rk356x, QEMU's direct boot for
+    imx6q/x86, lava/boards.yaml says why) and the result is ingested and judged."""
+    out = tmp_path / "jobs"
+    res = run_rtlab({"dir": str(tmp_path / "no-rack")}, "lava", "render", "-c",
+                    campaign(tmp_path, [twin], ["rt"]), "-b", twin, "-V", "rt", "--out", out, timeout=600)
+    assert res.returncode == 0 and "1/1 jobs valid" in res.stdout, res.stdout + res.stderr
+    job = out / twin / "rt" / "cyclictest-idle.yaml"
+    res = run_rtlab({"dir": str(tmp_path / "no-rack")}, "lava", "run", job, "--out", tmp_path / "records",
+                    "--results", tmp_path / "results", timeout=1200)
+    assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-4000:]
+    run_dir = Path(res.stdout.split("results: ")[-1].split()[0])
+    (j,) = json.loads((run_dir / "run.json").read_text())["jobs"]
+    _, cpus, machine, console, boot = TWINS[twin]
+    assert j["verdict"] == "pass" and j["board"] == twin
+    assert j["kernel"]["realtime"] is True and j["kernel"]["machine"] == machine
+    assert j["kernel"]["online"] == ("0" if cpus == 1 else f"0-{cpus - 1}")
+    assert j["kernel"]["cmdline"].startswith(console.split(",")[0])
+    log = (run_dir / twin / "rt" / "cyclictest@idle" / "lava" / "lava-run.log").read_text()
+    if boot == "uboot":
+        assert '"case": "bootloader-overlay"' in log and "Bytes transferred" in log
