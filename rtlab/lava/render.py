@@ -256,6 +256,12 @@ def render_job(lb: LavaBoard, variant: Variant, run: SuiteRun, images: ImageSet,
             "ramdisk": {"url": r_url, "sha256sum": r_sum, "image_arg": "-initrd {ramdisk}",
                         "compression": "gz", "format": "cpio.newc", "overlays": {"lava": True}},
         }}
+        if lb.dtb:  # a twin's device tree, from the kernel package (copied beside the kernel)
+            dtb = Path(kernel.get("dtb_dir") or kernel_path.parent) / lb.dtb
+            if not dtb.is_file():
+                raise RtlabError(f"{lb.name}: no device tree {dtb}")
+            deploy["images"]["dtb"] = {"url": artifacts.url(dtb, board.arch), "sha256sum": sha256_file(dtb),
+                                       "image_arg": "-dtb {dtb}"}
         boot = {"method": "qemu", "media": "tmpfs", "timeout": _seconds_to_timeout(BOOT_TIMEOUT_S),
                 "prompts": [PROMPT_RE]}
     else:
