@@ -12,7 +12,7 @@ from typing import Any, Optional
 
 from . import ROOT
 from .boards import Board, find_board
-from .config import Node, open_node
+from .config import Node, format_cpulist, open_node, parse_cpulist
 from .errors import InputError
 from .loads import LOADS
 from .suites import SUITES, SuiteRun
@@ -70,7 +70,7 @@ class Campaign:
             return tuple(range(board.cpus))
         if cpus == "all":  # every CPU, isolated ones included (cyclictest -S style)
             return tuple(range(board.cpus))
-        return tuple(cpus)
+        return tuple(pinned_cpus(cpus))
 
     def jobs(self) -> list[Job]:
         jobs = []
@@ -90,6 +90,40 @@ class Campaign:
                             cpus=self.measured_cpus(board, variant, entry)))
                 jobs.append(Job(board=board, variant=variant, suites=tuple(runs)))
         return jobs
+
+
+def pinned_cpus(value) -> list[int]:
+    """A campaign's explicit CPU list: [2, 3], 2 or "2-3" (kernel cpulist)."""
+    if isinstance(value, bool):
+        raise ValueError("must be auto, all, a CPU number, a list of them or a cpulist")
+    if isinstance(value, int):
+        return [value]
+    if isinstance(value, str):
+        try:
+            return parse_cpulist(value)
+        except ValueError:
+            raise ValueError("is not a cpulist (e.g. 2 or 2-3,5)") from None
+    if isinstance(value, list) and all(isinstance(c, int) and not isinstance(c, bool) for c in value):
+        return sorted(set(value))
+    raise ValueError("must be auto, all, a CPU number, a list of them or a cpulist")
+
+
+def _check_pinned_cpus(node: Node, boards: list[Board]) -> None:
+    """A suite pinned to CPUs every board of the campaign must have (the
+    vendor reports pin: `taskset -c 2 cyclictest ...`)."""
+    if node.value in (None, "auto", "all"):
+        return
+    try:
+        cpus = pinned_cpus(node.value)
+    except ValueError as e:
+        raise node.error(f"{e}, got {node.value!r}") from None
+    if not cpus or cpus[0] < 0:
+        raise node.error(f"no valid CPU in {node.value!r}")
+    for b in boards:
+        missing = [c for c in cpus if c >= b.cpus]
+        if missing:
+            raise node.error(f"CPU {format_cpulist(missing)} does not exist on board {b.name} "
+                             f"({b.cpus} CPU{'s' * (b.cpus != 1)}: 0-{b.cpus - 1})")
 
 
 def load_campaign(path: Optional[Path] = None, *, boards: Optional[list[str]] = None,
@@ -141,6 +175,7 @@ def load_campaign(path: Optional[Path] = None, *, boards: Optional[list[str]] = 
                 raise n.child(where.split(".")[0]).error(
                     f"unknown parameter(s) {e.args[0]} for suite {suite} "
                     f"(known: {', '.join(sorted(SUITES[suite].defaults))}, cpus)") from None
+        _check_pinned_cpus(n.child("params").child("cpus"), board_list)
         if name in seen:
             raise n.child("name").error(f"duplicate suite name {name!r}")
         seen.add(name)
