@@ -56,6 +56,12 @@ class Board:
                 "budget_class": self.budget_class, "kind": self.kind,
                 "features": list(self.features)}
 
+    @classmethod
+    def from_json(cls, d: dict) -> "Board":
+        return cls(name=d["name"], env_file=Path(d["env_file"]), arch=d["arch"], cpus=int(d["cpus"]),
+                   isolate_cpu=d.get("isolate_cpu"), budget_class=d["budget_class"], kind=d["kind"],
+                   features=tuple(d.get("features", ())))
+
 
 def _host_cpus() -> int:
     try:

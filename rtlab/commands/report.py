@@ -2,10 +2,10 @@
 verdict re-judged against (possibly other) budgets, from results on disk."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from ..errors import InputError
+from ..results import load_run
 
 
 def register(sub):
@@ -36,18 +36,6 @@ def _thresholds(text: str):
         return parse_thresholds(text)
     except ValueError as e:
         raise argparse.ArgumentTypeError(str(e)) from None
-
-
-def load_run(run_dir: Path):
-    from ..model import RunResult
-
-    path = Path(run_dir) / "run.json"
-    try:
-        return RunResult.from_json(json.loads(path.read_text()))
-    except FileNotFoundError:
-        raise InputError(path, "no run.json: not a results directory") from None
-    except (ValueError, KeyError, TypeError) as e:
-        raise InputError(path, f"not a valid run result: {e}") from None
 
 
 def report(args) -> int:

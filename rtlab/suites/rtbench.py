@@ -6,7 +6,7 @@ The binary reaches the boards two ways:
 * QEMU boards: in the initramfs, through an image overlay
   (:func:`image_overlays`): ``.cache/overlays/rtbench-<arch>/usr/bin/rtbench``,
   a copy of ``rtbench/build/<arch>/rtbench`` (``make rtbench`` builds x86_64
-  natively and aarch64 statically). The runner passes the overlays to
+  natively, aarch64 and armhf statically). The runner passes the overlays to
   ``ensure_images(arch, overlays=...)``; the image cache key covers them.
 * the local board: ``rtbench/build/<arch>/rtbench`` by absolute path.
 """
@@ -24,7 +24,9 @@ OVERLAY_DIR = ROOT / ".cache" / "overlays"
 
 
 def rtbench_binary(arch: str) -> Path:
-    return BUILD_DIR / arch / "rtbench"
+    from ..arch import get_or_none
+    a = get_or_none(arch)
+    return BUILD_DIR / (a.rtbench_arch if a else arch) / "rtbench"
 
 
 def image_overlays(arch: str) -> list[Path]:
