@@ -46,9 +46,10 @@ def report(args) -> int:
         from ..vendor import DEFAULT_THRESHOLDS, vendor_tables, write_vendor_html
 
         thresholds = args.thresholds or DEFAULT_THRESHOLDS
-        print(vendor_tables(run, thresholds, run_dir=args.run_dir))
+        run_dir = args.run_dir.parent if args.run_dir.is_file() else args.run_dir  # run.json given
+        print(vendor_tables(run, thresholds, run_dir=run_dir))
         if args.html:
-            print(f"report: {write_vendor_html(run, args.html, thresholds, run_dir=args.run_dir)}")
+            print(f"report: {write_vendor_html(run, args.html, thresholds, run_dir=run_dir)}")
         return 0
     if args.thresholds:
         raise InputError("--thresholds", "only with --vendor")
