@@ -78,7 +78,9 @@ def fmt_samples(n: Optional[int]) -> str:
 def fmt_us(v: Optional[float]) -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "-"
-    if v < 10:
+    if v < 1:  # rtbench's operations: tens of nanoseconds
+        s = f"{v:.3f}"
+    elif v < 10:
         s = f"{v:.2f}"
     elif v < 1000:
         s = f"{v:.1f}"

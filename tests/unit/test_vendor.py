@@ -122,3 +122,10 @@ def test_unjudged_measurement_is_said_so():
         _m("b", "rt", "cyclictest", "idle", [_t({10: 5}, size=100, mx=10.0)], verdict=None)])])
     (b,) = vendor_blocks(run)
     assert dict(block_rows(b, (10,)))["verdict"]["rt"] == "unjudged"
+
+
+def test_microseconds_keep_nanosecond_operations_visible():
+    from rtlab.vendor import fmt_us
+
+    assert [fmt_us(v) for v in (0.004, 0.036, 0.0, 2.5, 26.37, 1189.0, 15226.0)] == \
+        ["0.004", "0.036", "0", "2.5", "26.4", "1,189", "15,226"]
