@@ -459,6 +459,9 @@ def vendor_tables(run: RunResult, thresholds: Iterable[float] = DEFAULT_THRESHOL
            "latencies in µs; min/avg/max per thread; samples in millions (M) where large;",
            f">= T us: share of samples at or above T ({', '.join(map(fmt_threshold, thresholds))} µs), "
            "'unknown' where the histogram does not reach T", ""]
+    kernels = kernel_lines(run)
+    if kernels:
+        out += ["Kernels (read on the board):", *(f"  {k}" for k in kernels), ""]
     out += summary_lines(blocks)
     for b in blocks:
         rows = block_rows(b, thresholds)
@@ -479,6 +482,22 @@ def vendor_tables(run: RunResult, thresholds: Iterable[float] = DEFAULT_THRESHOL
                     out += [f"    {ln}" for ln in text_histogram(c.combined.histogram)]
         out.append("")
     return "\n".join(out)
+
+
+def kernel_lines(run: RunResult) -> list[str]:
+    """Which kernel each column ran, as the boot test read it off the board."""
+    out, seen = [], set()
+    for j in run.jobs:
+        if (j.board, j.variant) in seen or not j.kernel:
+            continue
+        seen.add((j.board, j.variant))
+        k = j.kernel
+        model = k.get("preempt") or k.get("config_preempt") or "?"
+        iso = k.get("isolated") or ""
+        out.append(f"{j.board}/{j.variant}: {k.get('release', '?')}, preemption {model}"
+                   + (", PREEMPT_RT" if k.get("realtime") else "")
+                   + (f", isolated CPUs {iso}" if iso and iso != "(null)" else ""))
+    return out
 
 
 def summary_lines(blocks: list[Block]) -> list[str]:
@@ -530,6 +549,10 @@ def write_vendor_html(run: RunResult, path: Path, thresholds: Iterable[float] = 
              + ". Latencies in µs; samples in millions (M) where large; "
              f"&ge; T: share of samples at or above T ({html.escape(', '.join(map(fmt_threshold, thresholds)))} µs), "
              "<em>unknown</em> where the histogram does not reach T.</p>"]
+    kernels = kernel_lines(run)
+    if kernels:
+        parts.append("<h2>Kernels (read on the board)</h2><ul>"
+                     + "".join(f"<li>{html.escape(k)}</li>" for k in kernels) + "</ul>")
     summary = summary_lines(blocks)
     if summary:
         variants: list[str] = []
