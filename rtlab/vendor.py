@@ -481,7 +481,23 @@ def vendor_tables(run: RunResult, thresholds: Iterable[float] = DEFAULT_THRESHOL
                     out.append(f"  histogram {v} (samples, log scale):")
                     out += [f"    {ln}" for ln in text_histogram(c.combined.histogram)]
         out.append("")
+    missing = unmeasured_lines(run)
+    if missing:
+        out += ["Not measured:", *(f"  {m}" for m in missing), ""]
     return "\n".join(out)
+
+
+def unmeasured_lines(run: RunResult) -> list[str]:
+    """Jobs with no numbers in the tables, and why (nothing silently missing)."""
+    out = []
+    for j in run.jobs:
+        if j.measurements:
+            continue
+        why = j.build_error or j.infra_error or "no measurement"
+        out.append(f"{j.board}/{j.variant}: {'FAIL' if j.build_error else 'INFRA'}: {why.splitlines()[0]}")
+    for n in run.not_available:
+        out.append(f"{n['board']}/{n['variant']}: not available: {n.get('reason', '')}")
+    return out
 
 
 def kernel_lines(run: RunResult) -> list[str]:
@@ -584,6 +600,10 @@ def write_vendor_html(run: RunResult, path: Path, thresholds: Iterable[float] = 
             parts.append("<div>" + histogram_svg(series, f"{b.title} · samples per µs (log scale)",
                                                   marks=[(f">= {fmt_threshold(t)} µs", t) for t in thresholds])
                          + "</div>")
+    missing = unmeasured_lines(run)
+    if missing:
+        parts.append("<h2>Not measured</h2><ul>" + "".join(f"<li>{html.escape(m)}</li>" for m in missing)
+                     + "</ul>")
     path = Path(path)
     path.write_text("\n".join(parts) + "\n")
     return path

@@ -115,6 +115,8 @@ def test_repeats_merge_per_thread_and_na_variants_and_intervals_stay_apart():
     text = vendor_tables(run, (10, 90))
     assert "== b (aarch64) · cyclictest-10ms · idle" in text
     assert "Max latency" in text and "unjudged" not in text
+    # jobs without numbers are listed with the reason, never just absent
+    assert "  b/none: INFRA: no boot" in text and "  b/rt-iso: not available: 1 CPU" in text
 
 
 def test_unjudged_measurement_is_said_so():
