@@ -47,6 +47,13 @@ class Board:
         kernels the rack's flashing step stages, the local board its own."""
         return self.kind == "qemu"
 
+    @property
+    def emulated(self) -> bool:
+        """A QEMU/TCG machine (latency is emulation noise, CPUs 10-50x slower):
+        the QEMU boards, and rack twins, which are remote places but QEMU
+        machines all the same (their budget class says so)."""
+        return self.kind == "qemu" or "qemu" in self.features or self.budget_class == "qemu-tcg"
+
     def supports(self, variant: str) -> bool:
         return (variant == HOST_VARIANT) == self.fixed_kernel
 

@@ -123,8 +123,8 @@ def run_plots(run: RunResult) -> list[tuple[str, str]]:
                 continue
             key = (job.board, m.key.suite, m.key.load)
             groups.setdefault(key, []).append((job.variant, c.histogram))
-            if m.budget and m.budget.get("max_us"):
-                budgets[key] = min(budgets.get(key) or math.inf, m.budget["max_us"])
+            if m.budget and m.budget.max_us:
+                budgets[key] = min(budgets.get(key) or math.inf, m.budget.max_us)
     return [(f"{b} · {s} · {l}", histogram_svg(series, f"{b} · {s} · {l}", budgets.get((b, s, l))))
             for (b, s, l), series in groups.items()]
 

@@ -275,7 +275,7 @@ def _board_problems(outcome: dict, suite, host_dir: Path) -> list[str]:
 
 def _die_with_parent() -> None:
     """A job holding a place dies with the runner, whose death frees the place."""
-    from .lab.places import die_with_parent
+    from .procutil import die_with_parent
     die_with_parent()
 
 

@@ -27,7 +27,7 @@ def test_suite(request, suite_run, job, job_dir, board_shell):
     duration = suite.duration_s(suite_run)
     command = suite.command(suite_run, board=job.board.to_json())
     emit(request.config, event="suite", id=suite_run.id, duration_s=duration)
-    with load.running(board_shell, host_dir, suite_run, board=job.board.to_json()):
+    with load.running(board_shell, host_dir, suite_run, board=job.board):
         rc = run_tool(board_shell, suite_run.id, command, host_dir, suite.outputs(suite_run),
                       timeout=duration * 2 + 60)
     problem = tool_exit_problem(suite, rc, host_dir)  # the host judges it the same way

@@ -60,9 +60,6 @@ BOOT_DEFINITION_S = 120         # kernel facts over the console
 TRANSFER_ALLOWANCE_S = 120      # raw outputs (base64) and lava-test-case calls
 JOB_MARGIN_S = 120              # LAVA's own set-up and tear-down
 
-#: per tool: which on-board reporter turns its raw output into lava-test-cases
-RT_JSON_TOOLS = {"cyclictest"}
-
 
 def _seconds_to_timeout(seconds: float) -> dict[str, int]:
     return {"minutes": max(1, math.ceil(seconds / 60))}
@@ -103,14 +100,14 @@ def suite_steps(suite: Suite, run: SuiteRun, board: dict,
              *start, onboard.announce_step(run.id, command), onboard.tool_step(command), *stop]
     steps += [f"rtlab_emit {shlex.quote(run.id)} {shlex.quote(f)} {shlex.quote(f)}" for f in outputs]
     steps.append(f"rtlab_exit_case {shlex.quote(suite.tool)}")
-    if suite.tool in RT_JSON_TOOLS and suite.json_file:
+    if suite.lava_thread_cases and suite.json_file:
         steps.append(onboard.rt_cases_step(suite.json_file))
     return steps
 
 
 def suite_cases(suite: Suite, run: SuiteRun) -> list[str]:
     cases = [suite.tool]
-    if suite.tool in RT_JSON_TOOLS and suite.json_file:
+    if suite.lava_thread_cases and suite.json_file:
         cases += onboard.rt_case_names(len(run.cpus))
     return cases
 

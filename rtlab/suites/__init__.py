@@ -6,15 +6,35 @@ measure, names the files the tool writes, and turns the raw files into the
 result model. Running it over a console is the same for every suite
 (:mod:`rtlab.suites.board`), so every suite gets raw outputs on disk before
 anything is parsed or judged.
+
+A suite describes itself (class attributes, below) and registers itself by
+being defined: subclassing :class:`Suite` with a ``name`` puts an instance in
+:data:`SUITES`. What the rest of rtlab needs to know about a tool is asked of
+its suite: the result kind (the gate), kernel failures vs crashes (the
+results path), LAVA test cases (lava/render), the table cell (report), the
+dashboards' IPC group (store/schema). Adding a suite is its class, its
+parser if the output format is new, a campaign entry and a test.
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Optional
 
 from ..config import format_cpulist
+from ..loads import BASE_LOADS
+from ..loads.health import load_metrics
 from ..model import ToolOutput
+from ..parsers import parse_file
+
+#: every suite, by registry name (filled by Suite.__init_subclass__)
+SUITES: dict[str, "Suite"] = {}
+
+#: Suite.result_kind: latency samples (ThreadResults, judged against budgets)
+LATENCY = "latency"
+#: Suite.result_kind: a whole-run number in ToolOutput.metrics (shown, not budgeted)
+METRICS = "metrics"
 
 
 @dataclass(frozen=True)
@@ -49,14 +69,34 @@ COMMON_DEFAULTS: dict[str, Any] = {
 
 
 class Suite:
-    """Base of every suite; subclasses are registered by name in SUITES."""
+    """Base of every suite; a subclass with a ``name`` registers itself in SUITES."""
 
     name: ClassVar[str]
     tool: ClassVar[str]
     #: parameters a campaign may set, with defaults
     defaults: ClassVar[dict[str, Any]] = {}
     #: file the tool writes its JSON to (relative to the work dir), if any
-    json_file: ClassVar[str | None] = None
+    json_file: ClassVar[Optional[str]] = None
+    #: LATENCY or METRICS (then ``metric`` names the whole-run number)
+    result_kind: ClassVar[str] = LATENCY
+    metric: ClassVar[Optional[str]] = None
+    #: signal/IPC wake-up latency between threads (the dashboards' IPC panel)
+    ipc: ClassVar[bool] = False
+    #: LAVA: the board reports per-thread test cases from the tool's rt-tests
+    #: JSON (cyclictest layout, rtlab.lava.onboard) besides the exit case
+    lava_thread_cases: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "name" in cls.__dict__:  # bases shared by several tools (_Ipc) have none
+            if cls.name in SUITES:
+                raise TypeError(f"two suites named {cls.name!r}: {type(SUITES[cls.name]).__name__}, {cls.__name__}")
+            SUITES[cls.name] = cls()
+
+    @classmethod
+    def for_tool(cls, tool: str) -> Optional["Suite"]:
+        """The suite whose tool wrote a ToolOutput (None: parsed outside a suite)."""
+        return next((s for s in SUITES.values() if s.tool == tool), None)
 
     def params(self, given: dict[str, Any]) -> dict[str, Any]:
         # "cpus" is the campaign's (which CPUs to measure), taken off by rtlab.campaign
@@ -91,14 +131,29 @@ class Suite:
         return out
 
     def parse_output(self, host_dir: Path, run: SuiteRun) -> ToolOutput:
-        from ..parsers import parse_file
-
+        assert self.json_file, f"{type(self).__name__}: no json_file, so it parses its own output"
         return parse_file(host_dir / self.json_file, tool=self.tool)
+
+    def result_cell(self, out: ToolOutput) -> Optional[str]:
+        """The table cell of a whole-run result (None: latency only)."""
+        if out.failure is not None:
+            return "FAILED"
+        if self.metric and self.metric in out.metrics:
+            return f"{_si(out.metrics[self.metric])} {self.metric_unit}"
+        return None
+
+    #: unit of ``metric`` in the table
+    metric_unit: ClassVar[str] = ""
+
+
+def _si(x: float) -> str:
+    for div, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(x) >= div:
+            return f"{x / div:.3g}{suffix}"
+    return f"{x:.3g}"
 
 
 def _check_load_opts(opts: dict) -> None:
-    from ..loads import BASE_LOADS
-
     known = {l.name: l for l in BASE_LOADS}
     if not isinstance(opts, dict):
         raise KeyError("load_opts (must be a mapping {load: {option: value}})")
@@ -112,11 +167,6 @@ def _check_load_opts(opts: dict) -> None:
 
 
 def _load_metrics(host_dir: Path) -> dict[str, Any]:
-    import json
-
-    from ..loads import BASE_LOADS
-    from ..loads.health import load_metrics
-
     names = {l.name for l in BASE_LOADS}
     summaries = []
     for p in sorted(host_dir.glob("load-*.json")):
@@ -134,6 +184,7 @@ class Cyclictest(Suite):
     name = "cyclictest"
     tool = "cyclictest"
     json_file = "cyclictest.json"
+    lava_thread_cases = True
     defaults = {
         "interval_us": 1000,
         "duration_s": 10,
@@ -153,13 +204,5 @@ class Cyclictest(Suite):
                 f"--json={self.json_file} {p['extra_args']}").strip()
 
 
-from .rttests import (  # noqa: E402 - they subclass Suite
-    Cyclicdeadline, Hackbench, Pmqtest, PiStress, Ptsematest, RtMigrateTest, Signaltest,
-    Sigwaittest, Svsematest,
-)
-from .rtbench import Rtbench  # noqa: E402
-
-SUITES: dict[str, Suite] = {s.name: s for s in (
-    Cyclictest(), Signaltest(), Sigwaittest(), Svsematest(), Ptsematest(), Pmqtest(),
-    PiStress(), Hackbench(), Cyclicdeadline(), RtMigrateTest(), Rtbench(),
-)}
+# the suites of the other modules register themselves on import
+from . import rtbench, rttests  # noqa: E402,F401

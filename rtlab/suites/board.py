@@ -21,8 +21,7 @@ from ..variants import Variant
 BOARD_WORKDIR = "/tmp/rtlab"
 
 
-class SuiteFailure(Exception):
-    """The tool did not produce a trustworthy result (crash, no output): infra."""
+from ..errors import SuiteFailure  # noqa: E402,F401 - raised here, defined below loads and suites
 
 
 class BoardShell:

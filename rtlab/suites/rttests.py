@@ -26,8 +26,8 @@ Verdicts beyond latency budgets:
 * pi_stress: a deadlocked inversion group (its watchdog: "WATCHDOG triggered:
   group N is deadlocked!", after which pi_stress kills itself) or an error
   reported by a test thread is a **kernel result**: priority inheritance
-  failed. The measurement carries ``metrics.failed = 1`` and the gate judges
-  it FAIL, never INFRA. pi_stress failing before its threads ran (no
+  failed. The output carries a ToolFailure (and ``metrics.failed = 1`` for
+  the store) and the gate judges it FAIL, never INFRA. pi_stress failing before its threads ran (no
   permission, no memory) stays INFRA.
 * rt-migrate-test with ``check: true`` (``-c``): "Failed!" (a lower-priority
   task ran before a higher one) is judged FAIL the same way.
@@ -42,8 +42,9 @@ from pathlib import Path
 from typing import Optional
 
 from ..config import format_cpulist
-from ..model import ToolOutput
-from . import Suite, SuiteRun
+from ..model import ToolFailure, ToolOutput
+from ..parsers import parse_file
+from . import METRICS, Suite, SuiteRun
 
 
 def ipc_placement(cpus: tuple[int, ...], pairs) -> tuple[str, str]:
@@ -76,6 +77,7 @@ class Signaltest(Suite):
     name = "signaltest"
     tool = "signaltest"
     json_file = "signaltest.json"
+    ipc = True
     defaults = {"duration_s": 10, "priority": 90, "threads": 2, "extra_args": ""}
 
     def command(self, run: SuiteRun, board: Optional[dict] = None) -> str:
@@ -86,6 +88,8 @@ class Signaltest(Suite):
 
 class _Ipc(Suite):
     """sender/receiver pairs; one result per receiver (pair) in the model."""
+
+    ipc = True
 
     defaults = {"duration_s": 10, "priority": 90, "interval_us": 1000, "distance_us": 500,
                 "pairs": "auto", "extra_args": ""}
@@ -132,6 +136,8 @@ class PiStress(Suite):
     name = "pi_stress"
     tool = "pi_stress"
     json_file = "pi_stress.json"
+    result_kind = METRICS
+    metric, metric_unit = "inversions", "inv"
     defaults = {"duration_s": 10, "groups": "auto", "extra_args": ""}
 
     def command(self, run: SuiteRun, board: Optional[dict] = None) -> str:
@@ -164,7 +170,7 @@ class PiStress(Suite):
             out.metrics["failed"] = 0
             return out
         out = ToolOutput(path=str(host_dir / "stderr.txt"), tool=self.tool, return_code=rc,
-                         metrics={"failed": 1, "failure": why})
+                         metrics={"failed": 1}, failure=ToolFailure(why))
         m = re.search(r"Total inversion performed:\s*(\d+)", _read(host_dir / "stdout.txt"))
         if m:
             out.metrics["inversions"] = int(m.group(1))
@@ -177,6 +183,8 @@ class Hackbench(Suite):
     name = "hackbench"
     tool = "hackbench"
     json_file = None
+    result_kind = METRICS
+    metric, metric_unit = "time_s", "s"
     defaults = {
         # Linaro's test-definitions invocation (-s 100 -l 100 -g 10 -f 20)
         "groups": 10, "fds": 20, "loops": 100, "datasize": 100,
@@ -204,8 +212,6 @@ class Hackbench(Suite):
                 f"do {hb} > hackbench-$i.txt 2>&1 || exit $?; done'")
 
     def parse_output(self, host_dir: Path, run: SuiteRun) -> ToolOutput:
-        from ..parsers import parse_file
-
         runs = [parse_file(host_dir / f, tool="hackbench") for f in self._files(run)]
         times = [r.metrics["time_s"] for r in runs]
         out = ToolOutput(path=str(host_dir / self._files(run)[0]), tool=self.tool, return_code=0)
@@ -264,8 +270,14 @@ class RtMigrateTest(Suite):
         out = super().parse_output(host_dir, run)
         if "Failed!" in _read(host_dir / "stdout.txt"):
             out.return_code = _exit_code(host_dir)
-            out.metrics.update(failed=1, failure="rt-migrate-test -c: a lower-priority task ran "
-                                                 "while a higher-priority one waited (Failed!)")
+            out.metrics["failed"] = 1
+            out.failure = ToolFailure("rt-migrate-test -c: a lower-priority task ran "
+                                      "while a higher-priority one waited (Failed!)")
         elif run.params.get("check"):
             out.metrics["failed"] = 0
         return out
+
+    def result_cell(self, out: ToolOutput) -> Optional[str]:
+        if out.failure is None and out.metrics.get("failed") == 0:
+            return "order ok"  # -c checked the priority order
+        return super().result_cell(out)
