@@ -355,7 +355,7 @@ def _mam(t: ThreadResult) -> str:
 
 def block_rows(block: Block, thresholds: Iterable[float]) -> list[tuple[str, dict[str, str]]]:
     """(row label, {variant: cell}) for one block; unknown shares add notes."""
-    from .loads.health import result_cell
+    from .suites import Suite
 
     thresholds = tuple(thresholds)
     cells = {v: c for v, c in block.cells.items() if isinstance(c, Cell)}
@@ -390,7 +390,9 @@ def block_rows(block: Block, thresholds: Iterable[float]) -> list[tuple[str, dic
                 if s.unknown:
                     block.notes.append(f">= {fmt_threshold(thr)} us unknown for {v}: {s.unknown}")
             rows.append((f">= {fmt_threshold(thr)} us", row))
-    results = {v: result_cell(c.tool, c.measurements[0].output.metrics) for v, c in cells.items()}
+    suite = Suite.for_tool(block.tool)
+    results = {v: (suite.result_cell(c.measurements[0].output) if suite is not None else None)
+               for v, c in cells.items()}
     if any(r is not None for r in results.values()):
         rows.append(("result", {v: (results.get(v) or "-") if v in cells else blank(v)
                                 for v in block.variants}))

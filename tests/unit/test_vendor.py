@@ -131,3 +131,12 @@ def test_microseconds_keep_nanosecond_operations_visible():
 
     assert [fmt_us(v) for v in (0.004, 0.036, 0.0, 2.5, 26.37, 1189.0, 15226.0)] == \
         ["0.004", "0.036", "0", "2.5", "26.4", "1,189", "15,226"]
+
+
+def test_whole_run_results_have_their_row():
+    m = _m("b", "rt", "hackbench", "idle", [], tool="hackbench")
+    m.output.metrics["time_s"] = 1.234
+    run = RunResult(run_id="r", started="t", campaign="c", jobs=[JobResult("b", "rt", measurements=[m])])
+    (b,) = vendor_blocks(run)
+    rows = dict(block_rows(b, (10,)))
+    assert rows["result"]["rt"].startswith("1.23") and "samples" not in rows
