@@ -28,14 +28,14 @@ import shlex
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Optional
+from typing import Iterable, Optional, Union
 
-from .model import Histogram, Measurement, RunResult, ThreadResult, ToolOutput, Verdict, combine_verdicts
+from .parsers._common import IPC_TOOLS
+from .model import Histogram, JobResult, Measurement, RunResult, ThreadResult, ToolOutput, Verdict, combine_verdicts
 
 #: the reports' thresholds: 10 µs (interrupt response), 70 µs (periodic
 #: jitter under stress), 100 µs (the usual "hard real-time" line)
 DEFAULT_THRESHOLDS = (10.0, 70.0, 100.0)
-IPC_TOOLS = ("sigwaittest", "svsematest", "ptsematest", "pmqtest")
 #: tools whose "threads" are different operations: no all-threads row and no
 #: shares (adding a mutex lock to a task switch says nothing)
 PER_OPERATION_TOOLS = ("rtbench",)
@@ -251,10 +251,15 @@ def _merge(threads: list[ThreadResult], thread: int) -> ThreadResult:
     return merged
 
 
-def _read_command(run_dir: Optional[Path], job_dir_rel: tuple[str, str], m: Measurement) -> Optional[str]:
-    if run_dir is None:
+#: where a job's raw files are: one run's directory, or per job (runs merged)
+RunDirs = Union[None, Path, dict]
+
+
+def _read_command(run_dir: RunDirs, job: JobResult, m: Measurement) -> Optional[str]:
+    base = run_dir.get(id(job)) if isinstance(run_dir, dict) else run_dir
+    if base is None:
         return None
-    job_dir = Path(run_dir, *job_dir_rel)
+    job_dir = Path(base, job.board, job.variant)
     for rel in m.raw:
         if rel.endswith("command.txt"):
             try:
@@ -262,6 +267,27 @@ def _read_command(run_dir: Optional[Path], job_dir_rel: tuple[str, str], m: Meas
             except OSError:
                 return None
     return None
+
+
+def merge_runs(runs: list[tuple[RunResult, Optional[Path]]]) -> tuple[RunResult, dict]:
+    """Several runs of a campaign as one: the same board × variant in two runs
+    is two repeats of it. Returns the merged run and where each job's raw
+    files are (for vendor_tables' run_dir)."""
+    if len(runs) == 1:
+        run, d = runs[0]
+        return run, {id(j): d for j in run.jobs}
+    first = runs[0][0]
+    jobs, dirs, na = [], {}, []
+    for run, d in runs:
+        for j in run.jobs:
+            jobs.append(j)
+            dirs[id(j)] = d
+        na += [n for n in run.not_available if n not in na]
+    merged = RunResult(run_id=" + ".join(r.run_id for r, _ in runs), started=first.started,
+                       campaign=", ".join(dict.fromkeys(r.campaign for r, _ in runs)),
+                       commit=first.commit if all(r.commit == first.commit for r, _ in runs) else {},
+                       jobs=jobs, not_available=na)
+    return merged, dirs
 
 
 def _cell(variant: str, ms: list[tuple[Measurement, Optional[str]]]) -> Cell:
@@ -285,7 +311,7 @@ def _cell(variant: str, ms: list[tuple[Measurement, Optional[str]]]) -> Cell:
                 combined=combined, commands=commands, tool=tool)
 
 
-def vendor_blocks(run: RunResult, run_dir: Optional[Path] = None) -> list[Block]:
+def vendor_blocks(run: RunResult, run_dir: RunDirs = None) -> list[Block]:
     """The run as the reports' blocks, in run order."""
     variants_by_board: "OrderedDict[str, list[str]]" = OrderedDict()
     arch: dict[str, str] = {}
@@ -303,7 +329,7 @@ def vendor_blocks(run: RunResult, run_dir: Optional[Path] = None) -> list[Block]
     found: "OrderedDict[tuple[str, str, str], dict[str, list]]" = OrderedDict()
     for job in run.jobs:
         for m in job.measurements:
-            cmd = _read_command(run_dir, (job.board, job.variant), m)
+            cmd = _read_command(run_dir, job, m)
             found.setdefault((job.board, m.key.suite, m.key.load), {}) \
                  .setdefault(job.variant, []).append((m, cmd))
     infra = {(j.board, j.variant): ("FAIL" if j.build_error else "INFRA")
@@ -453,7 +479,7 @@ def text_histogram(h: Histogram, rows: int = TEXT_HIST_ROWS, width: int = TEXT_H
 
 
 def vendor_tables(run: RunResult, thresholds: Iterable[float] = DEFAULT_THRESHOLDS,
-                  run_dir: Optional[Path] = None, histograms: bool = True) -> str:
+                  run_dir: RunDirs = None, histograms: bool = True) -> str:
     thresholds = tuple(thresholds)
     blocks = vendor_blocks(run, run_dir)
     out = [f"Vendor tables: run {run.run_id}, campaign {run.campaign}"
@@ -551,7 +577,7 @@ def _html_table(header: list[str], rows: list[tuple[str, list[str]]], cls: str =
 
 
 def write_vendor_html(run: RunResult, path: Path, thresholds: Iterable[float] = DEFAULT_THRESHOLDS,
-                      run_dir: Optional[Path] = None) -> Path:
+                      run_dir: RunDirs = None) -> Path:
     from .plot import histogram_svg
 
     thresholds = tuple(thresholds)

@@ -140,3 +140,19 @@ def test_html_tables_and_histograms_are_drawn_in_chromium(vendor_run, tmp_path):
     # than the two 10x10 legend squares of that colour
     blue = sum(n for n, (r, g, b) in colours if abs(r - 0x00) < 40 and abs(g - 0x72) < 40 and abs(b - 0xB2) < 40)
     assert blue > 600
+
+
+def test_several_runs_merge_as_repeats(vendor_run):
+    run_dir, _, _ = vendor_run
+    raw = json.loads((run_dir / "local/host/cyclictest-1ms@idle/cyclictest.json").read_text())
+    threads = list(raw["thread"].values())
+    # the same run twice (and once as its run.json): three repeats of each board x variant
+    rep = rtlab("report", "--vendor", run_dir, run_dir, run_dir / "run.json")
+    assert rep.returncode == 0, rep.stderr
+    rows = _block(rep.stdout, "local (x86_64) · cyclictest-1ms · idle · interval 1 ms")
+    assert rows["samples"] == fmt_samples(3 * sum(t["cycles"] for t in threads))
+    mx = fmt_us(max(t["max"] for t in threads))
+    assert rows["runs (max each)"] == f"3: {mx} / {mx} / {mx}"
+    assert rep.stdout.count("command (host): cyclictest -q -m -p 99 -i 1000 ") == 1
+    plain = rtlab("report", run_dir, run_dir)
+    assert plain.returncode == 2 and "several only with --vendor" in plain.stderr
