@@ -17,6 +17,7 @@ from labgrid.util.yaml import load as lg_load
 from . import ROOT
 from .config import Node
 from .errors import InputError
+from .params import ParamError, check_name
 from .variants import HOST_VARIANT
 
 ENV_DIR = ROOT / "env"
@@ -43,9 +44,10 @@ class Board:
     @property
     def boots_built_kernels(self) -> bool:
         """Can boot a kernel built from source for this job (`--kernel-tree`)?
-        QEMU boards boot what the job stages; rack boards boot Debian's
-        kernels the rack's flashing step stages, the local board its own."""
-        return self.kind == "qemu"
+        QEMU boards and the rack's virtual twins boot what the job stages;
+        other rack boards boot Debian's kernels the rack's flashing step
+        stages, the local board its own."""
+        return self.kind == "qemu" or "twin" in self.features
 
     @property
     def emulated(self) -> bool:
@@ -121,12 +123,26 @@ def load_boards(env_dir: Path = ENV_DIR) -> dict[str, Board]:
     return boards
 
 
+#: more directories of board env files, set by whoever runs rtlab (never by a
+#: campaign): ':'-separated, searched after env/ (tests' edited boards)
+ENV_PATH_VAR = "RTLAB_ENV_PATH"
+
+
+def board_dirs(env_dir: Path = ENV_DIR) -> list[Path]:
+    extra = [Path(d) for d in os.environ.get(ENV_PATH_VAR, "").split(":") if d]
+    return [Path(env_dir), *extra]
+
+
 def find_board(name: str, env_dir: Path = ENV_DIR) -> Board:
-    path = Path(name)
-    if path.suffix in (".yaml", ".yml") and path.exists():
-        return load_board(path)
-    f = Path(env_dir) / f"{name}.yaml"
-    if not f.exists():
-        known = ", ".join(sorted(load_boards(env_dir))) or "none"
-        raise InputError(f, f"no board named {name!r} (known boards: {known})")
-    return load_board(f)
+    """A board by name, from env/ (or the RTLAB_ENV_PATH directories) only:
+    env files hold host commands, so a name is never a path."""
+    try:
+        check_name(name, "board name")
+    except ParamError as e:
+        raise InputError(Path(env_dir), f"{e}; boards are named by their env/ file, never by path") from None
+    for d in board_dirs(env_dir):
+        f = d / f"{name}.yaml"
+        if f.is_file():
+            return load_board(f)
+    known = ", ".join(sorted(load_boards(env_dir))) or "none"
+    raise InputError(Path(env_dir) / f"{name}.yaml", f"no board named {name!r} (known boards: {known})")

@@ -12,9 +12,10 @@ from typing import Any, Optional
 
 from . import ROOT
 from .boards import Board, find_board
-from .config import Node, format_cpulist, open_node, parse_cpulist
+from .config import Node, open_node
 from .errors import InputError
 from .loads import LOADS
+from .params import ParamError, check_cpus_on, check_name, cpus_of
 from .suites import SUITES, SuiteRun
 from .variants import HOST_VARIANT, Variant, load_variants
 
@@ -59,6 +60,8 @@ class Campaign:
     boards: list[Board]
     variants: list[Variant]
     suites: list[SuiteEntry]
+    #: evidence at the breach (rtlab.evidence): True/False, None = on in CI only
+    evidence: Optional[bool] = None
 
     def measured_cpus(self, board: Board, variant: Variant, entry: SuiteEntry) -> tuple[int, ...]:
         """The isolated CPU on isolation variants (what vendors measure on),
@@ -70,7 +73,7 @@ class Campaign:
             return tuple(range(board.cpus))
         if cpus == "all":  # every CPU, isolated ones included (cyclictest -S style)
             return tuple(range(board.cpus))
-        return tuple(pinned_cpus(cpus))
+        return tuple(cpus_of(cpus) or ())
 
     def jobs(self) -> list[Job]:
         jobs = []
@@ -92,38 +95,12 @@ class Campaign:
         return jobs
 
 
-def pinned_cpus(value) -> list[int]:
-    """A campaign's explicit CPU list: [2, 3], 2 or "2-3" (kernel cpulist)."""
-    if isinstance(value, bool):
-        raise ValueError("must be auto, all, a CPU number, a list of them or a cpulist")
-    if isinstance(value, int):
-        return [value]
-    if isinstance(value, str):
-        try:
-            return parse_cpulist(value)
-        except ValueError:
-            raise ValueError("is not a cpulist (e.g. 2 or 2-3,5)") from None
-    if isinstance(value, list) and all(isinstance(c, int) and not isinstance(c, bool) for c in value):
-        return sorted(set(value))
-    raise ValueError("must be auto, all, a CPU number, a list of them or a cpulist")
-
-
-def _check_pinned_cpus(node: Node, boards: list[Board]) -> None:
-    """A suite pinned to CPUs every board of the campaign must have (the
-    vendor reports pin: `taskset -c 2 cyclictest ...`)."""
-    if node.value in (None, "auto", "all"):
-        return
+def _safe(name: str) -> bool:
     try:
-        cpus = pinned_cpus(node.value)
-    except ValueError as e:
-        raise node.error(f"{e}, got {node.value!r}") from None
-    if not cpus or cpus[0] < 0:
-        raise node.error(f"no valid CPU in {node.value!r}")
-    for b in boards:
-        missing = [c for c in cpus if c >= b.cpus]
-        if missing:
-            raise node.error(f"CPU {format_cpulist(missing)} does not exist on board {b.name} "
-                             f"({b.cpus} CPU{'s' * (b.cpus != 1)}: 0-{b.cpus - 1})")
+        check_name(name)
+        return True
+    except ParamError:
+        return False
 
 
 def load_campaign(path: Optional[Path] = None, *, boards: Optional[list[str]] = None,
@@ -132,7 +109,7 @@ def load_campaign(path: Optional[Path] = None, *, boards: Optional[list[str]] = 
     path = Path(path or DEFAULT_CAMPAIGN)
     if not path.exists() and (CAMPAIGN_DIR / f"{path}.yaml").exists():
         path = CAMPAIGN_DIR / f"{path}.yaml"  # a preset by name
-    root = open_node(path).only(["name", "description", "budgets", "boards", "variants", "suites"])
+    root = open_node(path).only(["name", "description", "budgets", "boards", "variants", "suites", "evidence"])
     all_variants = load_variants()
 
     board_names = boards or root.req("boards").str_list()
@@ -141,14 +118,14 @@ def load_campaign(path: Optional[Path] = None, *, boards: Optional[list[str]] = 
         try:
             board_list.append(find_board(b))
         except InputError as e:
-            raise InputError(path, f"boards: {e}") from None
+            raise InputError("--board" if boards else path, f"boards: {e.what}") from None
 
     vnode = root.child("variants")
     vnames = variants or (list(all_variants) if vnode.value in (None, "all") else vnode.str_list())
     for v in vnames:
         if v not in all_variants:
-            raise InputError(path, f"variants: unknown variant {v!r} "
-                                   f"(known: {', '.join(sorted(all_variants))})")
+            raise InputError("--variant" if variants else path, f"variants: unknown variant {v!r} "
+                             f"(known: {', '.join(sorted(all_variants))})")
     variant_list = [all_variants[v] for v in vnames]
 
     entries = []
@@ -160,26 +137,43 @@ def load_campaign(path: Optional[Path] = None, *, boards: Optional[list[str]] = 
         n = Node(path, raw, f"suites[{i}]").only(["name", "suite", "loads", "params", "overrides"])
         suite = n.child("suite").str("") or n.req("name").str()
         name = n.child("name").str(suite)
+        for key, value in (("name", name), ("suite", suite)):
+            try:
+                check_name(value, f"suite {key}")
+            except ParamError as e:
+                raise n.child(key if n.child(key).value is not None else "name").error(str(e)) from None
         if suite not in SUITES:
             raise n.child("suite").error(f"unknown suite {suite!r} (known: {', '.join(sorted(SUITES))})")
         loads = tuple(n.child("loads").str_list(["idle"]))
         for load in loads:
-            if load not in LOADS:
+            if not all(_safe(part) for part in load.split("+")) or load not in LOADS:
                 raise n.child("loads").error(f"unknown load {load!r} (known: {', '.join(sorted(LOADS))})")
         params = dict(n.child("params").mapping())
         overrides = {k: dict(v.mapping()) for k, v in n.child("overrides").items()}
+        for k in overrides:
+            if not _safe(k):
+                raise n.child("overrides").error(f"{k!r} is not a board or budget class name")
         for where, p in [("params", params), *((f"overrides.{k}", v) for k, v in overrides.items())]:
             try:
-                SUITES[suite].params({k: v for k, v in p.items() if k != "cpus"})
-            except KeyError as e:
-                raise n.child(where.split(".")[0]).error(
-                    f"unknown parameter(s) {e.args[0]} for suite {suite} "
-                    f"(known: {', '.join(sorted(SUITES[suite].defaults))}, cpus)") from None
-        _check_pinned_cpus(n.child("params").child("cpus"), board_list)
+                SUITES[suite].params(p)
+            except ParamError as e:
+                known = (f" (suite {suite}: {', '.join(sorted(SUITES[suite].defaults))}, cpus, load_cpus, "
+                         f"load_opts)" if "unknown parameter" in str(e) else "")
+                raise InputError(path, f"{n.key}.{where}.{e}{known}") from None
+        entry = SuiteEntry(name=name, suite=suite, loads=loads, params=params, overrides=overrides)
+        for board in board_list:  # CPUs named must exist on every board the entry runs on
+            merged = {**params, **overrides.get(board.budget_class, {}), **overrides.get(board.name, {})}
+            for key in ("cpus", "load_cpus", "other_cpu"):
+                try:
+                    check_cpus_on(merged.get(key), board.cpus, board.name)
+                except ParamError as e:
+                    where = next((f"overrides.{o}" for o in (board.name, board.budget_class)
+                                  if key in overrides.get(o, {})), "params")
+                    raise InputError(path, f"{n.key}.{where}.{key}: {e}") from None
         if name in seen:
             raise n.child("name").error(f"duplicate suite name {name!r}")
         seen.add(name)
-        entries.append(SuiteEntry(name=name, suite=suite, loads=loads, params=params, overrides=overrides))
+        entries.append(entry)
 
     budgets = root.child("budgets").str("../budgets/default.yaml")
     return Campaign(
@@ -187,4 +181,5 @@ def load_campaign(path: Optional[Path] = None, *, boards: Optional[list[str]] = 
         description=root.child("description").str(""),
         budgets=(path.parent / budgets).resolve(),
         boards=board_list, variants=variant_list, suites=entries,
+        evidence=None if root.child("evidence").value is None else root.child("evidence").boolean(),
     )

@@ -33,3 +33,9 @@ class SuiteFailure(Exception):
 
 
 SuiteFailure.__module__ = "rtlab.suites.board"  # how reports have always named it
+
+
+class Cancelled(BaseException):
+    """SIGTERM (or SIGINT, as KeyboardInterrupt) arrived: unwind, keep what was
+    measured, mark the run cancelled (INFRA), exit 2. A BaseException like
+    KeyboardInterrupt, so no `except Exception` on the way swallows it."""

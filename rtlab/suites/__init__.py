@@ -35,6 +35,20 @@ SUITES: dict[str, "Suite"] = {}
 LATENCY = "latency"
 #: Suite.result_kind: a whole-run number in ToolOutput.metrics (shown, not budgeted)
 METRICS = "metrics"
+from ..params import (LOAD_OPTION_SPECS, Args, Bool, Cpus, Int, Num, ParamError, Spec,  # noqa: F401
+                      check_mapping)
+
+
+#: written to a suite's raw dir when the board cannot run it: {"reason": ...}
+NOT_AVAILABLE_FILE = "not_available.json"
+
+
+def not_available(host_dir: Path) -> str | None:
+    """The reason recorded on the board that the suite could not run, or None."""
+    try:
+        return str(json.loads((host_dir / NOT_AVAILABLE_FILE).read_text())["reason"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
 
 
 @dataclass(frozen=True)
@@ -47,15 +61,22 @@ class SuiteRun:
     load: str
     params: dict[str, Any] = field(default_factory=dict)
     cpus: tuple[int, ...] = ()  # CPUs to measure on, named explicitly
+    #: evidence armed: where to stop and trace ({"max_us": ..} cyclictest,
+    #: {"thread_us", "irq_us"} timerlat; rtlab.evidence), None when not
+    evidence: Optional[dict[str, float]] = None
 
     def to_json(self) -> dict:
-        return {"id": self.id, "name": self.name, "suite": self.suite, "load": self.load,
-                "params": self.params, "cpus": list(self.cpus)}
+        d = {"id": self.id, "name": self.name, "suite": self.suite, "load": self.load,
+             "params": self.params, "cpus": list(self.cpus)}
+        if self.evidence:
+            d["evidence"] = self.evidence
+        return d
 
     @classmethod
     def from_json(cls, d: dict) -> "SuiteRun":
         return cls(id=d["id"], name=d["name"], suite=d["suite"], load=d["load"],
-                   params=d.get("params", {}), cpus=tuple(d.get("cpus", ())))
+                   params=d.get("params", {}), cpus=tuple(d.get("cpus", ())),
+                   evidence=d.get("evidence") or None)
 
 
 #: parameters every suite takes, besides its own (see rtlab.loads)
@@ -66,6 +87,12 @@ COMMON_DEFAULTS: dict[str, Any] = {
     # per load options: {<load>: {<option>: value}} (rtlab/loads/catalog.py)
     "load_opts": {},
 }
+COMMON_SPEC: dict[str, Spec] = {"load_cpus": Cpus(), "cpus": Cpus()}
+
+#: ranges shared by the suites' specs
+PRIORITY = Int(1, 99)
+DURATION_S = Int(1, 7 * 86400)
+INTERVAL_US = Int(1, 10_000_000)
 
 
 class Suite:
@@ -75,6 +102,8 @@ class Suite:
     tool: ClassVar[str]
     #: parameters a campaign may set, with defaults
     defaults: ClassVar[dict[str, Any]] = {}
+    #: type and range of every parameter in defaults (rtlab.params), checked at load
+    spec: ClassVar[dict[str, Spec]] = {}
     #: file the tool writes its JSON to (relative to the work dir), if any
     json_file: ClassVar[Optional[str]] = None
     #: LATENCY or METRICS (then ``metric`` names the whole-run number)
@@ -99,14 +128,20 @@ class Suite:
         return next((s for s in SUITES.values() if s.tool == tool), None)
 
     def params(self, given: dict[str, Any]) -> dict[str, Any]:
-        # "cpus" is the campaign's (which CPUs to measure), taken off by rtlab.campaign
-        unknown = set(given) - set(self.defaults) - set(COMMON_DEFAULTS) - {"cpus"}
-        if unknown:
-            raise KeyError(", ".join(sorted(unknown)))
-        _check_load_opts(given.get("load_opts") or {})
-        return {**COMMON_DEFAULTS, **self.defaults, **given}
+        """Defaults completed by *given*, every value typed and ranged;
+        ParamError names the key ("cpus" is the campaign's: which CPUs to
+        measure, taken off by rtlab.campaign)."""
+        given = dict(given)
+        opts = given.pop("load_opts", None)
+        checked = check_mapping(given, {**self.spec, **COMMON_SPEC})
+        if opts is not None:
+            checked["load_opts"] = _check_load_opts(opts)
+        return {**COMMON_DEFAULTS, **self.defaults, **checked}
 
-    def command(self, run: SuiteRun, board: dict | None = None) -> str:
+    def command(self, run: SuiteRun, board: dict | None = None) -> list[str]:
+        """The tool's argument vector (each item one argument, never split
+        or interpreted); rtlab.suites.board.shell_line quotes it, in one place,
+        for the board's shell."""
         raise NotImplementedError
 
     def outputs(self, run: SuiteRun) -> list[str]:
@@ -121,6 +156,30 @@ class Suite:
         """Whether a run that exited with *rc* still produced a result (a
         kernel failure the gate judges as FAIL) rather than an infra error."""
         return rc == 0
+
+    #: evidence armed: the board's tracefs records scheduler/IRQ events while
+    #: the tool runs, read when it broke (cyclictest -b; rtla saves its own)
+    traces_kernel: ClassVar[bool] = False
+
+    def evidence_outputs(self, run: SuiteRun) -> list[str]:
+        """Files the tool writes when it stopped at the breach (rtla's saved trace)."""
+        return []
+
+    def breached(self, host_dir: Path, run: SuiteRun) -> bool:
+        """Whether the tool, armed with run.evidence, stopped at a sample over it."""
+        return False
+
+    def unavailable(self, sh) -> str | None:
+        """Why the board (a BoardShell) cannot run this suite at all, or None.
+        Checked on the board before the load starts; a reason makes the suite
+        "not available" there: not run, neither passed nor failed."""
+        return None
+
+    def parse_outputs(self, job_dir: Path, run: SuiteRun) -> dict[str, ToolOutput]:
+        """Every measurement of one run, by suffix of the suite's name: ""
+        for one measurement; a tool measuring two things (rtla timerlat: IRQ
+        and thread latency) returns one output per thing ("irq", "thread")."""
+        return {"": self.parse(job_dir, run)}
 
     def parse(self, job_dir: Path, run: SuiteRun) -> ToolOutput:
         """The tool's output in the model, plus the loads' health numbers
@@ -153,17 +212,25 @@ def _si(x: float) -> str:
     return f"{x:.3g}"
 
 
-def _check_load_opts(opts: dict) -> None:
+def _check_load_opts(opts: Any) -> dict:
     known = {l.name: l for l in BASE_LOADS}
     if not isinstance(opts, dict):
-        raise KeyError("load_opts (must be a mapping {load: {option: value}})")
+        raise ParamError("load_opts: must be a mapping {load: {option: value}}")
+    out = {}
     for load, o in opts.items():
         if load not in known:
-            raise KeyError(f"load_opts.{load} (loads: {', '.join(sorted(known))})")
-        bad = set(o or {}) - set(known[load].options)
+            raise ParamError(f"load_opts.{load}: unknown load (loads: {', '.join(sorted(known))})")
+        if o is None:
+            o = {}
+        if not isinstance(o, dict):
+            raise ParamError(f"load_opts.{load}: must be a mapping {{option: value}}")
+        bad = set(o) - set(known[load].options)
         if bad:
-            raise KeyError(", ".join(f"load_opts.{load}.{b}" for b in sorted(bad))
-                           + f" (options of {load}: {', '.join(sorted(known[load].options)) or 'none'})")
+            raise ParamError(", ".join(f"load_opts.{load}.{b}" for b in sorted(bad))
+                             + f": unknown option (options of {load}: "
+                             + f"{', '.join(sorted(known[load].options)) or 'none'})")
+        out[load] = check_mapping(o, LOAD_OPTION_SPECS, ("load_opts", str(load)))
+    return out
 
 
 def _load_metrics(host_dir: Path) -> dict[str, Any]:
@@ -185,24 +252,43 @@ class Cyclictest(Suite):
     tool = "cyclictest"
     json_file = "cyclictest.json"
     lava_thread_cases = True
+    traces_kernel = True
     defaults = {
         "interval_us": 1000,
         "duration_s": 10,
         "priority": 90,
         # histogram buckets (1 us each); samples above are counted as overflows
         "histogram_us": 1000,
-        "extra_args": "",
+        # more arguments, a list, each passed as one argument
+        "extra_args": [],
     }
+    spec = {"interval_us": INTERVAL_US, "duration_s": DURATION_S, "priority": PRIORITY,
+            "histogram_us": Int(1, 1_000_000), "extra_args": Args()}
 
-    def command(self, run: SuiteRun, board: dict | None = None) -> str:
+    def command(self, run: SuiteRun, board: dict | None = None) -> list[str]:
         p = run.params
         cpus = format_cpulist(run.cpus)
         # -a names every measured CPU explicitly: rt-tests skips isolated CPUs
         # otherwise. -h forces -d 0, so threads never drift apart in interval.
-        return (f"cyclictest -q -m -p {p['priority']} -i {p['interval_us']} -D {p['duration_s']} "
-                f"-h {p['histogram_us']} -a {cpus} -t {len(run.cpus)} "
-                f"--json={self.json_file} {p['extra_args']}").strip()
+        return ["cyclictest", "-q", "-m", "-p", str(p["priority"]), "-i", str(p["interval_us"]),
+                "-D", str(p["duration_s"]), "-h", str(p["histogram_us"]), "-a", cpus,
+                "-t", str(len(run.cpus)), f"--json={self.json_file}", *self._breaktrace(run),
+                *p["extra_args"]]
+
+    @staticmethod
+    def _breaktrace(run: SuiteRun) -> list[str]:
+        # -b stops at a sample > USEC; a budget is broken AT max_us, so one
+        # microsecond below. --tracemark marks the trace where it broke.
+        if run.evidence and run.evidence.get("max_us"):
+            return ["-b", str(max(1, int(run.evidence["max_us"]) - 1)), "--tracemark"]
+        return []
+
+    def breached(self, host_dir: Path, run: SuiteRun) -> bool:
+        try:
+            return "# Break thread:" in (host_dir / "stdout.txt").read_text(errors="replace")
+        except OSError:
+            return False
 
 
 # the suites of the other modules register themselves on import
-from . import rtbench, rttests  # noqa: E402,F401
+from . import rtbench, rtla, rttests  # noqa: E402,F401

@@ -17,7 +17,7 @@ from rtlab.lava.devices import qemu_device_text
 from rtlab.lava.render import fact_commands, load_job, render_campaign
 from rtlab.lava.schema import validate_texts
 from rtlab.suites import SUITES
-from rtlab.suites.board import kernel_facts, tool_wrapper
+from rtlab.suites.board import kernel_facts, shell_line, tool_wrapper
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -91,10 +91,11 @@ def test_qemu_jobs_boot_what_labgrid_boots_and_run_the_same_command(rendered):
             continue
         lg = lg_jobs[(board, variant)]
         run = next(r for r in lg.suites if r.id == suite_id)
-        command = SUITES[run.suite].command(run)
+        argv = SUITES[run.suite].command(run)
+        command = shell_line(argv)
         # same tool, same arguments, same wrapper as rtlab.suites.board.run_tool
         steps = job["actions"][2]["test"]["definitions"][1]["repository"]["run"]["steps"]
-        assert tool_wrapper(command) in steps
+        assert tool_wrapper(argv) in steps
         assert job["metadata"]["rtlab.command"] == command == spec["command"]
         # the kernel and command line the labgrid path stages for this board
         boot_args = lg.variant.boot_args_for(lg.board.isolate_cpu, lg.board.cpus)
@@ -280,3 +281,25 @@ def test_a_load_runs_inside_the_job_around_the_tool(tmp_path):
     assert "load-stress-stress-ng.yaml" in text and load.stop_signals in steps[end]
     assert f"{spec['definitions']['suite']}/load-stress-start" in spec["expected"]
     assert job["metadata"]["rtlab.load"] == "stress"
+
+
+def test_rtla_suites_render_as_lava_jobs(tmp_path):
+    """campaigns/rtla.yaml: timerlat and osnoise become LAVA jobs that pass
+    LAVA's schema and run the suite's own rtla command in the tool wrapper."""
+    campaign = load_campaign("rtla", boards=["qemu-aarch64", "qemu-x86_64"], variants=["rt"])
+    index = render_campaign(campaign, tmp_path, lab_boards=False)
+    jobs = jobs_of(tmp_path, index)
+    assert {(b, s) for b, _, s in jobs} == {(b, f"{t}@{l}") for b in ("qemu-aarch64", "qemu-x86_64")
+                                           for t, l in (("timerlat", "idle"), ("timerlat", "hackbench"),
+                                                        ("osnoise", "idle"))}
+    verdicts, _ = validate_texts([(p.name, p.read_text()) for p, _, _ in jobs.values()])
+    assert verdicts and all(v is None for v in verdicts.values()), verdicts
+    for (board, variant, suite_id), (path, job, spec) in jobs.items():
+        steps = job["actions"][2]["test"]["definitions"][1]["repository"]["run"]["steps"]
+        assert spec["command"].startswith(f"rtla {suite_id.split('@')[0]} hist ")
+        run = next(r for j in campaign.jobs() if (j.board.name, j.variant.name) == (board, variant)
+                   for r in j.suites if r.id == suite_id)
+        assert tool_wrapper(SUITES[run.suite].command(run)) in steps
+        # TCG boards: the override's 100 us buckets
+        if suite_id.startswith("timerlat"):
+            assert " -b 100 -E 200" in spec["command"]
