@@ -23,6 +23,7 @@ COMMAND_MODULES = [
     "rtlab.commands.lava",
     "rtlab.commands.rack",
     "rtlab.commands.ci",
+    "rtlab.commands.compare",
 ]
 
 
