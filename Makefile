@@ -26,7 +26,7 @@ $(VENV)/.installed: pyproject.toml | $(STAMPS)/host
 
 # rtbench (our POSIX primitive benchmarks), native and cross-built for boards
 rtbench: setup
-	@if [ -f rtbench/Makefile ]; then $(MAKE) -s -C rtbench && $(MAKE) -s -C rtbench ARCH=aarch64; fi
+	@if [ -f rtbench/Makefile ]; then $(MAKE) -s -C rtbench && $(MAKE) -s -C rtbench ARCH=aarch64 && $(MAKE) -s -C rtbench ARCH=armhf; fi
 
 # board images: Debian's pinned kernels + an initramfs per arch (cached by content)
 images: setup rtbench

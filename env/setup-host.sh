@@ -7,7 +7,7 @@ export DEBIAN_FRONTEND=noninteractive
 
 need_update=0
 # arm64 (and armhf for 32-bit boards) packages are fetched for board images
-for arch in arm64; do
+for arch in arm64 armhf; do
   if ! dpkg --print-foreign-architectures | grep -qx "$arch"; then
     echo "setup: adding dpkg architecture $arch"
     dpkg --add-architecture "$arch"
@@ -23,7 +23,8 @@ done
 
 # an apt index older than a day, or none for a foreign arch, is refreshed once
 if [ ! -d /var/lib/apt/lists ] || [ -z "$(ls /var/lib/apt/lists/*_Packages* 2>/dev/null)" ] \
-   || ! ls /var/lib/apt/lists/*binary-arm64_Packages* >/dev/null 2>&1; then
+   || ! ls /var/lib/apt/lists/*binary-arm64_Packages* >/dev/null 2>&1 \
+   || ! ls /var/lib/apt/lists/*binary-armhf_Packages* >/dev/null 2>&1; then
   need_update=1
 fi
 if [ ${#missing[@]} -gt 0 ] || [ $need_update = 1 ]; then

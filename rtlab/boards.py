@@ -17,6 +17,7 @@ from labgrid.util.yaml import load as lg_load
 from . import ROOT
 from .config import Node
 from .errors import InputError
+from .params import ParamError, check_name
 from .variants import HOST_VARIANT
 
 ENV_DIR = ROOT / "env"
@@ -47,6 +48,13 @@ class Board:
         kernels the rack's flashing step stages, the local board its own."""
         return self.kind == "qemu"
 
+    @property
+    def emulated(self) -> bool:
+        """A QEMU/TCG machine (latency is emulation noise, CPUs 10-50x slower):
+        the QEMU boards, and rack twins, which are remote places but QEMU
+        machines all the same (their budget class says so)."""
+        return self.kind == "qemu" or "qemu" in self.features or self.budget_class == "qemu-tcg"
+
     def supports(self, variant: str) -> bool:
         return (variant == HOST_VARIANT) == self.fixed_kernel
 
@@ -55,6 +63,12 @@ class Board:
                 "cpus": self.cpus, "isolate_cpu": self.isolate_cpu,
                 "budget_class": self.budget_class, "kind": self.kind,
                 "features": list(self.features)}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Board":
+        return cls(name=d["name"], env_file=Path(d["env_file"]), arch=d["arch"], cpus=int(d["cpus"]),
+                   isolate_cpu=d.get("isolate_cpu"), budget_class=d["budget_class"], kind=d["kind"],
+                   features=tuple(d.get("features", ())))
 
 
 def _host_cpus() -> int:
@@ -108,12 +122,26 @@ def load_boards(env_dir: Path = ENV_DIR) -> dict[str, Board]:
     return boards
 
 
+#: more directories of board env files, set by whoever runs rtlab (never by a
+#: campaign): ':'-separated, searched after env/ (tests' edited boards)
+ENV_PATH_VAR = "RTLAB_ENV_PATH"
+
+
+def board_dirs(env_dir: Path = ENV_DIR) -> list[Path]:
+    extra = [Path(d) for d in os.environ.get(ENV_PATH_VAR, "").split(":") if d]
+    return [Path(env_dir), *extra]
+
+
 def find_board(name: str, env_dir: Path = ENV_DIR) -> Board:
-    path = Path(name)
-    if path.suffix in (".yaml", ".yml") and path.exists():
-        return load_board(path)
-    f = Path(env_dir) / f"{name}.yaml"
-    if not f.exists():
-        known = ", ".join(sorted(load_boards(env_dir))) or "none"
-        raise InputError(f, f"no board named {name!r} (known boards: {known})")
-    return load_board(f)
+    """A board by name, from env/ (or the RTLAB_ENV_PATH directories) only:
+    env files hold host commands, so a name is never a path."""
+    try:
+        check_name(name, "board name")
+    except ParamError as e:
+        raise InputError(Path(env_dir), f"{e}; boards are named by their env/ file, never by path") from None
+    for d in board_dirs(env_dir):
+        f = d / f"{name}.yaml"
+        if f.is_file():
+            return load_board(f)
+    known = ", ".join(sorted(load_boards(env_dir))) or "none"
+    raise InputError(Path(env_dir) / f"{name}.yaml", f"no board named {name!r} (known boards: {known})")

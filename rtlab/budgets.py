@@ -36,6 +36,11 @@ class Budget:
         return {"max_us": self.max_us, "percentiles_us": dict(self.percentiles_us),
                 "source": self.source}
 
+    @classmethod
+    def from_json(cls, d: dict) -> "Budget":
+        return cls(max_us=d.get("max_us"), percentiles_us=dict(d.get("percentiles_us") or {}),
+                   source=d.get("source", ""))
+
 
 class Budgets:
     def __init__(self, table: dict, path: Path):

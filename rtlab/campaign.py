@@ -15,6 +15,7 @@ from .boards import Board, find_board
 from .config import Node, open_node
 from .errors import InputError
 from .loads import LOADS
+from .params import ParamError, check_cpus_on, check_name, cpus_of
 from .suites import SUITES, SuiteRun
 from .variants import HOST_VARIANT, Variant, load_variants
 
@@ -70,7 +71,7 @@ class Campaign:
             return tuple(range(board.cpus))
         if cpus == "all":  # every CPU, isolated ones included (cyclictest -S style)
             return tuple(range(board.cpus))
-        return tuple(cpus)
+        return tuple(cpus_of(cpus) or ())
 
     def jobs(self) -> list[Job]:
         jobs = []
@@ -92,6 +93,14 @@ class Campaign:
         return jobs
 
 
+def _safe(name: str) -> bool:
+    try:
+        check_name(name)
+        return True
+    except ParamError:
+        return False
+
+
 def load_campaign(path: Optional[Path] = None, *, boards: Optional[list[str]] = None,
                   variants: Optional[list[str]] = None) -> Campaign:
     """Load a campaign; `boards`/`variants` narrow it (command-line filters)."""
@@ -107,14 +116,14 @@ def load_campaign(path: Optional[Path] = None, *, boards: Optional[list[str]] = 
         try:
             board_list.append(find_board(b))
         except InputError as e:
-            raise InputError(path, f"boards: {e}") from None
+            raise InputError("--board" if boards else path, f"boards: {e.what}") from None
 
     vnode = root.child("variants")
     vnames = variants or (list(all_variants) if vnode.value in (None, "all") else vnode.str_list())
     for v in vnames:
         if v not in all_variants:
-            raise InputError(path, f"variants: unknown variant {v!r} "
-                                   f"(known: {', '.join(sorted(all_variants))})")
+            raise InputError("--variant" if variants else path, f"variants: unknown variant {v!r} "
+                             f"(known: {', '.join(sorted(all_variants))})")
     variant_list = [all_variants[v] for v in vnames]
 
     entries = []
@@ -126,25 +135,43 @@ def load_campaign(path: Optional[Path] = None, *, boards: Optional[list[str]] = 
         n = Node(path, raw, f"suites[{i}]").only(["name", "suite", "loads", "params", "overrides"])
         suite = n.child("suite").str("") or n.req("name").str()
         name = n.child("name").str(suite)
+        for key, value in (("name", name), ("suite", suite)):
+            try:
+                check_name(value, f"suite {key}")
+            except ParamError as e:
+                raise n.child(key if n.child(key).value is not None else "name").error(str(e)) from None
         if suite not in SUITES:
             raise n.child("suite").error(f"unknown suite {suite!r} (known: {', '.join(sorted(SUITES))})")
         loads = tuple(n.child("loads").str_list(["idle"]))
         for load in loads:
-            if load not in LOADS:
+            if not all(_safe(part) for part in load.split("+")) or load not in LOADS:
                 raise n.child("loads").error(f"unknown load {load!r} (known: {', '.join(sorted(LOADS))})")
         params = dict(n.child("params").mapping())
         overrides = {k: dict(v.mapping()) for k, v in n.child("overrides").items()}
+        for k in overrides:
+            if not _safe(k):
+                raise n.child("overrides").error(f"{k!r} is not a board or budget class name")
         for where, p in [("params", params), *((f"overrides.{k}", v) for k, v in overrides.items())]:
             try:
-                SUITES[suite].params({k: v for k, v in p.items() if k != "cpus"})
-            except KeyError as e:
-                raise n.child(where.split(".")[0]).error(
-                    f"unknown parameter(s) {e.args[0]} for suite {suite} "
-                    f"(known: {', '.join(sorted(SUITES[suite].defaults))}, cpus)") from None
+                SUITES[suite].params(p)
+            except ParamError as e:
+                known = (f" (suite {suite}: {', '.join(sorted(SUITES[suite].defaults))}, cpus, load_cpus, "
+                         f"load_opts)" if "unknown parameter" in str(e) else "")
+                raise InputError(path, f"{n.key}.{where}.{e}{known}") from None
+        entry = SuiteEntry(name=name, suite=suite, loads=loads, params=params, overrides=overrides)
+        for board in board_list:  # CPUs named must exist on every board the entry runs on
+            merged = {**params, **overrides.get(board.budget_class, {}), **overrides.get(board.name, {})}
+            for key in ("cpus", "load_cpus", "other_cpu"):
+                try:
+                    check_cpus_on(merged.get(key), board.cpus, board.name)
+                except ParamError as e:
+                    where = next((f"overrides.{o}" for o in (board.name, board.budget_class)
+                                  if key in overrides.get(o, {})), "params")
+                    raise InputError(path, f"{n.key}.{where}.{key}: {e}") from None
         if name in seen:
             raise n.child("name").error(f"duplicate suite name {name!r}")
         seen.add(name)
-        entries.append(SuiteEntry(name=name, suite=suite, loads=loads, params=params, overrides=overrides))
+        entries.append(entry)
 
     budgets = root.child("budgets").str("../budgets/default.yaml")
     return Campaign(

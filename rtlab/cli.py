@@ -8,9 +8,15 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
+import signal
 import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
 
-from .errors import RtlabError
+from .errors import Cancelled, RtlabError
 
 #: modules that provide sub-commands, in the order `rtlab --help` lists them
 COMMAND_MODULES = [
@@ -45,17 +51,49 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def crash_log_path() -> Path:
+    """Where an unexpected exception's traceback goes (RTLAB_LOG_DIR, else /tmp)."""
+    d = Path(os.environ.get("RTLAB_LOG_DIR") or tempfile.gettempdir())
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
+    return d / f"rtlab-error-{stamp}-{os.getpid()}.log"
+
+
 def main(argv=None) -> int:
+    """Exit codes: what the command returns (0 pass, 1 a budget broke), 2 for
+    everything else: bad input, infra, cancellation, and any unexpected
+    error (one line; the traceback in a log file). Never 1 for those: CI
+    reads 1 as "a budget broke" and would not retry."""
     parser = build_parser()
     args = parser.parse_args(argv)
+    # SIGTERM (CI cancelling a job) unwinds like Ctrl-C: finally blocks run
+    # (process groups killed, raw files fetched, run.json written)
+    signal.signal(signal.SIGTERM, _raise_cancel)
     try:
         return int(args.func(args) or 0)
     except RtlabError as e:
         print(f"rtlab: error: {e}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("rtlab: interrupted", file=sys.stderr)
-        return 130
+    except (KeyboardInterrupt, Cancelled) as e:
+        print(f"rtlab: cancelled ({'SIGTERM' if isinstance(e, Cancelled) else 'SIGINT'})", file=sys.stderr)
+        return 2
+    except BrokenPipeError:
+        return 2
+    except Exception as e:  # noqa: BLE001 - one line for the user, the traceback to a file
+        path = crash_log_path()
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(traceback.format_exc())
+            where = f" (traceback in {path})"
+        except OSError:
+            where = ""
+        print(f"rtlab: internal error: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+              f"{where}", file=sys.stderr)
+        return 2
+
+
+def _raise_cancel(signum, frame):
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # one unwinding, not one per signal
+    raise Cancelled(f"signal {signum}")
 
 
 if __name__ == "__main__":

@@ -24,3 +24,18 @@ class InfraError(RtlabError):
         self.board = board
         self.cause = cause
         super().__init__(f"board {board}: {cause}")
+
+
+class SuiteFailure(Exception):
+    """A command on the board did not give a trustworthy result (a tool that
+    crashed, a file that did not arrive whole): infra. Raised by the suites'
+    and the loads' board-side code alike."""
+
+
+SuiteFailure.__module__ = "rtlab.suites.board"  # how reports have always named it
+
+
+class Cancelled(BaseException):
+    """SIGTERM (or SIGINT, as KeyboardInterrupt) arrived: unwind, keep what was
+    measured, mark the run cancelled (INFRA), exit 2. A BaseException like
+    KeyboardInterrupt, so no `except Exception` on the way swallows it."""

@@ -8,11 +8,7 @@ from __future__ import annotations
 
 from .budgets import Budget, Budgets
 from .model import PERCENTILES, Measurement, RunResult, Verdict
-
-
-#: tools whose result is a whole-run number in ToolOutput.metrics, not
-#: latency samples: judged PASS when the number is there (not budgeted)
-METRICS_ONLY = {"hackbench": "time_s", "pi_stress": "inversions"}
+from .suites import METRICS, Suite
 
 
 def judge(m: Measurement, budget: Budget | None) -> Measurement:
@@ -20,16 +16,17 @@ def judge(m: Measurement, budget: Budget | None) -> Measurement:
         return m
     out = m.output
     m.reasons = []
-    if out.metrics.get("failed"):  # the tool's own verdict on the kernel (pi_stress deadlock)
+    if out.failure is not None:  # the tool's own verdict on the kernel (pi_stress deadlock)
         m.verdict = Verdict.FAIL
-        m.reasons.append(str(out.metrics.get("failure") or f"{out.tool} reported a failure"))
+        m.reasons.append(out.failure.message)
         return m
     if out.return_code not in (None, 0):
         m.verdict = Verdict.INFRA
         m.reasons.append(f"{out.tool} returned {out.return_code}")
         return m
     if not out.threads:
-        key = METRICS_ONLY.get(out.tool)
+        suite = Suite.for_tool(out.tool)
+        key = suite.metric if suite is not None and suite.result_kind == METRICS else None
         if key is not None and key in out.metrics:  # a whole-run number, not latencies
             m.verdict = Verdict.PASS
             m.reasons.append(f"{out.tool} measures {key}, not latency: shown, not budgeted")
@@ -37,7 +34,7 @@ def judge(m: Measurement, budget: Budget | None) -> Measurement:
         m.verdict = Verdict.INFRA
         m.reasons.append(f"{out.tool} produced no measurements")
         return m
-    m.budget = budget.to_json() if budget else None
+    m.budget = budget
     if budget is None:
         m.verdict = Verdict.PASS
         m.reasons.append("no budget for this board class, variant, suite and load")

@@ -41,38 +41,12 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Optional, Protoco
 import yaml
 
 from . import ROOT
+from . import arch as _arch
 from .errors import InputError, RtlabError
 
-#: rtlab arch name -> Debian arch
-ARCHES: dict[str, str] = {"x86_64": "amd64", "aarch64": "arm64"}
-
-#: Debian multiarch triplet per rtlab arch (library directories)
-TRIPLETS: dict[str, str] = {"x86_64": "x86_64-linux-gnu", "aarch64": "aarch64-linux-gnu"}
-
-#: ELF e_machine per rtlab arch: a library of another machine is skipped,
-#: as the dynamic loader would skip it
-ELF_MACHINES: dict[str, int] = {"x86_64": 62, "aarch64": 183}
-
-#: How boards run each arch under QEMU. Consoles are the built-in UART
-#: drivers of Debian's kernels (8250 on x86, PL011 on the arm virt machine),
-#: so the console needs no module. The NIC (virtio-net-pci) needs the
-#: modules listed in env/images.yaml, which /init loads.
-QEMU: dict[str, dict[str, str]] = {
-    "x86_64": {
-        "binary": "qemu-system-x86_64",
-        "machine": "q35",
-        "cpu": "max",
-        "console": "ttyS0",
-        "nic": "user,model=virtio-net-pci",
-    },
-    "aarch64": {
-        "binary": "qemu-system-aarch64",
-        "machine": "virt",
-        "cpu": "cortex-a57",
-        "console": "ttyAMA0",
-        "nic": "user,model=virtio-net-pci",
-    },
-}
+#: the arches images are built for (rtlab/arch.py: Debian arch, multiarch
+#: triplet, ELF machine, QEMU machine, device trees)
+ARCHES = _arch.ARCHES
 
 FLAVOURS = ("generic", "rt")
 HOSTNAME = "rtlab-board"
@@ -255,6 +229,27 @@ def read_modinfo(path: Path) -> dict[str, list[str]]:
 _BANNER_RE = re.compile(rb"Linux version (\S+) [^\n\0]*?(#\d+ [^\n\0]*)")
 
 
+def _arm_zimage_payload(data: bytes, path: Path) -> bytes:
+    """The kernel inside a 32-bit ARM zImage (magic 0x016F2818 at 0x24): a
+    decompressor stub followed by the compressed kernel (xz for Debian's
+    armmp, gzip for others); the first stream that decompresses wins."""
+    import lzma
+    import zlib
+
+    for magic, decoder in ((b"\xfd7zXZ\x00", lambda: lzma.LZMADecompressor(lzma.FORMAT_XZ)),
+                           (b"\x1f\x8b\x08", lambda: zlib.decompressobj(31))):
+        off = data.find(magic)
+        while off >= 0:
+            try:
+                out = decoder().decompress(data[off:])
+                if b"Linux version " in out:
+                    return out
+            except (lzma.LZMAError, zlib.error):
+                pass
+            off = data.find(magic, off + 1)
+    raise ImageError(f"{path}: ARM zImage without an xz or gzip kernel payload")
+
+
 def kernel_banner(path: Path) -> tuple[str, str]:
     """(``uname -r``, ``uname -v``) of a kernel image (bzImage, Image, Image.gz)."""
     data = path.read_bytes()
@@ -269,6 +264,8 @@ def kernel_banner(path: Path) -> tuple[str, str]:
         raise ImageError(f"{path}: cannot parse the bzImage version string {text!r}")
     if data[:2] == b"\x1f\x8b":
         data = gzip.decompress(data)
+    elif len(data) > 0x28 and struct.unpack_from("<I", data, 0x24)[0] == 0x016F2818:
+        data = _arm_zimage_payload(data, path)
     m = _BANNER_RE.search(data)
     if not m:
         raise ImageError(f"{path}: no 'Linux version' banner in the kernel image")
@@ -656,10 +653,10 @@ class ImageSet:
     def manifest(self) -> dict[str, Any]:
         return {
             "arch": self.arch,
-            "debian_arch": ARCHES[self.arch],
+            "debian_arch": _arch.get(self.arch).debian,
             "key": self.key,
-            "qemu": dict(QEMU[self.arch]),
-            "console": {"device": QEMU[self.arch]["console"], "prompt": PROMPT,
+            "qemu": vars(_arch.get(self.arch).qemu),
+            "console": {"device": _arch.get(self.arch).qemu.console, "prompt": PROMPT,
                         "prompt_re": PROMPT_RE, "hostname": HOSTNAME},
             "kernels": {f: k.to_json() for f, k in sorted(self.kernels.items())},
             "initramfs": {"path": str(self.initramfs), "sha256": self.initramfs_sha256,
@@ -732,11 +729,15 @@ def _module_closure(moddir: Path, wanted: Sequence[str], package: str) -> list[s
 
 
 def _prepare_kernel(pin: KernelPin, deb: Path, deb_sha: str, kdir: Path, modules: Sequence[str],
-                    progress: Progress, label: str) -> KernelImage:
-    """vmlinuz, config and the wanted modules of one kernel package in *kdir*."""
+                    progress: Progress, label: str, dtbs: Sequence[str] = ()) -> KernelImage:
+    """vmlinuz, config, the wanted modules and device trees (*dtbs*, copied
+    beside vmlinuz: boards stage ``<kernel dir>/<name>.dtb``) of one kernel
+    package in *kdir*."""
     info_path = kdir / "kernel.json"
     want = {"package": pin.package, "version": pin.version, "deb_sha256": deb_sha,
             "modules": list(modules), "format": FORMAT}
+    if dtbs:  # only then: x86/arm64 kernels extracted before stay valid
+        want["dtbs"] = list(dtbs)
     if info_path.exists():
         info = json.loads(info_path.read_text())
         if all(info.get(k) == v for k, v in want.items()) and (kdir / info["vmlinuz"]).is_file():
@@ -764,6 +765,12 @@ def _prepare_kernel(pin: KernelPin, deb: Path, deb_sha: str, kdir: Path, modules
                              f"images.yaml says {pin.preempt}")
         shutil.copy2(vmlinuz, out / vmlinuz.name)
         shutil.copy2(config, out / config.name)
+        for name in dtbs:
+            # armmp: usr/lib/linux-image-<release>/<name>.dtb
+            found = sorted((tree / "usr" / "lib" / f"linux-image-{pin.release}").rglob(name))
+            if not found:
+                raise ImageError(f"{deb.name}: no device tree {name} under usr/lib/linux-image-{pin.release}")
+            shutil.copy2(found[0], out / name)
         moddir = tree / "lib" / "modules" / pin.release
         load = _module_closure(moddir, modules, pin.package) if modules else []
         for rel in load:
@@ -835,7 +842,7 @@ class RootView:
 
 
 def default_lib_dirs(arch: str) -> tuple[str, ...]:
-    t = TRIPLETS[arch]
+    t = _arch.get(arch).triplet
     return (f"lib/{t}", f"usr/lib/{t}", "lib", "usr/lib")
 
 
@@ -852,7 +859,7 @@ def resolve_needed(view: RootView, start: Iterable[str], arch: str,
     :class:`MissingLibraryError` naming the ELF file and the library when a
     name cannot be found.
     """
-    machine = ELF_MACHINES[arch]
+    machine = _arch.get(arch).elf_machine
     out: dict[str, Entry] = {}
     queue: list[str] = []
     done: set[str] = set()
@@ -1113,8 +1120,9 @@ def ensure_images(arch: str, *, cache_dir: Optional[Path] = None,
     touching apt and without output. ``refresh=True`` resolves package
     versions with apt again (picking up e.g. security updates of libraries).
     """
-    if arch not in ARCHES:
+    if _arch.get_or_none(arch) is None:
         raise ImageError(f"unknown arch {arch!r}; known: {', '.join(ARCHES)}")
+    arch = _arch.canonical(arch)
     say: Progress = progress or _quiet
     cfg = load_config(arch, config)
     cache = Path(cache_dir) if cache_dir is not None else DEFAULT_CACHE
@@ -1152,7 +1160,7 @@ def ensure_images(arch: str, *, cache_dir: Optional[Path] = None,
 def _resolve(cfg: ArchConfig, source: PackageSource, debs: DebCache, label: str,
              say: Progress) -> tuple[dict[str, Pkg], dict[str, Pkg], list[Pkg]]:
     """(kernel packages by flavour, requested packages, library packages)."""
-    arch = ARCHES[cfg.arch]
+    arch = _arch.get(cfg.arch).debian
     say(f"{label}: resolving {len(cfg.packages)} packages and their library dependencies (apt-cache)")
     pins = {pin.package: pin.version for pin in cfg.kernels.values()}
     # one apt-cache call for kernels and programs: each call costs ~2 s here
@@ -1208,7 +1216,7 @@ def _build(cfg: ArchConfig, cache: Path, adir: Path, ovl: Sequence[Mapping[str, 
     kernels = {
         flavour: _prepare_kernel(pin, paths[pin.package], kpkgs[flavour].sha256,
                                  adir / "kernels" / f"{pin.package}_{pin.version}",
-                                 cfg.modules, say, label)
+                                 cfg.modules, say, label, _arch.get(arch).dtbs)
         for flavour, pin in cfg.kernels.items()
     }
 
@@ -1279,11 +1287,11 @@ def qemu_command(images: ImageSet, flavour: str = "rt", *, append: str = "", smp
                  memory: int = 1024, accel: str = "tcg", network: bool = True) -> list[str]:
     """A plain qemu command line booting *flavour* with the initramfs, the
     serial console on stdio. TCG by default: KVM guests hang on this host."""
-    q = QEMU[images.arch]
+    q = _arch.get(images.arch).qemu
     kernel = images.kernels[flavour]
-    cmd = [q["binary"], "-machine", q["machine"], "-cpu", q["cpu"], "-accel", accel,
+    cmd = [q.binary, "-machine", q.machine, "-cpu", q.cpu, "-accel", accel,
            "-smp", str(smp), "-m", str(memory), "-nographic", "-no-reboot",
            "-kernel", str(kernel.path), "-initrd", str(images.initramfs),
-           "-append", f"console={q['console']} {append}".strip()]
-    cmd += ["-nic", q["nic"]] if network else ["-nic", "none"]
+           "-append", f"console={q.console} {append}".strip()]
+    cmd += ["-nic", q.nic] if network else ["-nic", "none"]
     return cmd

@@ -23,7 +23,7 @@ def _stats(m: Measurement) -> str:
     p = c.percentiles_us.get("99.9")
     return (f"min {c.min_us:g} us, avg {c.avg_us:g} us, max {c.max_us:g} us"
             + (f", p99.9 {p:g} us" if p is not None else "")
-            + (f"; budget {m.budget}" if m.budget else ""))
+            + (f"; budget {m.budget.to_json()}" if m.budget else ""))
 
 
 def _case(suite_el: ET.Element, classname: str, name: str, time_s: float = 0.0) -> ET.Element:

@@ -35,7 +35,6 @@ import datetime as dt
 import hashlib
 import json
 import os
-import platform
 import re
 import resource
 import shutil
@@ -48,6 +47,8 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
 from . import ROOT
+from . import arch as _arch
+from .arch import Arch
 from .errors import InputError, RtlabError
 
 Progress = Callable[[str], Any]
@@ -72,27 +73,8 @@ GIT_IDENT = {"GIT_AUTHOR_NAME": "rtlab", "GIT_AUTHOR_EMAIL": "rtlab@localhost",
              "GIT_COMMITTER_NAME": "rtlab", "GIT_COMMITTER_EMAIL": "rtlab@localhost"}
 
 
-@dataclass(frozen=True)
-class KArch:
-    """How to build for one rtlab arch."""
-
-    make_arch: str    # ARCH= for make
-    cross: str        # CROSS_COMPILE= when the host is another machine
-    image: str        # the boot image, relative to the object tree
-    host_machine: str  # platform.machine() of a native host
-
-    @property
-    def image_name(self) -> str:
-        return Path(self.image).name
-
-    def cross_prefix(self) -> str:
-        return "" if platform.machine() == self.host_machine else self.cross
-
-
-ARCHES: dict[str, KArch] = {
-    "x86_64": KArch("x86_64", "x86_64-linux-gnu-", "arch/x86/boot/bzImage", "x86_64"),
-    "aarch64": KArch("arm64", "aarch64-linux-gnu-", "arch/arm64/boot/Image", "aarch64"),
-}
+#: the arches a kernel builds for (rtlab/arch.py: ARCH=, cross compiler, image)
+ARCHES = _arch.ARCHES
 
 
 class KernelError(RtlabError):
@@ -635,7 +617,7 @@ def prune_builds(cache_dir: Optional[Path] = None, *, max_bytes: int = 2 << 30, 
         for arch_dir in sorted((cache / kind).glob("*")):
             for bdir in sorted(p for p in arch_dir.iterdir() if p.is_dir()):
                 complete = kind == "builds" and (bdir / "build.json").is_file() and any(
-                    (bdir / k.image_name).is_file() for k in ARCHES.values())
+                    (bdir / k.kernel_image_name).is_file() for k in ARCHES.values())
                 entries.append({"dir": bdir, "last_used": _last_used(bdir), "bytes": _dir_bytes(bdir),
                                 "complete": complete or (kind == "configs" and (bdir / ".config").is_file())})
     removed, kept = [], []
@@ -721,14 +703,14 @@ def _ccache_counts(statslog: Path) -> dict[str, int]:
 class _Make:
     """Runs make steps of one build, all output appended to one log."""
 
-    def __init__(self, tree: Path, obj: Path, karch: KArch, log: Path, say: Progress, label: str,
+    def __init__(self, tree: Path, obj: Path, karch: Arch, log: Path, say: Progress, label: str,
                  nice: int, ccache_dir: Path, statslog: Path, timestamp: int):
         self.tree, self.obj, self.log, self.say, self.label = tree, obj, log, say, label
         self.nice = nice
         cross = karch.cross_prefix()
         self.cc = f"{cross}gcc"
         ccache = shutil.which("ccache")
-        self.vars = [f"O={obj}", f"ARCH={karch.make_arch}"]
+        self.vars = [f"O={obj}", f"ARCH={karch.kernel_arch}"]
         if cross:
             self.vars.append(f"CROSS_COMPILE={cross}")
         if ccache:
@@ -790,14 +772,14 @@ def _configure(make: "_Make", tree: Path, arch: str, frags: Sequence[Fragment], 
                label: str, say: Progress) -> int:
     """tinyconfig, merge_config.sh -m, olddefconfig, then the option check;
     returns how many options were requested."""
-    obj, karch = make.obj, ARCHES[arch]
-    say(f"{label}: make ARCH={karch.make_arch} tinyconfig")
+    obj, karch = make.obj, _arch.get(arch)
+    say(f"{label}: make ARCH={karch.kernel_arch} tinyconfig")
     make("tinyconfig")
     say(f"{label}: merge_config.sh -m .config + {len(frags)} fragments")
     # the kernel's own merger: base (tinyconfig's .config) then fragments, in order
     make(cmd=["sh", str(tree / "scripts/kconfig/merge_config.sh"), "-m", "-O", str(obj),
               str(obj / ".config"), *(str(f.path) for f in frags)],
-         extra_env={"ARCH": karch.make_arch})
+         extra_env={"ARCH": karch.kernel_arch})
     say(f"{label}: make olddefconfig")
     make("olddefconfig")
     requested = requested_options(frags)
@@ -805,7 +787,7 @@ def _configure(make: "_Make", tree: Path, arch: str, frags: Sequence[Fragment], 
     if dropped:
         shutil.copy2(obj / ".config", bdir / ".config")
         dropped = [Dropped(d.option, d.wanted, d.got, d.fragment, d.line,
-                           kconfig_hint(tree, karch.make_arch, d.option)) for d in dropped]
+                           kconfig_hint(tree, karch.kernel_arch, d.option)) for d in dropped]
         with open(make.log, "a") as f:
             f.write("\nrtlab: requested options that did not survive olddefconfig:\n"
                     + "\n".join(d.describe() for d in dropped) + "\n")
@@ -850,12 +832,13 @@ def build_kernel(tree: Union[Path, str], arch: str, fragments: Sequence[Union[st
     .config and build.json. *config_only* stops after the option check
     (nothing is cached; the result has only ``config``).
     """
-    if arch not in ARCHES:
+    if _arch.get_or_none(arch) is None:
         raise InputError("--arch", f"unknown arch {arch!r}; known: {', '.join(ARCHES)}")
+    arch = _arch.canonical(arch)
     if not fragments:
         raise InputError("--variant", "no config fragments to build from")
     say = progress or _quiet
-    karch = ARCHES[arch]
+    karch = _arch.get(arch)
     label = f"kernel {arch}"
     frags = [load_fragment(f, fragments_dir) for f in fragments]
     state = tree_state(Path(tree))
@@ -877,13 +860,13 @@ def build_kernel(tree: Union[Path, str], arch: str, fragments: Sequence[Union[st
                              bk.dir, bk.cached)
         return bk
 
-    hit = None if config_only else _load_build(bdir, karch.image_name)
+    hit = None if config_only else _load_build(bdir, karch.kernel_image_name)
     if hit is not None:
         say(f"{label}: cached {hit.path} ({hit.release}, {hit.preempt})")
         return finish(hit)
     with _locked(bdir.with_name(bdir.name + ".lock")):
         # built by another process meanwhile?
-        hit = None if config_only else _load_build(bdir, karch.image_name)
+        hit = None if config_only else _load_build(bdir, karch.kernel_image_name)
         if hit is not None:
             say(f"{label}: cached {hit.path} ({hit.release}, {hit.preempt})")
             return finish(hit)
@@ -913,18 +896,18 @@ def build_kernel(tree: Union[Path, str], arch: str, fragments: Sequence[Union[st
                 shutil.rmtree(obj)
                 return BuiltKernel(Path(), bdir / ".config", "", {}, bdir, cached=False)
 
-            say(f"{label}: nice -n {nice} make -j{jobs} {karch.image_name}"
+            say(f"{label}: nice -n {nice} make -j{jobs} {karch.kernel_image_name}"
                 f"{' (ccache)' if make.ccache else ' (no ccache found)'}")
             t_make = time.monotonic()
             cpu0 = _children_cpu()
-            make(karch.image_name, jobs=jobs, tail=True)
+            make(karch.kernel_image_name, jobs=jobs, tail=True)
             make_s = time.monotonic() - t_make
             make_cpu = _children_cpu() - cpu0
             release = make("-s", "kernelrelease", capture=True).strip().splitlines()[-1]
 
             from .images import kernel_banner, preempt_model  # shared readers of kernel images
-            image = bdir / karch.image_name
-            shutil.copy2(obj / karch.image, image)
+            image = bdir / karch.kernel_image_name
+            shutil.copy2(obj / karch.kernel_image, image)
             shutil.copy2(obj / ".config", bdir / ".config")
             config_text = (bdir / ".config").read_text()
             try:
@@ -937,7 +920,7 @@ def build_kernel(tree: Union[Path, str], arch: str, fragments: Sequence[Union[st
                 "tree": str(state.path), "commit": state.commit, "describe": state.describe,
                 "dirty": ({"sha256": state.dirty_hash, "files": list(state.dirty_files)}
                           if state.dirty_hash else None),
-                "arch": arch, "make_arch": karch.make_arch,
+                "arch": arch, "make_arch": karch.kernel_arch,
                 "fragments": [f.to_json() for f in frags], "fragments_sha256": fdigest,
                 "release": release, "uname_v": uname_v, "preempt": preempt_model(config_text),
                 "image": {"name": image.name, "sha256": sha256_file(image), "size": image.stat().st_size},

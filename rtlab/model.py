@@ -13,7 +13,10 @@ import enum
 import math
 from fractions import Fraction
 from dataclasses import asdict, dataclass, field
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
+
+if TYPE_CHECKING:  # budgets.py reads PERCENTILES from here
+    from .budgets import Budget
 
 #: percentiles every thread reports; keys are the strings used in JSON,
 #: budgets and the store ("99.9" rather than 99.9 so they survive YAML/JSON)
@@ -155,6 +158,18 @@ class ThreadResult:
         )
 
 
+@dataclass(frozen=True)
+class ToolFailure:
+    """The tool's own verdict that the kernel failed (pi_stress: a deadlocked
+    inversion group; rt-migrate-test -c: priority order broken). A kernel
+    result, judged FAIL, never INFRA; a tool that crashed is not one."""
+
+    message: str
+
+    def __str__(self) -> str:
+        return self.message
+
+
 @dataclass
 class ToolOutput:
     """One parsed output file of one tool run."""
@@ -166,7 +181,10 @@ class ToolOutput:
     #: kernel facts the tool recorded itself (rt-tests JSON ``sysinfo``)
     sysinfo: dict[str, Any] = field(default_factory=dict)
     #: whole-run numbers: hackbench ``time_s``, pi_stress ``inversions``…
+    #: (``failed`` 0/1 too, for the store, where the tool checks the kernel)
     metrics: dict[str, Any] = field(default_factory=dict)
+    #: the tool said the kernel failed (see ToolFailure), None otherwise
+    failure: Optional[ToolFailure] = None
 
     def worst(self) -> Optional[ThreadResult]:
         return max(self.threads, key=lambda t: t.max_us, default=None)
@@ -208,15 +226,21 @@ class ToolOutput:
             d["metrics"] = self.metrics
         if self.sysinfo:
             d["sysinfo"] = self.sysinfo
+        if self.failure is not None:
+            d["failure"] = self.failure.message
         return d
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "ToolOutput":
+        metrics = dict(d.get("metrics", {}))
+        failure = d.get("failure")
+        if failure is None and metrics.get("failed"):  # run.json of rtlab before ToolFailure
+            failure = str(metrics.pop("failure", "") or f"{d['tool']} reported a failure")
         return cls(
             path=d["path"], tool=d["tool"],
             threads=[ThreadResult.from_json(t) for t in d["threads"]],
             return_code=d.get("return_code"), sysinfo=d.get("sysinfo", {}),
-            metrics=d.get("metrics", {}),
+            metrics=metrics, failure=ToolFailure(failure) if failure else None,
         )
 
 
@@ -267,10 +291,16 @@ class Measurement:
     raw: list[str] = field(default_factory=list)  # raw files, relative to the job dir
     verdict: Optional[Verdict] = None
     reasons: list[str] = field(default_factory=list)
-    #: the budget applied ({"max_us": .., "percentiles_us": {..}}), None if none
-    budget: Optional[dict[str, Any]] = None
+    #: the budget applied, None if none
+    budget: Optional["Budget"] = None
     #: share of samples at or above budget max_us (worst thread), None if unknowable
     share_over_budget: Optional[float] = None
+
+    def __post_init__(self) -> None:
+        if isinstance(self.budget, dict):  # as run.json holds it
+            from .budgets import Budget
+
+            self.budget = Budget.from_json(self.budget)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -279,7 +309,7 @@ class Measurement:
             "raw": self.raw,
             "verdict": self.verdict.value if self.verdict else None,
             "reasons": self.reasons,
-            "budget": self.budget,
+            "budget": self.budget.to_json() if self.budget is not None else None,
             "share_over_budget": self.share_over_budget,
         }
 
@@ -291,7 +321,7 @@ class Measurement:
             raw=d.get("raw", []),
             verdict=Verdict(d["verdict"]) if d.get("verdict") else None,
             reasons=d.get("reasons", []),
-            budget=d.get("budget"),
+            budget=d.get("budget") or None,
             share_over_budget=d.get("share_over_budget"),
         )
 

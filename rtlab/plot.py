@@ -36,8 +36,11 @@ def _fmt(v: float) -> str:
 
 
 def histogram_svg(series: list[tuple[str, Histogram]], title: str,
-                  budget_us: Optional[float] = None, width: int = 760, height: int = 360) -> str:
-    """One step line per series; x: latency (µs, linear), y: samples (log10)."""
+                  budget_us: Optional[float] = None, width: int = 760, height: int = 360,
+                  marks: Optional[list[tuple[str, float]]] = None) -> str:
+    """One step line per series; x: latency (µs, linear), y: samples (log10).
+    ``marks``: (label, µs) thresholds drawn as grey dashed lines where they
+    fall inside the data's range (a far threshold would squash the data)."""
     series = [(label, h) for label, h in series if h is not None and h.counts]
     left, right, top, bottom = 70, 20, 40, 50
     pw, ph = width - left - right, height - top - bottom
@@ -80,6 +83,13 @@ def histogram_svg(series: list[tuple[str, Histogram]], title: str,
     elif budget_us:
         out.append(f'<text x="{left + pw - 4}" y="{top + ph - 6}" text-anchor="end" fill="#c00">'
                    f'budget {_fmt(budget_us)} µs (off scale) →</text>')
+    for j, (label, at) in enumerate(marks or []):
+        if 0 < at <= xmax:
+            right = x(at) > left + pw * 0.7  # label left of the line near the right edge
+            out.append(f'<line x1="{x(at):.1f}" y1="{top}" x2="{x(at):.1f}" y2="{top + ph}" '
+                       f'stroke="#777" stroke-dasharray="2,3"/><text x="{x(at) + (-3 if right else 3):.1f}" '
+                       f'y="{top + ph - 24 - 12 * (j % 3)}" text-anchor="{"end" if right else "start"}" '
+                       f'fill="#555">{html.escape(label)}</text>')
     for i, (label, h) in enumerate(series):
         colour = COLOURS[i % len(COLOURS)]
         # a step line: drops to the axis only where buckets are empty
@@ -113,8 +123,8 @@ def run_plots(run: RunResult) -> list[tuple[str, str]]:
                 continue
             key = (job.board, m.key.suite, m.key.load)
             groups.setdefault(key, []).append((job.variant, c.histogram))
-            if m.budget and m.budget.get("max_us"):
-                budgets[key] = min(budgets.get(key) or math.inf, m.budget["max_us"])
+            if m.budget and m.budget.max_us:
+                budgets[key] = min(budgets.get(key) or math.inf, m.budget.max_us)
     return [(f"{b} · {s} · {l}", histogram_svg(series, f"{b} · {s} · {l}", budgets.get((b, s, l))))
             for (b, s, l), series in groups.items()]
 

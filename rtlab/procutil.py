@@ -2,9 +2,36 @@
 (the local InfluxDB, the rack, labgrid place leases)."""
 from __future__ import annotations
 
+import ctypes
 import os
+import shutil
+import signal
 import socket
+import sys
+from pathlib import Path
 from typing import Optional
+
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    """preexec_fn: SIGKILL this child when the thread that started it dies
+    (a job's pytest, a rack's QEMU: nothing outlives what owns its place)."""
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except OSError:  # pragma: no cover - non-glibc
+        pass
+
+
+def venv_tool(name: str) -> str:
+    """A program of this Python environment (the venv's), else PATH's."""
+    here = Path(sys.executable).parent / name
+    return str(here) if here.exists() else (shutil.which(name) or name)
+
+
+def labgrid_client() -> str:
+    return venv_tool("labgrid-client")
 
 
 def free_port() -> int:

@@ -34,10 +34,12 @@ EXTRA_ROWS = ("result", "load")
 
 
 def _extra(m: Measurement) -> dict[str, str]:
-    from .loads.health import load_cell, result_cell
+    from .loads.health import load_cell
+    from .suites import Suite
 
     out = {}
-    r = result_cell(m.output.tool, m.output.metrics)
+    suite = Suite.for_tool(m.output.tool)
+    r = suite.result_cell(m.output) if suite is not None else None
     if r is not None:
         out["result"] = r
     if any(str(k).startswith("load.") for k in m.output.metrics):
@@ -53,7 +55,7 @@ def _cells(m: Optional[Measurement], job: JobResult) -> dict[str, str]:
     v = (m.verdict.value if m.verdict else "?").upper()
     if c is None:
         return {**{r: (v if r == "verdict" else "-") for r in ROWS}, **_extra(m)}
-    budget = (m.budget or {}).get("max_us")
+    budget = m.budget.max_us if m.budget else None
     return {**_extra(m),
         "min": _us(c.min_us), "avg": _us(c.avg_us), "max": _us(c.max_us),
         "p99.9": _us(c.percentiles_us.get("99.9")),

@@ -1,24 +1,19 @@
 """The runner: a campaign in, a judged RunResult out.
 
 For each job (board × variant) it stages the variant's kernel for the board,
-runs the board suites (tests/suites) through labgrid's pytest plugin in a
-child process, tails their progress, then parses every raw output into the
-result model. Judging happens only after every raw file is on disk.
+runs the board suites (rtlab/boardtests) through labgrid's pytest plugin in a
+child process, tails their progress, then hands the raw outputs to
+:mod:`rtlab.results` (the same path LAVA ingest takes), which parses and
+judges them. Judging happens only after every raw file is on disk.
 
-Results directory:
-    results/<run_id>/run.json                       RunResult (judged)
-    results/<run_id>/campaign.yaml                  the campaign as run
-    results/<run_id>/<board>/<variant>/job-spec.json what the board was asked
-    .../<board>/<variant>/kernel.json               facts read off the kernel
-    .../<board>/<variant>/<suite>@<load>/           raw tool outputs
-    .../<board>/<variant>/console/, pytest.log, junit.xml, events.jsonl, job.json
+Besides the layout of rtlab.results, a labgrid job keeps
+    .../<board>/<variant>/console/, pytest.log, junit.xml, events.jsonl
 """
 from __future__ import annotations
 
 import datetime as dt
 import json
 import os
-import shutil
 import signal
 import subprocess
 import sys
@@ -29,12 +24,13 @@ from typing import Callable, Optional
 from . import ROOT
 from .budgets import load_budgets
 from .campaign import Campaign, Job
-from .errors import InputError, RtlabError
-from .gate import judge_run
+from .errors import RtlabError
 from .model import JobResult, Measurement, MeasurementKey, RunResult, ToolOutput, Verdict
+from .results import JobSpec, ResultsDir, collect, new_run_id, read_exit_code, tool_exit_problem
 from .suites import SUITES
 
-SUITES_DIR = ROOT / "tests" / "suites"
+#: the board-side pytest files (shipped in the package, so an installed rtlab runs them)
+SUITES_DIR = Path(__file__).resolve().parent / "boardtests"
 RESULTS_DIR = ROOT / "results"
 #: seconds a board may take from power-on to a shell prompt, on top of suites
 BOOT_ALLOWANCE_S = 180
@@ -50,11 +46,6 @@ class Progress:
     def __call__(self, msg: str) -> None:
         m, s = divmod(int(time.monotonic() - self.t0), 60)
         print(f"[{m:02d}:{s:02d}] {msg}", file=self.stream, flush=True)
-
-
-def new_run_id(now: Optional[dt.datetime] = None) -> str:
-    now = now or dt.datetime.now(dt.timezone.utc)
-    return now.strftime("%Y%m%dT%H%M%SZ")
 
 
 def stage_kernel(job: Job, images: dict, built: Optional[dict] = None) -> tuple[dict[str, str], dict]:
@@ -166,17 +157,14 @@ def _read_events(path: Path, pos: int) -> tuple[list[dict], int]:
     return [json.loads(x) for x in lines if x.strip()], pos + chunk_len
 
 
-def run_job(job: Job, run_dir: Path, images: dict, progress: Callable[[str], None],
+def run_job(job: Job, rd: ResultsDir, images: dict, progress: Callable[[str], None],
             label: str = "", lease_env: Optional[dict] = None,
             on_spawn: Optional[Callable] = None, built: Optional[dict] = None) -> JobResult:
     """*lease_env*: LG_PLACE, LG_TOKEN, LG_USERNAME, LG_COORDINATOR of the place
     the job holds (rack boards; rtlab.lab.scheduler). *on_spawn(proc)* is told
     the pytest process (its process group holds everything the job started)."""
     board, variant = job.board, job.variant
-    job_dir = run_dir / board.name / variant.name
-    if job_dir.exists():
-        shutil.rmtree(job_dir)
-    job_dir.mkdir(parents=True)
+    job_dir = rd.new_job_dir(board.name, variant.name)
     result = JobResult(board=board.name, variant=variant.name, arch=board.arch,
                        budget_class=board.budget_class)
     t0 = time.monotonic()
@@ -190,14 +178,10 @@ def run_job(job: Job, run_dir: Path, images: dict, progress: Callable[[str], Non
         result.infra_error = str(e)
         return result
     boot_args = lg_env["LG_RTLAB_BOOT_ARGS"]
-    spec = {
-        "job_dir": str(job_dir), "board": board.to_json(), "variant": variant.to_json(),
-        "boot_args": boot_args, "suites": [s.to_json() for s in job.suites], "kernel": kernel,
-    }
-    if lease_env:
-        spec["place"] = lease_env.get("LG_PLACE")
-    spec_path = job_dir / "job-spec.json"
-    spec_path.write_text(json.dumps(spec, indent=2) + "\n")
+    spec = JobSpec(job_dir=job_dir, board=board, variant=variant, boot_args=boot_args,
+                   suites=list(job.suites), kernel=kernel,
+                   place=lease_env.get("LG_PLACE") if lease_env else None)
+    spec_path = spec.write()
     timeout = BOOT_ALLOWANCE_S + sum(SUITES[s.suite].duration_s(s) * 2 + 60 for s in job.suites)
     cmd = [sys.executable, "-m", "pytest", str(SUITES_DIR), "-p", "no:cacheprovider",
            "--rootdir", str(SUITES_DIR), "-c", os.devnull,
@@ -237,9 +221,7 @@ def run_job(job: Job, run_dir: Path, images: dict, progress: Callable[[str], Non
     kernel_json = job_dir / "kernel.json"
     if kernel_json.exists():
         result.kernel = json.loads(kernel_json.read_text())
-    # the last report of each test (setup errors and call failures both count)
-    outcomes = {e["test"]: e for e in events
-                if e.get("event") == "test" and e.get("when") in ("setup", "call")}
+    outcomes = _outcomes(events)
     boot = outcomes.get("test_boot")
     if timed_out:
         result.infra_error = f"board {board.name}: job timed out after {timeout:.0f} s (see {job_dir}/pytest.log)"
@@ -249,35 +231,51 @@ def run_job(job: Job, run_dir: Path, images: dict, progress: Callable[[str], Non
         else:
             why = f"pytest exited with {proc.returncode} before booting: " + _tail(job_dir / "pytest.log")
         result.infra_error = f"board {board.name}: boot failed: {why}"
-    # Every suite that left output is parsed, even after a later failure.
+    return collect_suites(job, job_dir, events, result)
+
+
+def _outcomes(events: list[dict]) -> dict[str, dict]:
+    """The last report of each board test (setup errors and call failures both count)."""
+    return {e["test"]: e for e in events if e.get("event") == "test" and e.get("when") in ("setup", "call")}
+
+
+def collect_suites(job: Job, job_dir: Path, events: list[dict], result: JobResult) -> JobResult:
+    """The job's measurements from the board tests' events and the raw files
+    (rtlab.results.collect, as LAVA ingest does). Every suite that left
+    output is parsed, even after a later failure."""
+    board, variant = job.board, job.variant
+    outcomes = _outcomes(events)
     for run in job.suites:
         key = MeasurementKey(board=board.name, variant=variant.name, suite=run.name, load=run.load)
         outcome = outcomes.get(f"test_suite[{run.id}]")
-        raw_dir = job_dir / run.id
-        raw = sorted(str(p.relative_to(job_dir)) for p in raw_dir.rglob("*") if p.is_file()) if raw_dir.exists() else []
+        suite = SUITES[run.suite]
         if outcome is None:
             if result.infra_error:
                 continue  # never ran: the job-level infra error says why
-            m = Measurement(key, ToolOutput(path="", tool=SUITES[run.suite].tool), raw,
+            m = Measurement(key, ToolOutput(path="", tool=suite.tool), [],
                             verdict=Verdict.INFRA, reasons=["suite did not run (see pytest.log)"])
-        elif outcome["outcome"] != "passed":
-            m = Measurement(key, ToolOutput(path="", tool=SUITES[run.suite].tool), raw,
-                            verdict=Verdict.INFRA, reasons=[outcome["message"] or outcome["outcome"]])
         else:
-            try:
-                out = SUITES[run.suite].parse(job_dir, run)
-                out.path = str(Path(out.path).relative_to(job_dir)) if Path(out.path).is_absolute() else out.path
-                m = Measurement(key, out, raw)
-            except InputError as e:
-                m = Measurement(key, ToolOutput(path="", tool=SUITES[run.suite].tool), raw,
-                                verdict=Verdict.INFRA, reasons=[f"unreadable output: {e}"])
+            m = collect(job_dir, key, suite, run, before=_board_problems(outcome, suite, job_dir / run.id))
         result.measurements.append(m)
     return result
 
 
+def _board_problems(outcome: dict, suite, host_dir: Path) -> list[str]:
+    """What the board-side test failed on, besides what collect() reads from
+    the raw files itself (a tool's bad exit code: the same words either way)."""
+    if outcome["outcome"] == "passed":
+        return []
+    msg = outcome["message"] or outcome["outcome"]
+    rc = read_exit_code(host_dir)
+    exit_problem = tool_exit_problem(suite, rc, host_dir) if rc is not None else None
+    if exit_problem and msg.endswith(f"SuiteFailure: {exit_problem}"):
+        return []
+    return [msg]
+
+
 def _die_with_parent() -> None:
     """A job holding a place dies with the runner, whose death frees the place."""
-    from .lab.places import die_with_parent
+    from .procutil import die_with_parent
     die_with_parent()
 
 
@@ -309,13 +307,12 @@ def run_campaign(campaign: Campaign, *, results_root: Path = RESULTS_DIR,
     kernel from that tree (the commit under test) instead of Debian's."""
     budgets = load_budgets(campaign.budgets)  # a bad budget file fails before any boot
     started = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
-    run_id = run_id or new_run_id(started)
-    # absolute: the board suites run in pytest processes with their own cwd
-    # (a relative --results, as CI jobs pass it, broke every boot)
-    run_dir = Path(results_root).absolute() / run_id
-    run_dir.mkdir(parents=True, exist_ok=True)
-    shutil.copy(campaign.path, run_dir / "campaign.yaml")
-    shutil.copy(campaign.budgets, run_dir / "budgets.yaml")  # what this run was judged by
+    # absolute (ResultsDir): the board suites run in pytest processes with
+    # their own cwd (a relative --results, as CI jobs pass it, broke every boot)
+    rd = ResultsDir.create(results_root, run_id or new_run_id(started))
+    run_id, run_dir = rd.run_id, rd.path
+    rd.keep(campaign.path, "campaign.yaml")
+    rd.keep(campaign.budgets, "budgets.yaml")  # what this run was judged by
     jobs = campaign.jobs()
     progress(f"run {run_id}: {len(jobs)} jobs, campaign {campaign.name} -> {run_dir}")
 
@@ -331,10 +328,7 @@ def run_campaign(campaign: Campaign, *, results_root: Path = RESULTS_DIR,
                     campaign=campaign.name, commit=commit or {})
     def finish(job: Job, jr: JobResult, label: str) -> None:
         # judged as each job lands, for the progress line; raw files are on disk
-        judge_run(RunResult(run_id, run.started, run.campaign, jobs=[jr]), budgets)
-        (run_dir / job.board.name / job.variant.name).mkdir(parents=True, exist_ok=True)
-        (run_dir / job.board.name / job.variant.name / "job.json").write_text(
-            json.dumps(jr.to_json(), indent=2) + "\n")
+        rd.finish_job(jr, budgets)
         progress(f"{label} {_job_summary(jr)}")
 
     # several jobs at once (--places N) and/or rack boards, which hold a place
@@ -356,26 +350,17 @@ def run_campaign(campaign: Campaign, *, results_root: Path = RESULTS_DIR,
         if scheduled:
             ready.append(job)
             continue
-        jr = run_job(job, run_dir, images, progress, label, built=built)
+        jr = run_job(job, rd, images, progress, label, built=built)
         run.jobs.append(jr)
         finish(job, jr, label)
     if scheduled:
         from .lab.scheduler import run_scheduled
         run.jobs.extend(run_scheduled(
             ready, lambda job, lease_env, label, on_spawn: run_job(
-                job, run_dir, images, progress, label, lease_env=lease_env, on_spawn=on_spawn,
+                job, rd, images, progress, label, lease_env=lease_env, on_spawn=on_spawn,
                 built=built),
             finish, places=places, progress=progress))
-    (run_dir / "run.json").write_text(json.dumps(run.to_json(), indent=2) + "\n")
-    from .plot import write_html_report
-    write_html_report(run, run_dir / "report.html")
-    latest = Path(results_root) / "latest"
-    try:
-        if latest.is_symlink() or latest.exists():
-            latest.unlink()
-        latest.symlink_to(run_id)
-    except OSError:
-        pass
+    rd.finish(run)
     return run, run_dir
 
 

@@ -2,12 +2,14 @@
 arguments, and what the boot test must find on the running kernel."""
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
 from . import ROOT
 from .config import Node, format_cpulist, open_node
+from .params import ParamError, check_name
 
 DEFAULT_FILE = ROOT / "kernel-configs" / "variants.yaml"
 #: config fragments named by kernel.build: <name>.config (rtlab/kernel.py)
@@ -16,6 +18,9 @@ FRAGMENTS_DIR = ROOT / "kernel-configs" / "fragments"
 #: the variant of a board that cannot change kernels (this machine): the boot
 #: test records what runs and expects nothing
 HOST_VARIANT = "host"
+#: what a kernel command line from a data file may hold (it reaches boot
+#: loaders and board shells)
+_BOOT_ARGS = re.compile(r"[A-Za-z0-9 ,._=:/+-]*")
 
 
 @dataclass(frozen=True)
@@ -144,6 +149,15 @@ def load_variants(path: Path = DEFAULT_FILE, fragments_dir: Path = FRAGMENTS_DIR
     out: dict[str, Variant] = {HOST_VARIANT: HOST}
     for name, node in root.req("variants").items():
         node.only(["description", "kernel", "boot_args", "expect"])
+        try:
+            check_name(name, "variant name")
+            check_name(f"{name}{suffix}", "variant name")
+        except ParamError as e:
+            raise node.error(str(e)) from None
+        ba = node.child("boot_args")
+        if not _BOOT_ARGS.fullmatch(ba.str("")):
+            raise ba.error(f"kernel arguments may hold letters, digits, spaces and ,._=:/+- only, "
+                           f"got {ba.value!r}")
         kernel = node.req("kernel")
         kernel.only(["prebuilt", "build"])
         if not kernel.mapping():

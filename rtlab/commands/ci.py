@@ -15,7 +15,7 @@ def register(sub):
 
 def junit(args) -> int:
     from ..junit import write_junit
-    from .report import load_run
+    from ..results import load_run
 
     runs = [load_run(d) for d in args.run_dirs]
     print(f"junit: {write_junit(runs, args.output)} "

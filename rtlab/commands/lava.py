@@ -190,7 +190,7 @@ def run(args) -> int:
     from ..lava.dispatch import record_name, run_job
     from ..lava.ingest import ingest_records, load_record
     from ..lava.render import load_job
-    from ..runner import new_run_id
+    from ..results import new_run_id
     from .run import commit_from_env
 
     progress = _progress()

@@ -2,10 +2,10 @@
 verdict re-judged against (possibly other) budgets, from results on disk."""
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from ..errors import InputError
+from ..results import load_run
 
 
 def register(sub):
@@ -13,6 +13,12 @@ def register(sub):
     p.add_argument("run_dir", type=Path, help="results/<run_id> (or results/latest)")
     p.add_argument("--html", type=Path, metavar="FILE",
                    help="also write an HTML report: the table plus latency histograms (log-scale counts)")
+    p.add_argument("--vendor", action="store_true",
+                   help="the vendor reports' tables instead: per test, variants side by side, "
+                        "min/avg/max per thread, samples, share at or above each threshold, "
+                        "log-count histograms (with --html: drawn)")
+    p.add_argument("--thresholds", type=_thresholds, metavar="US,US,...",
+                   help="with --vendor: thresholds in µs (default 10,70,100)")
     p.set_defaults(func=report)
     g = sub.add_parser("gate", help="judge runs against budgets; exit 0 pass, 1 over budget, 2 infra")
     g.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR",
@@ -21,22 +27,31 @@ def register(sub):
     g.set_defaults(func=gate)
 
 
-def load_run(run_dir: Path):
-    from ..model import RunResult
+def _thresholds(text: str):
+    import argparse
 
-    path = Path(run_dir) / "run.json"
+    from ..vendor import parse_thresholds
+
     try:
-        return RunResult.from_json(json.loads(path.read_text()))
-    except FileNotFoundError:
-        raise InputError(path, "no run.json: not a results directory") from None
-    except (ValueError, KeyError, TypeError) as e:
-        raise InputError(path, f"not a valid run result: {e}") from None
+        return parse_thresholds(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def report(args) -> int:
     from ..report import comparison_table
 
     run = load_run(args.run_dir)
+    if args.vendor:
+        from ..vendor import DEFAULT_THRESHOLDS, vendor_tables, write_vendor_html
+
+        thresholds = args.thresholds or DEFAULT_THRESHOLDS
+        print(vendor_tables(run, thresholds, run_dir=args.run_dir))
+        if args.html:
+            print(f"report: {write_vendor_html(run, args.html, thresholds, run_dir=args.run_dir)}")
+        return 0
+    if args.thresholds:
+        raise InputError("--thresholds", "only with --vendor")
     print(comparison_table(run))
     if args.html:
         from ..plot import write_html_report

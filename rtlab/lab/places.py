@@ -26,21 +26,17 @@ so a late release never takes a place from the next job.
 """
 from __future__ import annotations
 
-import ctypes
 import os
 import re
-import shutil
 import signal
 import socket
 import subprocess
-import sys
 import threading
 import time
-from pathlib import Path
 from typing import Callable, Optional
 
 from ..errors import RtlabError
-from ..procutil import process_start
+from ..procutil import die_with_parent, labgrid_client, process_start, venv_tool  # noqa: F401 - re-exported
 from .coordinator import Coordinator, CoordinatorError
 
 IDENTITY_RE = re.compile(r"^rtlab-(?P<pid>\d+)-(?P<start>\d+)-(?P<seq>\d+)$")
@@ -53,29 +49,7 @@ class PlaceError(RtlabError):
     """No place could be reserved or locked (an infra error for the job)."""
 
 
-PR_SET_PDEATHSIG = 1
-
-
-def die_with_parent() -> None:
-    """preexec_fn: SIGKILL this child when the thread that started it dies
-    (a job's pytest, a rack's QEMU: nothing outlives what owns its place)."""
-    try:
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    except OSError:  # pragma: no cover - non-glibc
-        pass
-
-
-def venv_tool(name: str) -> str:
-    """A labgrid program of this Python environment (the venv's), else PATH's."""
-    here = Path(sys.executable).parent / name
-    return str(here) if here.exists() else (shutil.which(name) or name)
-
-
-def labgrid_client() -> str:
-    return venv_tool("labgrid-client")
-
-
+# process helpers live in rtlab.procutil (the rack uses them too); re-exported here
 def new_identity(pid: Optional[int] = None) -> str:
     """A labgrid user name for one job of this process."""
     global _seq

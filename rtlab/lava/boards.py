@@ -21,8 +21,13 @@ from ..errors import InputError
 LAVA_DIR = ROOT / "lava"
 BOARDS_FILE = LAVA_DIR / "boards.yaml"
 
-#: LAVA's architecture name per rtlab arch (job context.arch)
-LAVA_ARCH = {"x86_64": "amd64", "aarch64": "arm64"}
+
+
+def lava_arch_name(arch: str) -> str:
+    """LAVA's architecture name (job context.arch) of an rtlab arch (rtlab/arch.py)."""
+    from ..arch import get_or_none
+    a = get_or_none(arch)
+    return a.lava if a else arch
 
 
 @dataclass(frozen=True)
@@ -119,7 +124,7 @@ def load_lava_boards(path: Path = BOARDS_FILE) -> dict[str, LavaBoard]:
         board = find_board(name)
         if board.kind != "qemu":
             raise n.error(f"board {name} is a {board.kind} board, not a QEMU one")
-        lava_arch = n.child("arch").str(LAVA_ARCH.get(board.arch, board.arch))
+        lava_arch = n.child("arch").str(lava_arch_name(board.arch))
         out[name] = LavaBoard(name=name, board=board, device_type=n.req("device_type").str(),
                               device=(path.parent / n.req("device").str()).resolve(),
                               lava_arch=lava_arch, boot="qemu", runs_here=True, qemu=_qemu_machine(board))
@@ -149,7 +154,7 @@ def load_lava_boards(path: Path = BOARDS_FILE) -> dict[str, LavaBoard]:
         dispatcher = n.child("dispatcher")
         out[name] = LavaBoard(name=name, board=board, device_type=n.req("device_type").str(),
                               device=(path.parent / n.req("device").str()).resolve(),
-                              lava_arch=n.child("arch").str(LAVA_ARCH.get(board.arch, board.arch)),
+                              lava_arch=n.child("arch").str(lava_arch_name(board.arch)),
                               boot=boot, kernel_type=kernel_type,
                               dtb=n.child("dtb").value and n.child("dtb").str(), lab=True,
                               runs_here=n.child("runs_here").boolean(False),

@@ -17,6 +17,7 @@ from pathlib import Path
 
 import yaml
 
+from ..arch import get_or_none
 from .boards import LavaBoard
 
 HEADER = """\
@@ -39,7 +40,8 @@ def qemu_options(lb: LavaBoard) -> list[str]:
 def qemu_device_dictionary(lb: LavaBoard) -> dict:
     q = lb.qemu
     assert q is not None, lb.name
-    arches = {"amd64": ["amd64", "x86_64"], "arm64": ["arm64", "aarch64"]}.get(lb.lava_arch, [lb.lava_arch])
+    arch = get_or_none(lb.lava_arch)
+    arches = arch.lava_names if arch else [lb.lava_arch]
     return {
         "available_architectures": arches,
         "constants": {

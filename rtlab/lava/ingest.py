@@ -9,11 +9,12 @@ Input: one *record* directory per LAVA job, as `rtlab lava run` and
     results.yaml    lavacli results ID --yaml               (else: from the log)
     job.json        lavacli jobs show --json (health) / rtlab's lava-run summary
 
-Output: ``<results>/<run_id>/`` exactly as :mod:`rtlab.runner` writes it
-(run.json, campaign.yaml, budgets.yaml, <board>/<variant>/job.json,
-kernel.json, job-spec.json, <suite>@<load>/ raw files), plus each LAVA job's
-evidence under ``<suite>@<load>/lava/``, so `rtlab report`, `rtlab gate` and
-`rtlab publish` work unchanged.
+Output: ``<results>/<run_id>/`` written by :mod:`rtlab.results`, the same
+code the labgrid runner uses (run.json, campaign.yaml, budgets.yaml,
+<board>/<variant>/job.json, kernel.json, job-spec.json, <suite>@<load>/ raw
+files), plus each LAVA job's evidence under ``<suite>@<load>/lava/``, so
+`rtlab report`, `rtlab gate` and `rtlab publish` work unchanged and the same
+raw outputs get the same verdicts whichever backend brought them.
 
 Verdicts, in the gate's terms:
 
@@ -43,14 +44,14 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from .. import ROOT
+from ..boards import Board
 from ..budgets import load_budgets
 from ..config import load_yaml
 from ..errors import InputError
-from ..gate import judge_run
-from ..model import (JobResult, Measurement, MeasurementKey, RunResult, ThreadResult,
-                     ToolOutput, Verdict)
+from ..model import JobResult, Measurement, MeasurementKey, RunResult, ThreadResult, ToolOutput, Verdict
+from ..results import JobSpec, ResultsDir, collect, new_run_id, raw_files, variant_problems
 from ..suites import SUITES, SuiteRun
-from ..suites.board import BoardShell, check_variant, kernel_facts
+from ..suites.board import BoardShell, kernel_facts
 from ..variants import Variant
 from . import loads as lava_loads
 from . import onboard
@@ -235,8 +236,6 @@ def _copy_evidence(rec: LavaRecord, dest: Path) -> list[str]:
 def ingest_records(records: list[LavaRecord], results_root: Path, *, run_id: Optional[str] = None,
                    budgets_file: Optional[Path] = None, commit: Optional[dict] = None,
                    progress: Callable[[str], None] = lambda m: None) -> tuple[RunResult, Path]:
-    from ..runner import new_run_id
-
     if not records:
         raise InputError("rtlab lava ingest", "no LAVA records given")
     spec0 = records[0].spec
@@ -244,68 +243,47 @@ def ingest_records(records: list[LavaRecord], results_root: Path, *, run_id: Opt
     budgets = load_budgets(budgets_file)
     started = min((r.started for r in records if r.started), default=None) or dt.datetime.utcnow()
     started = started.replace(microsecond=0)
-    results_root = Path(results_root)
-    run_id = run_id or new_run_id(started.replace(tzinfo=dt.timezone.utc)) + "-lava"
-    run_dir = results_root / run_id
-    n = 1
-    while run_dir.exists() and not (run_dir / ".lava-ingest").exists():
-        n += 1
-        run_dir = results_root / f"{run_id}.{n}"
-    run_dir.mkdir(parents=True, exist_ok=True)
-    (run_dir / ".lava-ingest").write_text("written by rtlab lava ingest\n")
-    shutil.copyfile(budgets_file, run_dir / "budgets.yaml")
+    if run_id:
+        rd = ResultsDir.create(results_root, run_id)
+    else:
+        rd = ResultsDir.create(results_root, new_run_id(started.replace(tzinfo=dt.timezone.utc)), suffix="-lava")
+    rd.keep(budgets_file, "budgets.yaml")
     campaign_file = ROOT / spec0.get("campaign_file", "")
     if spec0.get("campaign_file") and campaign_file.is_file():
-        shutil.copyfile(campaign_file, run_dir / "campaign.yaml")
+        rd.keep(campaign_file, "campaign.yaml")
 
-    run = RunResult(run_id=run_dir.name, started=started.isoformat() + "Z",
+    run = RunResult(run_id=rd.run_id, started=started.isoformat() + "Z",
                     campaign=spec0.get("campaign", ""), commit=commit or {})
-    jobs: dict[tuple[str, str], JobResult] = {}
+    jobs: dict[tuple[str, str], tuple[JobResult, JobSpec]] = {}
     for rec in records:
         s = rec.spec
-        board, variant = s["board"], Variant.from_json(s["variant"])
-        key = (board["name"], variant.name)
-        jr = jobs.get(key)
-        job_dir = run_dir / board["name"] / variant.name
-        if jr is None:
-            jr = jobs[key] = JobResult(board=board["name"], variant=variant.name, arch=board["arch"],
-                                       budget_class=board["budget_class"])
-            if job_dir.exists():
-                shutil.rmtree(job_dir)
-            job_dir.mkdir(parents=True)
-            (job_dir / "job-spec.json").write_text(json.dumps({
-                "job_dir": str(job_dir), "board": board, "variant": s["variant"],
-                "boot_args": s["boot_args"], "suites": [], "kernel": s["kernel"], "lava": s["lava"],
-            }, indent=2) + "\n")
-        spec_file = job_dir / "job-spec.json"
-        js = json.loads(spec_file.read_text())
-        js["suites"].append(s["suite"])
-        spec_file.write_text(json.dumps(js, indent=2) + "\n")
+        board, variant = Board.from_json(s["board"]), Variant.from_json(s["variant"])
+        key = (board.name, variant.name)
+        if key not in jobs:
+            jobs[key] = (JobResult(board=board.name, variant=variant.name, arch=board.arch,
+                                   budget_class=board.budget_class),
+                         JobSpec(job_dir=rd.new_job_dir(board.name, variant.name), board=board, variant=variant,
+                                 boot_args=s["boot_args"], kernel=s["kernel"], lava=s["lava"]))
+        jr, spec = jobs[key]
+        spec.suites.append(SuiteRun.from_json(s["suite"]))
+        spec.write()
         jr.duration_s = round(jr.duration_s + rec.duration_s, 3)
-        m = _ingest_one(rec, jr, job_dir, variant)
+        m = _ingest_one(rec, jr, spec)
         if m is not None:
             jr.measurements.append(m)
         progress(f"{rec.label}: {rec.health}" + (f" ({rec.failure})" if rec.failure else "")
                  + (f", {m.key.suite}@{m.key.load} parsed" if m is not None and m.verdict is None else "")
                  + (f", {m.verdict.value}: {'; '.join(m.reasons)}" if m is not None and m.verdict else ""))
-    run.jobs = list(jobs.values())
-    judge_run(run, budgets)
+    run.jobs = [jr for jr, _ in jobs.values()]
     for jr in run.jobs:
-        (run_dir / jr.board / jr.variant / "job.json").write_text(json.dumps(jr.to_json(), indent=2) + "\n")
-    (run_dir / "run.json").write_text(json.dumps(run.to_json(), indent=2) + "\n")
-    latest = results_root / "latest"
-    try:
-        if latest.is_symlink() or not latest.exists():
-            if latest.is_symlink():
-                latest.unlink()
-            latest.symlink_to(run_dir.name)
-    except OSError:
-        pass
-    return run, run_dir
+        rd.finish_job(jr, budgets)
+    rd.finish(run)
+    return run, rd.path
 
 
-def _ingest_one(rec: LavaRecord, jr: JobResult, job_dir: Path, variant: Variant) -> Optional[Measurement]:
+def _ingest_one(rec: LavaRecord, jr: JobResult, spec: JobSpec) -> Optional[Measurement]:
     s = rec.spec
+    job_dir = spec.job_dir
     run = SuiteRun.from_json(s["suite"])
     suite = SUITES[run.suite]
     mkey = MeasurementKey(board=jr.board, variant=jr.variant, suite=run.name, load=run.load)
@@ -327,10 +305,7 @@ def _ingest_one(rec: LavaRecord, jr: JobResult, job_dir: Path, variant: Variant)
             if not jr.kernel:
                 jr.kernel = facts
                 (job_dir / "kernel.json").write_text(json.dumps(facts, indent=2) + "\n")
-            problems = check_variant(variant, facts, s["boot_args"], s["board"]["isolate_cpu"],
-                                     kernel=s.get("kernel"))
-            if problems:
-                infra.append(f"board {jr.board} is not running variant {variant.name}: " + "; ".join(problems))
+            infra += variant_problems(spec, facts)  # the boot test's check
         elif rec.health == "Complete":
             infra += fact_problems
     if infra:
@@ -339,7 +314,6 @@ def _ingest_one(rec: LavaRecord, jr: JobResult, job_dir: Path, variant: Variant)
         return None  # nothing trustworthy was measured: the job-level error says why
 
     # raw outputs first, byte-exact, before anything is judged
-    raw: list[str] = []
     transfer: list[str] = []
     for (bkey, name), blk in sorted(blocks.items()):
         if bkey != run.id:
@@ -348,8 +322,7 @@ def _ingest_one(rec: LavaRecord, jr: JobResult, job_dir: Path, variant: Variant)
             (suite_dir / name).write_bytes(blk.data)
         elif blk.error:
             transfer.append(f"{name} {blk.error}")
-    rc = None
-    if (suite_dir / "exit_code").is_file():
+    if (suite_dir / "exit_code").is_file():  # exit.json, as run_tool writes it on the labgrid path
         text = (suite_dir / "exit_code").read_text().strip()
         rc = int(text) if text.lstrip("-").isdigit() else None
         (suite_dir / "exit.json").write_text(json.dumps({"exit_code": rc}) + "\n")
@@ -358,46 +331,26 @@ def _ingest_one(rec: LavaRecord, jr: JobResult, job_dir: Path, variant: Variant)
     for part in s.get("loads") or []:
         load_problems += [f"load {part['name']}: {p}"
                           for p in lava_loads.check_load(part, suite_dir, run, s["board"])]
-    raw = sorted(str(p.relative_to(job_dir)) for p in suite_dir.rglob("*") if p.is_file())
 
     cases = _suite_cases(rec)
     missing = missing_cases(rec)
-    tool = ToolOutput(path="", tool=suite.tool)
-    reasons: list[str] = []
-    m: Optional[Measurement] = None
-    if rec.log is None:
+    after = [*(["raw output " + "; ".join(transfer)] if transfer else []),
+             # a latency measured while the load was not running is not a
+             # measurement under that load (rtlab.loads.LoadDied on the labgrid path)
+             *load_problems,
+             *([f"{rec.label} is missing {len(missing)} declared test case(s): " + ", ".join(missing)]
+               if missing else [])]
+    if rec.log is None:  # results only: the board's lava-test-case numbers, no raw files
         threads = _threads_from_cases(cases)
-        if threads:
-            m = Measurement(mkey, ToolOutput(path="", tool=suite.tool, threads=threads), raw)
-        else:
-            reasons.append("no log and no measurements in the results: nothing to judge")
-    elif rc is None:
-        reasons.append(f"{suite.tool} left no exit code on the board (see lava/{rec.log_file.name})")
-    elif rc != 0 and not suite.accepts_exit(rc, suite_dir):
-        err = suite_dir / "stderr.txt"
-        tail = err.read_text(errors="replace").strip().splitlines()[-3:] if err.is_file() else []
-        reasons.append(f"{suite.tool} exited with {rc}" + (f": {' | '.join(tail)}" if tail else ""))
-    else:
-        try:
-            out = suite.parse(job_dir, run)
-            out.path = str(Path(out.path).relative_to(job_dir)) if Path(out.path).is_absolute() else out.path
-            m = Measurement(mkey, out, raw)
-            disagree = cross_check(out, cases)
-            if disagree:
-                reasons.append("the board's lava-test-case numbers disagree with the raw output: "
-                               + "; ".join(disagree))
-        except InputError as e:
-            reasons.append(f"unreadable output: {e}")
-    if transfer:
-        reasons.append("raw output " + "; ".join(transfer))
-    # a latency measured while the load was not running is not a measurement
-    # under that load (rtlab.loads.LoadDied on the labgrid path)
-    reasons += load_problems
-    if missing:
-        reasons.append(f"{rec.label} is missing {len(missing)} declared test case(s): " + ", ".join(missing))
-    if reasons:
-        if m is None:
-            m = Measurement(mkey, tool, raw)
-        m.verdict = Verdict.INFRA
-        m.reasons = reasons
-    return m
+        m = Measurement(mkey, ToolOutput(path="", tool=suite.tool, threads=threads), raw_files(job_dir, run))
+        reasons = ([] if threads else ["no log and no measurements in the results: nothing to judge"]) + after
+        if reasons:
+            m.verdict, m.reasons = Verdict.INFRA, reasons
+        return m
+
+    def disagree(out: ToolOutput) -> list[str]:
+        d = cross_check(out, cases)
+        return ["the board's lava-test-case numbers disagree with the raw output: " + "; ".join(d)] if d else []
+
+    return collect(job_dir, mkey, suite, run, after=after, check=disagree,
+                   no_exit_code=f"on the board, see lava/{rec.log_file.name}" if rec.log_file else "")

@@ -33,6 +33,7 @@ from __future__ import annotations
 import re
 import shlex
 from fractions import Fraction
+from typing import Sequence
 
 from ..model import PERCENTILES
 from ..suites.board import BOARD_WORKDIR, tool_wrapper
@@ -231,9 +232,9 @@ def announce_step(run_id: str, command: str) -> str:
     return f"echo {shlex.quote(f'rtlab: {run_id}: {command}')}"
 
 
-def tool_step(command: str) -> str:
-    """The suite's command, in the wrapper of rtlab.suites.board.run_tool."""
-    return tool_wrapper(command)
+def tool_step(argv: Sequence[str]) -> str:
+    """The suite's command, quoted and wrapped as rtlab.suites.board.run_tool does."""
+    return tool_wrapper(argv)
 
 
 def rt_cases_step(json_file: str) -> str:

@@ -40,7 +40,7 @@ from ..fsutil import atomic_write, sha256_file
 from ..images import PROMPT_RE, ImageSet
 from ..runner import BOOT_ALLOWANCE_S, stage_kernel, unavailable
 from ..suites import SUITES, Suite, SuiteRun
-from ..suites.board import BOARD_WORKDIR, BoardShell, kernel_facts
+from ..suites.board import BOARD_WORKDIR, BoardShell, kernel_facts, shell_line
 from ..variants import Variant
 from . import loads as lava_loads
 from . import onboard
@@ -58,9 +58,6 @@ BOOT_TIMEOUT_S = BOOT_ALLOWANCE_S  # power-on to shell prompt, as the labgrid pa
 BOOT_DEFINITION_S = 120         # kernel facts over the console
 TRANSFER_ALLOWANCE_S = 120      # raw outputs (base64) and lava-test-case calls
 JOB_MARGIN_S = 120              # LAVA's own set-up and tear-down
-
-#: per tool: which on-board reporter turns its raw output into lava-test-cases
-RT_JSON_TOOLS = {"cyclictest"}
 
 
 def _seconds_to_timeout(seconds: float) -> dict[str, int]:
@@ -96,20 +93,20 @@ def suite_steps(suite: Suite, run: SuiteRun, board: dict,
                 loads: Sequence[lava_loads.LavaLoadPart] = ()) -> list[str]:
     start, stop = lava_loads.start_steps(list(loads)), lava_loads.stop_steps(list(loads), run.id)
     wd = f"{BOARD_WORKDIR}/{run.id}"
-    command = suite.command(run, board=board)
+    argv = suite.command(run, board=board)
     outputs = ["stdout.txt", "stderr.txt", *suite.outputs(run), "exit_code"]
     steps = [onboard.load_step(), f"rm -rf {shlex.quote(wd)} && mkdir -p {shlex.quote(wd)} && cd {shlex.quote(wd)}",
-             *start, onboard.announce_step(run.id, command), onboard.tool_step(command), *stop]
+             *start, onboard.announce_step(run.id, shell_line(argv)), onboard.tool_step(argv), *stop]
     steps += [f"rtlab_emit {shlex.quote(run.id)} {shlex.quote(f)} {shlex.quote(f)}" for f in outputs]
     steps.append(f"rtlab_exit_case {shlex.quote(suite.tool)}")
-    if suite.tool in RT_JSON_TOOLS and suite.json_file:
+    if suite.lava_thread_cases and suite.json_file:
         steps.append(onboard.rt_cases_step(suite.json_file))
     return steps
 
 
 def suite_cases(suite: Suite, run: SuiteRun) -> list[str]:
     cases = [suite.tool]
-    if suite.tool in RT_JSON_TOOLS and suite.json_file:
+    if suite.lava_thread_cases and suite.json_file:
         cases += onboard.rt_case_names(len(run.cpus))
     return cases
 
@@ -208,7 +205,7 @@ def render_job(lb: LavaBoard, variant: Variant, run: SuiteRun, images: ImageSet,
     boot_args = env["LG_RTLAB_BOOT_ARGS"]
     flavour = variant.prebuilt
     boot_def, suite_def = f"0_{BOOT_DEFINITION}", f"1_{definition_name(run)}"
-    command = suite.command(run, board=board.to_json())
+    command = shell_line(suite.command(run, board=board.to_json()))
 
     facts = fact_commands()
     boot_steps = [onboard.install_step(), "dmesg -n 1",

@@ -49,13 +49,14 @@ each.
 from __future__ import annotations
 
 import json
+import shlex
 import socket
 import subprocess
 import time
 from typing import Any, Optional
 
 from . import health
-from .base import BoardLoad, Load, LoadDied, LoadEnv
+from .base import REGISTERED, BoardLoad, Load, LoadDied, LoadEnv
 
 MiB = 1024 * 1024
 
@@ -267,7 +268,7 @@ class Network(BoardLoad):
     def peer(self, env: LoadEnv) -> str:
         if env.opts.get("peer"):
             return str(env.opts["peer"])
-        kind = env.board.get("kind")
+        kind = env.board.kind
         if kind == "qemu":
             return "10.0.2.2"  # QEMU user networking: the host
         if kind == "local":
@@ -289,7 +290,7 @@ class Network(BoardLoad):
                                     stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
             time.sleep(0.3)
             if proc.poll() is None:
-                env.opts["_port"] = port
+                env.port = port
                 return {"proc": proc, "file": f, "port": port}
             f.close()
             last = out.read_text(errors="replace")[-300:]
@@ -302,7 +303,7 @@ class Network(BoardLoad):
         try:
             # -1: it ends with its one client, writing its JSON; a client that
             # never came (the load did not start) leaves it waiting: no wait then
-            proc.wait(timeout=3 if env.opts.get("_ready") else 0.1)
+            proc.wait(timeout=3 if env.ready else 0.1)
         except subprocess.TimeoutExpired:
             proc.terminate()
             try:
@@ -313,8 +314,10 @@ class Network(BoardLoad):
         host["file"].close()
 
     def commands(self, env: LoadEnv) -> list[tuple[str, str]]:
-        peer, port = self.peer(env), env.opts["_port"]
-        rate = f" -b {env.opts['bitrate']}" if env.opts.get("bitrate") else ""
+        peer, port = self.peer(env), env.port
+        # typed at load (rtlab.params); quoted all the same
+        rate = f" -b {shlex.quote(str(env.opts['bitrate']))}" if env.opts.get("bitrate") else ""
+        peer = shlex.quote(peer)
         return [
             ("ping", f"busybox ping -A -q -s {int(env.opts.get('ping_size') or 8000)} {peer} "
                      f"> ping.txt 2>&1"),
@@ -331,7 +334,7 @@ class Network(BoardLoad):
         return "grep -q 'bits/sec' iperf3.txt"
 
     def settings(self, env: LoadEnv) -> dict[str, Any]:
-        return {"peer": self.peer(env), "port": env.opts.get("_port"),
+        return {"peer": self.peer(env), "port": env.port,
                 "ping_size": int(env.opts.get("ping_size") or 8000),
                 "bitrate": env.opts.get("bitrate")}
 
@@ -343,7 +346,7 @@ class Network(BoardLoad):
             t_start = float(files.get("t_start", b"").split()[0])
         except (IndexError, ValueError):
             t_start = None
-        w = env.opts.get("_window")
+        w = env.window
         inside = iv
         if t_start is not None and w:
             inside = [i for i in iv if t_start + i[0] >= w[0] - 1 and t_start + i[1] <= w[1] + 1]
@@ -362,7 +365,7 @@ class Network(BoardLoad):
         super().end(env, handle)
         f, l = handle.get("first"), handle.get("last")
         if f is not None and l is not None and f.sample and l.sample:
-            env.opts["_window"] = (f.sample.t, l.sample.t)
+            env.window = (f.sample.t, l.sample.t)
 
 
 class Composite(Load):
@@ -377,8 +380,8 @@ class Composite(Load):
         return self.loads
 
 
-BASE_LOADS: tuple[Load, ...] = (Idle(), Cpu(), Stress(), Hackbench(), Memory(), Disk(),
-                                Network(), Irq())
+#: the loads defined above, registered by being defined (Load.__init_subclass__)
+BASE_LOADS: tuple[Load, ...] = tuple(REGISTERED.values())
 
 
 class LoadRegistry(dict):

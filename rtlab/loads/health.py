@@ -331,16 +331,3 @@ def load_cell(load: str, metrics: dict[str, Any]) -> str:
         if bits:
             parts.append((f"{name} " if "+" in load else "") + " ".join(bits))
     return ", ".join(parts) or "-"
-
-
-def result_cell(tool: str, metrics: dict[str, Any]) -> Optional[str]:
-    """The whole-run result of tools that have one (None: latency only)."""
-    if metrics.get("failed"):
-        return "FAILED"
-    if "time_s" in metrics:
-        return f"{metrics['time_s']:.3g} s"
-    if "inversions" in metrics:
-        return f"{_si(metrics['inversions'])} inv"
-    if metrics.get("failed") == 0 and tool == "rt-migrate-test":
-        return "order ok"
-    return None

@@ -38,7 +38,7 @@ import tty
 from pathlib import Path
 from typing import Callable, Optional
 
-from ..lab.places import die_with_parent
+from ..procutil import die_with_parent
 from .config import BoardSpec
 
 #: board output buffered for a slow reader before the relay stops reading

@@ -35,7 +35,8 @@ from typing import Optional
 
 from .. import ROOT
 from ..lab.coordinator import Coordinator, CoordinatorError
-from ..lab.places import die_with_parent, labgrid_client, reap_stale, venv_tool
+from ..lab.places import reap_stale
+from ..procutil import die_with_parent, labgrid_client, venv_tool
 from .board import VirtualBoard
 from .config import RackConfig, load_rack_config
 from .pdu import PDUServer, PowerController

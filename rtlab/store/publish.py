@@ -18,7 +18,6 @@ Never raises for store trouble (that is what the spool is for); raises
 """
 from __future__ import annotations
 
-import json
 import logging
 import time
 from dataclasses import dataclass, field, replace
@@ -26,8 +25,9 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Iterator, Optional
 from urllib.parse import quote
 
-from ..errors import InputError, RtlabError
+from ..errors import RtlabError
 from ..model import RunResult
+from ..results import load_run
 from .base import QueryError, StoreUnavailable, WriteRejected
 from .config import StoreConfig, state_dir
 from .influx import store_from_config
@@ -67,17 +67,6 @@ class PublishReport:
         return {k: getattr(self, k) for k in (
             "run_id", "target", "points", "written", "spooled", "batches", "replayed",
             "spool_left", "errors", "local_url", "elapsed_s")} | {"ok": self.ok}
-
-
-def load_run(run_dir) -> RunResult:
-    p = Path(run_dir)
-    path = p if p.is_file() else p / "run.json"
-    if not path.is_file():
-        raise InputError(path, "no run.json (expected results/<run_id>/run.json)")
-    try:
-        return RunResult.from_json(json.loads(path.read_text()))
-    except (ValueError, KeyError, TypeError) as e:
-        raise InputError(path, f"not a valid run result: {e}") from None
 
 
 def batched(chunks: Iterable[list[str]], size: int) -> Iterator[list[str]]:

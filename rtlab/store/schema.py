@@ -16,6 +16,8 @@ import re
 from datetime import datetime, timezone
 from typing import Any, Iterable, Iterator, Optional
 
+from ..budgets import Budget
+from ..suites import SUITES
 from ..model import PERCENTILES, JobResult, Measurement, RunResult, ThreadResult
 from .lineproto import Point, _escape_key, escape_measurement, timestamp
 
@@ -38,8 +40,8 @@ _SOURCES = {
     "local": "local",
 }
 
-#: the rt-tests IPC tools (the "IPC suites" dashboard selects them by tool)
-IPC_TOOLS = ("signaltest", "sigwaittest", "svsematest", "ptsematest", "pmqtest")
+#: the signal/IPC tools (the "IPC suites" dashboard selects them by tool): Suite.ipc
+IPC_TOOLS = tuple(s.tool for s in SUITES.values() if s.ipc)
 
 UNKNOWN = "unknown"
 
@@ -152,11 +154,11 @@ def _dedup(keys: Iterable[tuple]) -> list[Optional[str]]:
     return out
 
 
-def _budget_fields(budget: Optional[dict[str, Any]]) -> dict[str, Any]:
+def _budget_fields(budget: Optional[Budget]) -> dict[str, Any]:
     if not budget:
         return {}
-    out = {"budget_max_us": _num(budget.get("max_us"))}
-    for p, v in (budget.get("percentiles_us") or {}).items():
+    out = {"budget_max_us": _num(budget.max_us)}
+    for p, v in budget.percentiles_us.items():
         out["budget_" + pct_field(str(p))] = _num(v)
     return out
 

@@ -6,15 +6,37 @@ measure, names the files the tool writes, and turns the raw files into the
 result model. Running it over a console is the same for every suite
 (:mod:`rtlab.suites.board`), so every suite gets raw outputs on disk before
 anything is parsed or judged.
+
+A suite describes itself (class attributes, below) and registers itself by
+being defined: subclassing :class:`Suite` with a ``name`` puts an instance in
+:data:`SUITES`. What the rest of rtlab needs to know about a tool is asked of
+its suite: the result kind (the gate), kernel failures vs crashes (the
+results path), LAVA test cases (lava/render), the table cell (report), the
+dashboards' IPC group (store/schema). Adding a suite is its class, its
+parser if the output format is new, a campaign entry and a test.
 """
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Optional
 
 from ..config import format_cpulist
+from ..loads import BASE_LOADS
+from ..loads.health import load_metrics
 from ..model import ToolOutput
+from ..parsers import parse_file
+
+#: every suite, by registry name (filled by Suite.__init_subclass__)
+SUITES: dict[str, "Suite"] = {}
+
+#: Suite.result_kind: latency samples (ThreadResults, judged against budgets)
+LATENCY = "latency"
+#: Suite.result_kind: a whole-run number in ToolOutput.metrics (shown, not budgeted)
+METRICS = "metrics"
+from ..params import (LOAD_OPTION_SPECS, Args, Bool, Cpus, Int, Num, ParamError, Spec,  # noqa: F401
+                      check_mapping)
 
 
 @dataclass(frozen=True)
@@ -46,27 +68,61 @@ COMMON_DEFAULTS: dict[str, Any] = {
     # per load options: {<load>: {<option>: value}} (rtlab/loads/catalog.py)
     "load_opts": {},
 }
+COMMON_SPEC: dict[str, Spec] = {"load_cpus": Cpus(), "cpus": Cpus()}
+
+#: ranges shared by the suites' specs
+PRIORITY = Int(1, 99)
+DURATION_S = Int(1, 7 * 86400)
+INTERVAL_US = Int(1, 10_000_000)
 
 
 class Suite:
-    """Base of every suite; subclasses are registered by name in SUITES."""
+    """Base of every suite; a subclass with a ``name`` registers itself in SUITES."""
 
     name: ClassVar[str]
     tool: ClassVar[str]
     #: parameters a campaign may set, with defaults
     defaults: ClassVar[dict[str, Any]] = {}
+    #: type and range of every parameter in defaults (rtlab.params), checked at load
+    spec: ClassVar[dict[str, Spec]] = {}
     #: file the tool writes its JSON to (relative to the work dir), if any
-    json_file: ClassVar[str | None] = None
+    json_file: ClassVar[Optional[str]] = None
+    #: LATENCY or METRICS (then ``metric`` names the whole-run number)
+    result_kind: ClassVar[str] = LATENCY
+    metric: ClassVar[Optional[str]] = None
+    #: signal/IPC wake-up latency between threads (the dashboards' IPC panel)
+    ipc: ClassVar[bool] = False
+    #: LAVA: the board reports per-thread test cases from the tool's rt-tests
+    #: JSON (cyclictest layout, rtlab.lava.onboard) besides the exit case
+    lava_thread_cases: ClassVar[bool] = False
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "name" in cls.__dict__:  # bases shared by several tools (_Ipc) have none
+            if cls.name in SUITES:
+                raise TypeError(f"two suites named {cls.name!r}: {type(SUITES[cls.name]).__name__}, {cls.__name__}")
+            SUITES[cls.name] = cls()
+
+    @classmethod
+    def for_tool(cls, tool: str) -> Optional["Suite"]:
+        """The suite whose tool wrote a ToolOutput (None: parsed outside a suite)."""
+        return next((s for s in SUITES.values() if s.tool == tool), None)
 
     def params(self, given: dict[str, Any]) -> dict[str, Any]:
-        # "cpus" is the campaign's (which CPUs to measure), taken off by rtlab.campaign
-        unknown = set(given) - set(self.defaults) - set(COMMON_DEFAULTS) - {"cpus"}
-        if unknown:
-            raise KeyError(", ".join(sorted(unknown)))
-        _check_load_opts(given.get("load_opts") or {})
-        return {**COMMON_DEFAULTS, **self.defaults, **given}
+        """Defaults completed by *given*, every value typed and ranged;
+        ParamError names the key ("cpus" is the campaign's: which CPUs to
+        measure, taken off by rtlab.campaign)."""
+        given = dict(given)
+        opts = given.pop("load_opts", None)
+        checked = check_mapping(given, {**self.spec, **COMMON_SPEC})
+        if opts is not None:
+            checked["load_opts"] = _check_load_opts(opts)
+        return {**COMMON_DEFAULTS, **self.defaults, **checked}
 
-    def command(self, run: SuiteRun, board: dict | None = None) -> str:
+    def command(self, run: SuiteRun, board: dict | None = None) -> list[str]:
+        """The tool's argument vector (each item one argument, never split
+        or interpreted); rtlab.suites.board.shell_line quotes it, in one place,
+        for the board's shell."""
         raise NotImplementedError
 
     def outputs(self, run: SuiteRun) -> list[str]:
@@ -91,32 +147,50 @@ class Suite:
         return out
 
     def parse_output(self, host_dir: Path, run: SuiteRun) -> ToolOutput:
-        from ..parsers import parse_file
-
+        assert self.json_file, f"{type(self).__name__}: no json_file, so it parses its own output"
         return parse_file(host_dir / self.json_file, tool=self.tool)
 
+    def result_cell(self, out: ToolOutput) -> Optional[str]:
+        """The table cell of a whole-run result (None: latency only)."""
+        if out.failure is not None:
+            return "FAILED"
+        if self.metric and self.metric in out.metrics:
+            return f"{_si(out.metrics[self.metric])} {self.metric_unit}"
+        return None
 
-def _check_load_opts(opts: dict) -> None:
-    from ..loads import BASE_LOADS
+    #: unit of ``metric`` in the table
+    metric_unit: ClassVar[str] = ""
 
+
+def _si(x: float) -> str:
+    for div, suffix in ((1e9, "G"), (1e6, "M"), (1e3, "k")):
+        if abs(x) >= div:
+            return f"{x / div:.3g}{suffix}"
+    return f"{x:.3g}"
+
+
+def _check_load_opts(opts: Any) -> dict:
     known = {l.name: l for l in BASE_LOADS}
     if not isinstance(opts, dict):
-        raise KeyError("load_opts (must be a mapping {load: {option: value}})")
+        raise ParamError("load_opts: must be a mapping {load: {option: value}}")
+    out = {}
     for load, o in opts.items():
         if load not in known:
-            raise KeyError(f"load_opts.{load} (loads: {', '.join(sorted(known))})")
-        bad = set(o or {}) - set(known[load].options)
+            raise ParamError(f"load_opts.{load}: unknown load (loads: {', '.join(sorted(known))})")
+        if o is None:
+            o = {}
+        if not isinstance(o, dict):
+            raise ParamError(f"load_opts.{load}: must be a mapping {{option: value}}")
+        bad = set(o) - set(known[load].options)
         if bad:
-            raise KeyError(", ".join(f"load_opts.{load}.{b}" for b in sorted(bad))
-                           + f" (options of {load}: {', '.join(sorted(known[load].options)) or 'none'})")
+            raise ParamError(", ".join(f"load_opts.{load}.{b}" for b in sorted(bad))
+                             + f": unknown option (options of {load}: "
+                             + f"{', '.join(sorted(known[load].options)) or 'none'})")
+        out[load] = check_mapping(o, LOAD_OPTION_SPECS, ("load_opts", str(load)))
+    return out
 
 
 def _load_metrics(host_dir: Path) -> dict[str, Any]:
-    import json
-
-    from ..loads import BASE_LOADS
-    from ..loads.health import load_metrics
-
     names = {l.name for l in BASE_LOADS}
     summaries = []
     for p in sorted(host_dir.glob("load-*.json")):
@@ -134,32 +208,28 @@ class Cyclictest(Suite):
     name = "cyclictest"
     tool = "cyclictest"
     json_file = "cyclictest.json"
+    lava_thread_cases = True
     defaults = {
         "interval_us": 1000,
         "duration_s": 10,
         "priority": 90,
         # histogram buckets (1 us each); samples above are counted as overflows
         "histogram_us": 1000,
-        "extra_args": "",
+        # more arguments, a list, each passed as one argument
+        "extra_args": [],
     }
+    spec = {"interval_us": INTERVAL_US, "duration_s": DURATION_S, "priority": PRIORITY,
+            "histogram_us": Int(1, 1_000_000), "extra_args": Args()}
 
-    def command(self, run: SuiteRun, board: dict | None = None) -> str:
+    def command(self, run: SuiteRun, board: dict | None = None) -> list[str]:
         p = run.params
         cpus = format_cpulist(run.cpus)
         # -a names every measured CPU explicitly: rt-tests skips isolated CPUs
         # otherwise. -h forces -d 0, so threads never drift apart in interval.
-        return (f"cyclictest -q -m -p {p['priority']} -i {p['interval_us']} -D {p['duration_s']} "
-                f"-h {p['histogram_us']} -a {cpus} -t {len(run.cpus)} "
-                f"--json={self.json_file} {p['extra_args']}").strip()
+        return ["cyclictest", "-q", "-m", "-p", str(p["priority"]), "-i", str(p["interval_us"]),
+                "-D", str(p["duration_s"]), "-h", str(p["histogram_us"]), "-a", cpus,
+                "-t", str(len(run.cpus)), f"--json={self.json_file}", *p["extra_args"]]
 
 
-from .rttests import (  # noqa: E402 - they subclass Suite
-    Cyclicdeadline, Hackbench, Pmqtest, PiStress, Ptsematest, RtMigrateTest, Signaltest,
-    Sigwaittest, Svsematest,
-)
-from .rtbench import Rtbench  # noqa: E402
-
-SUITES: dict[str, Suite] = {s.name: s for s in (
-    Cyclictest(), Signaltest(), Sigwaittest(), Svsematest(), Ptsematest(), Pmqtest(),
-    PiStress(), Hackbench(), Cyclicdeadline(), RtMigrateTest(), Rtbench(),
-)}
+# the suites of the other modules register themselves on import
+from . import rtbench, rttests  # noqa: E402,F401

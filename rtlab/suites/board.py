@@ -13,7 +13,7 @@ import re
 import shlex
 import time
 from pathlib import Path
-from typing import Optional
+from typing import Optional, Sequence
 
 from ..config import parse_cpulist
 from ..variants import Variant
@@ -21,8 +21,7 @@ from ..variants import Variant
 BOARD_WORKDIR = "/tmp/rtlab"
 
 
-class SuiteFailure(Exception):
-    """The tool did not produce a trustworthy result (crash, no output): infra."""
+from ..errors import SuiteFailure  # noqa: E402,F401 - raised here, defined below loads and suites
 
 
 class BoardShell:
@@ -168,23 +167,32 @@ def check_variant(variant: Variant, facts: dict, boot_args: str,
     return problems
 
 
-def tool_wrapper(command: str) -> str:
+def shell_line(argv: Sequence[str]) -> str:
+    """THE place a suite's argument vector becomes a board shell line: every
+    argument quoted, so no campaign value is ever read by a shell as code."""
+    if isinstance(argv, str) or not argv or not all(isinstance(a, str) for a in argv):
+        raise TypeError(f"a command is a non-empty list of strings, got {argv!r}")
+    return shlex.join(argv)
+
+
+def tool_wrapper(argv: Sequence[str]) -> str:
     """How every tool runs on a board, labgrid console or LAVA definition:
     its outputs and exit code in files of its work dir."""
-    return f"{{ {command} ; }} > stdout.txt 2> stderr.txt; echo $? > exit_code"
+    return f"{{ {shell_line(argv)} ; }} > stdout.txt 2> stderr.txt; echo $? > exit_code"
 
 
-def run_tool(sh: BoardShell, run_id: str, command: str, host_dir: Path,
+def run_tool(sh: BoardShell, run_id: str, argv: Sequence[str], host_dir: Path,
              outputs: list[str], timeout: float) -> int:
     """Run a tool in its own work dir on the board; write every raw file to
     host_dir (stdout.txt, stderr.txt, the tool's own files, command.txt,
     exit.json) and return the exit code. Raw files land before any judgement."""
     host_dir.mkdir(parents=True, exist_ok=True)
     wd = f"{BOARD_WORKDIR}/{run_id}"
+    command = shell_line(argv)
     (host_dir / "command.txt").write_text(command + "\n")
     sh.check(f"rm -rf {shlex.quote(wd)} && mkdir -p {shlex.quote(wd)}")
     t0 = time.monotonic()
-    _, rc_wrapper = sh.run(f"cd {shlex.quote(wd)} && {tool_wrapper(command)}", timeout=timeout)
+    _, rc_wrapper = sh.run(f"cd {shlex.quote(wd)} && {tool_wrapper(argv)}", timeout=timeout)
     elapsed = time.monotonic() - t0
     for name in ["stdout.txt", "stderr.txt", *outputs]:
         data = sh.fetch(f"{wd}/{name}")

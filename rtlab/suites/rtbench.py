@@ -6,7 +6,7 @@ The binary reaches the boards two ways:
 * QEMU boards: in the initramfs, through an image overlay
   (:func:`image_overlays`): ``.cache/overlays/rtbench-<arch>/usr/bin/rtbench``,
   a copy of ``rtbench/build/<arch>/rtbench`` (``make rtbench`` builds x86_64
-  natively and aarch64 statically). The runner passes the overlays to
+  natively, aarch64 and armhf statically). The runner passes the overlays to
   ``ensure_images(arch, overlays=...)``; the image cache key covers them.
 * the local board: ``rtbench/build/<arch>/rtbench`` by absolute path.
 """
@@ -17,14 +17,17 @@ from pathlib import Path
 from typing import Optional
 
 from .. import ROOT
-from . import Suite, SuiteRun
+from . import PRIORITY, Args, Int, Num, Suite, SuiteRun
+from ..params import Text
 
 BUILD_DIR = ROOT / "rtbench" / "build"
 OVERLAY_DIR = ROOT / ".cache" / "overlays"
 
 
 def rtbench_binary(arch: str) -> Path:
-    return BUILD_DIR / arch / "rtbench"
+    from ..arch import get_or_none
+    a = get_or_none(arch)
+    return BUILD_DIR / (a.rtbench_arch if a else arch) / "rtbench"
 
 
 def image_overlays(arch: str) -> list[Path]:
@@ -55,8 +58,11 @@ class Rtbench(Suite):
         "priority": 80,       # -p
         "benchmarks": "",     # -t: comma list ("" = all of them)
         "other_cpu": "auto",  # -b: CPU of the cross-CPU posters (auto: rtbench's choice)
-        "extra_args": "",
+        "extra_args": [],
     }
+    spec = {"loops": Int(1, 10_000_000), "cap_s": Num(hi=60.0), "priority": PRIORITY,
+            "benchmarks": Text(r"[A-Za-z0-9_.-]*(,[A-Za-z0-9_.-]+)*", "a comma list of benchmark names"),
+            "other_cpu": Int(0, 4095, words=("auto",), none_ok=True), "extra_args": Args()}
     #: benchmarks in rtbench (rtbench --list), for the time estimate
     COUNT = 30
 
@@ -71,17 +77,16 @@ class Rtbench(Suite):
             return str(rtbench_binary(board.get("arch") or "x86_64"))
         return "rtbench"
 
-    def command(self, run: SuiteRun, board: Optional[dict] = None) -> str:
+    def command(self, run: SuiteRun, board: Optional[dict] = None) -> list[str]:
         p = run.params
         cpu = run.cpus[-1] if run.cpus else None
-        args = [self.binary(board), "-q", f"-l {p['loops']}", f"-D {p['cap_s']}", f"-p {p['priority']}"]
+        args = [self.binary(board), "-q", "-l", str(p["loops"]), "-D", str(p["cap_s"]),
+                "-p", str(p["priority"])]
         if cpu is not None:
-            args.append(f"-a {cpu}")
+            args += ["-a", str(cpu)]
         if p["other_cpu"] not in (None, "auto"):
-            args.append(f"-b {int(p['other_cpu'])}")
+            args += ["-b", str(int(p["other_cpu"]))]
         if p["benchmarks"]:
-            args.append(f"-t {p['benchmarks']}")
+            args += ["-t", p["benchmarks"]]
         args.append(f"--json={self.json_file}")
-        if p["extra_args"]:
-            args.append(p["extra_args"])
-        return " ".join(args)
+        return [*args, *p["extra_args"]]

@@ -26,8 +26,8 @@ Verdicts beyond latency budgets:
 * pi_stress: a deadlocked inversion group (its watchdog: "WATCHDOG triggered:
   group N is deadlocked!", after which pi_stress kills itself) or an error
   reported by a test thread is a **kernel result**: priority inheritance
-  failed. The measurement carries ``metrics.failed = 1`` and the gate judges
-  it FAIL, never INFRA. pi_stress failing before its threads ran (no
+  failed. The output carries a ToolFailure (and ``metrics.failed = 1`` for
+  the store) and the gate judges it FAIL, never INFRA. pi_stress failing before its threads ran (no
   permission, no memory) stays INFRA.
 * rt-migrate-test with ``check: true`` (``-c``): "Failed!" (a lower-priority
   task ran before a higher one) is judged FAIL the same way.
@@ -42,18 +42,25 @@ from pathlib import Path
 from typing import Optional
 
 from ..config import format_cpulist
-from ..model import ToolOutput
-from . import Suite, SuiteRun
+from ..model import ToolFailure, ToolOutput
+from ..parsers import parse_file
+from . import DURATION_S, INTERVAL_US, METRICS, PRIORITY, Args, Bool, Int, Suite, SuiteRun
+
+#: svsematest makes its SysV IPC keys with ftok() on its own path, taken from
+#: $_ (which only bash sets) or argv[0]: this fixed script gives it the full
+#: path in both; the tool's arguments follow as the script's own ("$@"), so
+#: nothing from the campaign is ever read by this shell as code
+SVSEMATEST_SH = 't=$(command -v svsematest) || exit 127; _=$t "$t" "$@"'
 
 
-def ipc_placement(cpus: tuple[int, ...], pairs) -> tuple[str, str]:
+def ipc_placement(cpus: tuple[int, ...], pairs) -> tuple[list[str], list[str]]:
     """(prefix, options) putting one pair per CPU, for the IPC tools."""
     n = int(pairs) if pairs not in (None, "auto") else max(1, len(cpus))
     if len(cpus) == 1:
-        return "", f"-a{cpus[0]} -t {n}"
+        return [], [f"-a{cpus[0]}", "-t", str(n)]
     if cpus and tuple(cpus) == tuple(range(len(cpus))):
-        return "", f"-a -t {n}"
-    return f"taskset -c {format_cpulist(cpus)} ", f"-t {n}"
+        return [], ["-a", "-t", str(n)]
+    return ["taskset", "-c", format_cpulist(cpus)], ["-t", str(n)]
 
 
 def _read(path: Path) -> str:
@@ -76,34 +83,40 @@ class Signaltest(Suite):
     name = "signaltest"
     tool = "signaltest"
     json_file = "signaltest.json"
-    defaults = {"duration_s": 10, "priority": 90, "threads": 2, "extra_args": ""}
+    ipc = True
+    defaults = {"duration_s": 10, "priority": 90, "threads": 2, "extra_args": []}
+    spec = {"duration_s": DURATION_S, "priority": PRIORITY, "threads": Int(1, 1024), "extra_args": Args()}
 
-    def command(self, run: SuiteRun, board: Optional[dict] = None) -> str:
+    def command(self, run: SuiteRun, board: Optional[dict] = None) -> list[str]:
         p = run.params
-        return (f"signaltest -q -m -p {p['priority']} -D {p['duration_s']} -t {max(2, int(p['threads']))} "
-                f"-a{format_cpulist(run.cpus)} --json={self.json_file} {p['extra_args']}").strip()
+        return ["signaltest", "-q", "-m", "-p", str(p["priority"]), "-D", str(p["duration_s"]),
+                "-t", str(max(2, int(p["threads"]))), f"-a{format_cpulist(run.cpus)}",
+                f"--json={self.json_file}", *p["extra_args"]]
 
 
 class _Ipc(Suite):
     """sender/receiver pairs; one result per receiver (pair) in the model."""
 
+    ipc = True
+
     defaults = {"duration_s": 10, "priority": 90, "interval_us": 1000, "distance_us": 500,
-                "pairs": "auto", "extra_args": ""}
+                "pairs": "auto", "extra_args": []}
+    spec = {"duration_s": DURATION_S, "priority": PRIORITY, "interval_us": INTERVAL_US,
+            "distance_us": Int(0, 10_000_000), "pairs": Int(1, 1024, words=("auto",)),
+            "extra_args": Args()}
 
     @property
     def json_file(self) -> str:  # type: ignore[override]
         return f"{self.tool}.json"
 
-    def command(self, run: SuiteRun, board: Optional[dict] = None) -> str:
+    def command(self, run: SuiteRun, board: Optional[dict] = None) -> list[str]:
         p = run.params
         prefix, place = ipc_placement(run.cpus, p["pairs"])
-        # svsematest makes its SysV IPC keys with ftok() on its own path, taken
-        # from $_ (which only bash sets) or argv[0]: give it the full path in both
-        tool = f"t=$(command -v {self.tool}) && _=$t {prefix}\"$t\"" if self.tool == "svsematest" \
-            else f"{prefix}{self.tool}"
-        return (f"{tool} -q -p {p['priority']} -i {p['interval_us']} "
-                f"-d {p['distance_us']} -D {p['duration_s']} {place} --json={self.json_file} "
-                f"{p['extra_args']}").strip()
+        # taskset pins the shell, whose children inherit the affinity
+        tool = ["sh", "-c", SVSEMATEST_SH, "svsematest"] if self.tool == "svsematest" else [self.tool]
+        return [*prefix, *tool, "-q", "-p", str(p["priority"]), "-i", str(p["interval_us"]),
+                "-d", str(p["distance_us"]), "-D", str(p["duration_s"]), *place,
+                f"--json={self.json_file}", *p["extra_args"]]
 
 
 class Sigwaittest(_Ipc):
@@ -132,13 +145,17 @@ class PiStress(Suite):
     name = "pi_stress"
     tool = "pi_stress"
     json_file = "pi_stress.json"
-    defaults = {"duration_s": 10, "groups": "auto", "extra_args": ""}
+    result_kind = METRICS
+    metric, metric_unit = "inversions", "inv"
+    defaults = {"duration_s": 10, "groups": "auto", "extra_args": []}
+    spec = {"duration_s": DURATION_S, "groups": Int(1, 1024, words=("auto",), none_ok=True),
+            "extra_args": Args()}
 
-    def command(self, run: SuiteRun, board: Optional[dict] = None) -> str:
+    def command(self, run: SuiteRun, board: Optional[dict] = None) -> list[str]:
         p = run.params
-        groups = "" if p["groups"] in (None, "auto") else f" -g {int(p['groups'])}"
-        return (f"pi_stress -q -m -D {p['duration_s']}{groups} --json={self.json_file} "
-                f"{p['extra_args']}").strip()
+        groups = [] if p["groups"] in (None, "auto") else ["-g", str(int(p["groups"]))]
+        return ["pi_stress", "-q", "-m", "-D", str(p["duration_s"]), *groups,
+                f"--json={self.json_file}", *p["extra_args"]]
 
     @staticmethod
     def failure(host_dir: Path) -> Optional[str]:
@@ -164,7 +181,7 @@ class PiStress(Suite):
             out.metrics["failed"] = 0
             return out
         out = ToolOutput(path=str(host_dir / "stderr.txt"), tool=self.tool, return_code=rc,
-                         metrics={"failed": 1, "failure": why})
+                         metrics={"failed": 1}, failure=ToolFailure(why))
         m = re.search(r"Total inversion performed:\s*(\d+)", _read(host_dir / "stdout.txt"))
         if m:
             out.metrics["inversions"] = int(m.group(1))
@@ -177,6 +194,8 @@ class Hackbench(Suite):
     name = "hackbench"
     tool = "hackbench"
     json_file = None
+    result_kind = METRICS
+    metric, metric_unit = "time_s", "s"
     defaults = {
         # Linaro's test-definitions invocation (-s 100 -l 100 -g 10 -f 20)
         "groups": 10, "fds": 20, "loops": 100, "datasize": 100,
@@ -185,6 +204,9 @@ class Hackbench(Suite):
         "pipe": False,      # -p: pipes instead of sockets
         "duration_s": 120,  # time allowed for all runs (console timeout, progress)
     }
+    spec = {"groups": Int(1, 1000), "fds": Int(1, 1000), "loops": Int(1, 10_000_000),
+            "datasize": Int(1, 1 << 20), "runs": Int(1, 100), "threads": Bool(), "pipe": Bool(),
+            "duration_s": DURATION_S}
 
     def _files(self, run: SuiteRun) -> list[str]:
         return [f"hackbench-{i}.txt" for i in range(1, int(run.params["runs"]) + 1)]
@@ -192,20 +214,21 @@ class Hackbench(Suite):
     def outputs(self, run: SuiteRun) -> list[str]:
         return self._files(run)
 
-    def command(self, run: SuiteRun, board: Optional[dict] = None) -> str:
+    #: runs "$@" (hackbench) $1 times, each into hackbench-<i>.txt; fixed text,
+    #: the values are its arguments. niceness 0: the console shell runs at -20
+    #: while a load runs (rtlab.loads.base), and hackbench is SCHED_OTHER like the load
+    LOOP_SH = ('renice 0 -p $$ > /dev/null 2>&1; n=$1; shift; i=1; '
+               'while [ "$i" -le "$n" ]; do "$@" > "hackbench-$i.txt" 2>&1 || exit $?; i=$((i + 1)); done')
+
+    def command(self, run: SuiteRun, board: Optional[dict] = None) -> list[str]:
         p = run.params
-        mode = "-T" if p["threads"] else "-P"
-        pipe = " -p" if p["pipe"] else ""
-        hb = (f"taskset -c {format_cpulist(run.cpus)} hackbench {mode}{pipe} -g {p['groups']} "
-              f"-f {p['fds']} -l {p['loops']} -s {p['datasize']}")
-        # niceness 0: the console shell runs at -20 while a load runs
-        # (rtlab.loads.base), and hackbench is SCHED_OTHER like the load
-        return (f"sh -c 'renice 0 -p $$ > /dev/null 2>&1; for i in $(seq 1 {int(p['runs'])}); "
-                f"do {hb} > hackbench-$i.txt 2>&1 || exit $?; done'")
+        mode = ["-T"] if p["threads"] else ["-P"]
+        pipe = ["-p"] if p["pipe"] else []
+        hb = ["taskset", "-c", format_cpulist(run.cpus), "hackbench", *mode, *pipe,
+              "-g", str(p["groups"]), "-f", str(p["fds"]), "-l", str(p["loops"]), "-s", str(p["datasize"])]
+        return ["sh", "-c", self.LOOP_SH, "hackbench-runs", str(int(p["runs"])), *hb]
 
     def parse_output(self, host_dir: Path, run: SuiteRun) -> ToolOutput:
-        from ..parsers import parse_file
-
         runs = [parse_file(host_dir / f, tool="hackbench") for f in self._files(run)]
         times = [r.metrics["time_s"] for r in runs]
         out = ToolOutput(path=str(host_dir / self._files(run)[0]), tool=self.tool, return_code=0)
@@ -224,13 +247,16 @@ class Cyclicdeadline(Suite):
     defaults = {
         # Linaro uses 1000 us, whose runtime needs the HRTICK sched feature;
         # 10 ms works on any kernel (runtime 6 ms)
-        "interval_us": 10000, "step_us": 500, "threads": 1, "duration_s": 10, "extra_args": "",
+        "interval_us": 10000, "step_us": 500, "threads": 1, "duration_s": 10, "extra_args": [],
     }
+    spec = {"interval_us": INTERVAL_US, "step_us": Int(1, 10_000_000), "threads": Int(1, 1024),
+            "duration_s": DURATION_S, "extra_args": Args()}
 
-    def command(self, run: SuiteRun, board: Optional[dict] = None) -> str:
+    def command(self, run: SuiteRun, board: Optional[dict] = None) -> list[str]:
         p = run.params
-        return (f"cyclicdeadline -q -i {p['interval_us']} -s {p['step_us']} -t {p['threads']} "
-                f"-D {p['duration_s']} --json={self.json_file} {p['extra_args']}").strip()
+        return ["cyclicdeadline", "-q", "-i", str(p["interval_us"]), "-s", str(p["step_us"]),
+                "-t", str(p["threads"]), "-D", str(p["duration_s"]), f"--json={self.json_file}",
+                *p["extra_args"]]
 
 
 class RtMigrateTest(Suite):
@@ -244,18 +270,20 @@ class RtMigrateTest(Suite):
         "loops": 25,
         "priority": 80,     # base priority; tasks take the next ones, main above them
         "check": False,     # -c: "Failed!" (priority order broken) is judged FAIL
-        "extra_args": "",
+        "extra_args": [],
     }
+    # tasks take the priorities above the base one, main above them
+    spec = {"loops": Int(1, 100_000), "priority": Int(1, 90), "check": Bool(), "extra_args": Args()}
 
     def duration_s(self, run: SuiteRun) -> float:
         # a loop: 2 x 100 ms sleep + 20 ms busy, per task in turn on a short CPU
         return 0.3 * int(run.params["loops"]) + 5
 
-    def command(self, run: SuiteRun, board: Optional[dict] = None) -> str:
+    def command(self, run: SuiteRun, board: Optional[dict] = None) -> list[str]:
         p = run.params
-        check = " -c" if p["check"] else ""
-        return (f"rt-migrate-test -q -p {p['priority']} -l {p['loops']}{check} "
-                f"--json={self.json_file} {p['extra_args']}").strip()
+        check = ["-c"] if p["check"] else []
+        return ["rt-migrate-test", "-q", "-p", str(p["priority"]), "-l", str(p["loops"]), *check,
+                f"--json={self.json_file}", *p["extra_args"]]
 
     def accepts_exit(self, rc: int, host_dir: Path) -> bool:
         return rc == 0 or "Failed!" in _read(host_dir / "stdout.txt")
@@ -264,8 +292,14 @@ class RtMigrateTest(Suite):
         out = super().parse_output(host_dir, run)
         if "Failed!" in _read(host_dir / "stdout.txt"):
             out.return_code = _exit_code(host_dir)
-            out.metrics.update(failed=1, failure="rt-migrate-test -c: a lower-priority task ran "
-                                                 "while a higher-priority one waited (Failed!)")
+            out.metrics["failed"] = 1
+            out.failure = ToolFailure("rt-migrate-test -c: a lower-priority task ran "
+                                      "while a higher-priority one waited (Failed!)")
         elif run.params.get("check"):
             out.metrics["failed"] = 0
         return out
+
+    def result_cell(self, out: ToolOutput) -> Optional[str]:
+        if out.failure is None and out.metrics.get("failed") == 0:
+            return "order ok"  # -c checked the priority order
+        return super().result_cell(out)

@@ -44,14 +44,18 @@ def campaign(tmp_path):
 
 
 @pytest.fixture
-def board_file(tmp_path):
-    """A variant of a shipped board file, edited for a failure scenario."""
+def board_file(tmp_path, monkeypatch):
+    """A variant of a shipped board file, edited for a failure scenario; its
+    name (boards are found by name only: RTLAB_ENV_PATH adds this directory)."""
+    env_dir = tmp_path / "env"
+    env_dir.mkdir(exist_ok=True)
+    monkeypatch.setenv("RTLAB_ENV_PATH", str(env_dir))
+
     def make(name, base, replace):
         text = (ROOT / "env" / f"{base}.yaml").read_text()
         for old, new in replace.items():
             assert old in text, old
             text = text.replace(old, new)
-        path = tmp_path / f"{name}.yaml"
-        path.write_text(text)
-        return path
+        (env_dir / f"{name}.yaml").write_text(text)
+        return name
     return make

@@ -122,17 +122,18 @@ def test_same_inputs_are_answered_from_the_cache_without_make(source, built, mon
 def test_built_kernel_boots_with_preempt_none_and_reports_its_config(built):
     """Under plain qemu TCG with the board initramfs: the PREEMPT_DYNAMIC
     kernel runs the model preempt= asks for, and /proc/config.gz says dynamic."""
-    from rtlab.images import PROMPT, QEMU, ensure_images
+    from rtlab.arch import get as get_arch
+    from rtlab.images import PROMPT, ensure_images
     from rtlab.suites.board import config_preempt_model
 
     from test_images import Console
 
     _, built, _ = built
-    q = QEMU[ARCH]
-    cmd = [q["binary"], "-machine", q["machine"], "-cpu", q["cpu"], "-accel", "tcg", "-smp", "2",
+    q = get_arch(ARCH).qemu
+    cmd = [q.binary, "-machine", q.machine, "-cpu", q.cpu, "-accel", "tcg", "-smp", "2",
            "-m", "1024", "-nographic", "-no-reboot", "-kernel", str(built.path),
            "-initrd", str(ensure_images(ARCH, progress=None).initramfs),
-           "-append", f"console={q['console']} panic=-1 preempt=none", "-nic", "none"]
+           "-append", f"console={q.console} panic=-1 preempt=none", "-nic", "none"]
     con = Console(cmd)
     try:
         con.expect(re.escape(PROMPT).encode(), 180)

@@ -431,3 +431,24 @@ def test_errors_name_the_file_or_package(tmp_path, fake):
     with pytest.raises(RtlabError, match="overlay is not a directory"):
         im.ensure_images("x86_64", cache_dir=tmp_path / "c", config=config, source=source,
                          overlays=[tmp_path / "missing"], progress=None)
+
+
+def test_kernel_banner_reads_an_arm_zimage_with_an_xz_payload(tmp_path):
+    """32-bit ARM kernels are zImages: a decompressor stub, the magic
+    0x016F2818 at 0x24, then the xz-compressed kernel (Debian's armmp)."""
+    import lzma
+    import struct
+
+    from rtlab.images import ImageError, kernel_banner
+
+    kernel = b"\0" * 4096 + b"Linux version 6.1.0-50-armmp (debian-kernel@lists.debian.org) " \
+        b"(gcc 12) #1 SMP Debian 6.1.176-1 (2026-07-02)\n\0" + b"\0" * 4096
+    stub = bytearray(0x200)
+    struct.pack_into("<I", stub, 0x24, 0x016F2818)
+    z = tmp_path / "vmlinuz"
+    # a false xz magic first (as in the stub's own code): the real stream is found after it
+    z.write_bytes(bytes(stub) + b"\xfd7zXZ\x00junk" + lzma.compress(kernel, lzma.FORMAT_XZ) + b"\0" * 64)
+    assert kernel_banner(z) == ("6.1.0-50-armmp", "#1 SMP Debian 6.1.176-1 (2026-07-02)")
+    z.write_bytes(bytes(stub) + b"\0" * 100)
+    with pytest.raises(ImageError, match="zImage without"):
+        kernel_banner(z)

@@ -17,7 +17,7 @@ from rtlab.lava.devices import qemu_device_text
 from rtlab.lava.render import fact_commands, load_job, render_campaign
 from rtlab.lava.schema import validate_texts
 from rtlab.suites import SUITES
-from rtlab.suites.board import kernel_facts, tool_wrapper
+from rtlab.suites.board import kernel_facts, shell_line, tool_wrapper
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -91,10 +91,11 @@ def test_qemu_jobs_boot_what_labgrid_boots_and_run_the_same_command(rendered):
             continue
         lg = lg_jobs[(board, variant)]
         run = next(r for r in lg.suites if r.id == suite_id)
-        command = SUITES[run.suite].command(run)
+        argv = SUITES[run.suite].command(run)
+        command = shell_line(argv)
         # same tool, same arguments, same wrapper as rtlab.suites.board.run_tool
         steps = job["actions"][2]["test"]["definitions"][1]["repository"]["run"]["steps"]
-        assert tool_wrapper(command) in steps
+        assert tool_wrapper(argv) in steps
         assert job["metadata"]["rtlab.command"] == command == spec["command"]
         # the kernel and command line the labgrid path stages for this board
         boot_args = lg.variant.boot_args_for(lg.board.isolate_cpu, lg.board.cpus)

@@ -8,6 +8,8 @@ import pytest
 from rtlab.loads import LOADS, health
 from rtlab.loads.base import load_cpus, LoadDied
 from rtlab.loads.health import Sample, Snapshot, check_window
+from rtlab.model import ToolOutput
+from rtlab.suites import Suite
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "loads"
 
@@ -116,10 +118,13 @@ def test_load_metrics_and_table_cells():
                  "load.network.tcp_mbit_s": 70.4, "load.network.ping_tx": 900}
     assert health.load_cell("stress+network", m) == "stress 90% 1.5kop/s, network 12% 70Mb/s"
     assert health.load_cell("idle", {"load.idle.board_busy": 0.03}) == "busy 3%"
-    assert health.result_cell("hackbench", {"time_s": 0.6921}) == "0.692 s"
-    assert health.result_cell("pi_stress", {"inversions": 95400, "failed": 0}) == "95.4k inv"
-    assert health.result_cell("pi_stress", {"failed": 1}) == "FAILED"
-    assert health.result_cell("cyclictest", {"load.cpu.cpu_share": 1}) is None
+    # the whole-run result cell is the suite's own (rtlab.suites.Suite.result_cell)
+    cell = lambda tool, metrics: Suite.for_tool(tool).result_cell(  # noqa: E731
+        ToolOutput.from_json({"path": "", "tool": tool, "threads": [], "metrics": metrics}))
+    assert cell("hackbench", {"time_s": 0.6921}) == "0.692 s"
+    assert cell("pi_stress", {"inversions": 95400, "failed": 0}) == "95.4k inv"
+    assert cell("pi_stress", {"failed": 1}) == "FAILED"
+    assert cell("cyclictest", {"load.cpu.cpu_share": 1}) is None
 
 
 def test_registry_composes_loads():

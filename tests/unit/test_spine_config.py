@@ -3,7 +3,7 @@ import textwrap
 
 import pytest
 
-from rtlab.boards import find_board, load_boards
+from rtlab.boards import find_board, load_board, load_boards
 from rtlab.budgets import load_budgets
 from rtlab.campaign import load_campaign
 from rtlab.config import format_cpulist, parse_cpulist
@@ -67,7 +67,7 @@ def test_board_errors(tmp_path):
             options: {arch: aarch64, cpus: 2, isolate_cpu: 3, budget_class: x, kind: qemu}
     """)
     with pytest.raises(InputError, match=r"targets.main.options.isolate_cpu: CPU 3 does not exist"):
-        find_board(str(p))
+        load_board(p)
 
 
 def test_default_campaign_plans_every_qemu_board_by_every_variant_plus_local():

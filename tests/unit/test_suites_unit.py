@@ -13,7 +13,9 @@ from rtlab.gate import judge
 from rtlab.loads import BASE_LOADS
 from rtlab.model import JobResult, Measurement, MeasurementKey, RunResult, Verdict
 from rtlab.report import comparison_table
+from rtlab.params import ParamError
 from rtlab.suites import SUITES, SuiteRun
+from rtlab.suites.board import shell_line
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
 RT = FIX / "rt-tests-2.4"
@@ -26,7 +28,10 @@ def run_of(suite, cpus=(0, 1), load="idle", **params):
 
 
 def cmd(suite, cpus=(0, 1), board=None, **params):
-    return SUITES[suite].command(run_of(suite, cpus, **params), board=board)
+    """The board shell line of a suite's command (rtlab.suites.board.shell_line)."""
+    argv = SUITES[suite].command(run_of(suite, cpus, **params), board=board)
+    assert isinstance(argv, list) and all(isinstance(a, str) for a in argv)
+    return shell_line(argv)
 
 
 def test_every_tool_of_the_programme_is_a_suite():
@@ -45,7 +50,9 @@ def test_ipc_pairs_are_placed_on_the_measured_cpus():
     assert c.startswith("taskset -c 0,2 sigwaittest") and "-t 2 " in c and " -a" not in c
     assert "-i 1000 -d 500 -D 3 " in cmd("pmqtest", duration_s=3)
     # svsematest makes its IPC keys with ftok() on $_ or argv[0]: both the full path
-    assert cmd("svsematest", (1,)).startswith('t=$(command -v svsematest) && _=$t "$t" -q')
+    sv = SUITES["svsematest"].command(run_of("svsematest", (1,)))
+    assert sv[:4] == ["sh", "-c", 't=$(command -v svsematest) || exit 127; _=$t "$t" "$@"', "svsematest"]
+    assert sv[4] == "-q"
 
 
 def test_other_placements_and_params():
@@ -57,7 +64,8 @@ def test_other_placements_and_params():
     assert cmd("rt-migrate-test", check=True) == \
         "rt-migrate-test -q -p 80 -l 25 -c --json=rt-migrate-test.json"
     hb = cmd("hackbench", (1,), runs=2)
-    assert "taskset -c 1 hackbench -P -g 10 -f 20 -l 100 -s 100 > hackbench-$i.txt" in hb
+    assert hb.endswith(" hackbench-runs 2 taskset -c 1 hackbench -P -g 10 -f 20 -l 100 -s 100")
+    assert '"$@" > "hackbench-$i.txt"' in hb
     assert SUITES["hackbench"].outputs(run_of("hackbench", runs=2)) == ["hackbench-1.txt", "hackbench-2.txt"]
     # rtbench: the board image has it on PATH; the local board runs the build by path
     assert cmd("rtbench", (1,)).startswith("rtbench -q -l 1000 -D 0.2 -p 80 -a 1 ")
@@ -66,11 +74,11 @@ def test_other_placements_and_params():
 
 
 def test_params_and_load_opts_are_checked():
-    with pytest.raises(KeyError, match="nope"):
+    with pytest.raises(ParamError, match="nope"):
         SUITES["pmqtest"].params({"nope": 1})
-    with pytest.raises(KeyError, match="load_opts.nope"):
+    with pytest.raises(ParamError, match="load_opts.nope"):
         SUITES["pmqtest"].params({"load_opts": {"nope": {}}})
-    with pytest.raises(KeyError, match="load_opts.hackbench.size"):
+    with pytest.raises(ParamError, match="load_opts.hackbench.size"):
         SUITES["pmqtest"].params({"load_opts": {"hackbench": {"size": 1}}})
     p = SUITES["pmqtest"].params({"load_cpus": [0], "load_opts": {"hackbench": {"groups": 2}}})
     assert p["load_cpus"] == [0] and p["pairs"] == "auto"

@@ -8,14 +8,15 @@ non-zero exit is a kernel result (pi_stress deadlock) passes here and is
 judged FAIL by the gate from its raw files.
 """
 from rtlab.loads import LOADS
-from rtlab.suites import SUITES, SuiteRun
+from rtlab.results import tool_exit_problem
+from rtlab.suites import SUITES
 from rtlab.suites.board import SuiteFailure, run_tool
 from rtlab.suites.events import emit
 
 
 def pytest_generate_tests(metafunc):
     if "suite_run" in metafunc.fixturenames:
-        runs = [SuiteRun.from_json(s) for s in metafunc.config.rtlab_job["suites"]]
+        runs = metafunc.config.rtlab_job.suites
         metafunc.parametrize("suite_run", runs, ids=[r.id for r in runs])
 
 
@@ -24,12 +25,11 @@ def test_suite(request, suite_run, job, job_dir, board_shell):
     load = LOADS[suite_run.load]
     host_dir = job_dir / suite_run.id
     duration = suite.duration_s(suite_run)
-    command = suite.command(suite_run, board=job["board"])
+    argv = suite.command(suite_run, board=job.board.to_json())
     emit(request.config, event="suite", id=suite_run.id, duration_s=duration)
-    with load.running(board_shell, host_dir, suite_run, board=job["board"]):
-        rc = run_tool(board_shell, suite_run.id, command, host_dir, suite.outputs(suite_run),
+    with load.running(board_shell, host_dir, suite_run, board=job.board):
+        rc = run_tool(board_shell, suite_run.id, argv, host_dir, suite.outputs(suite_run),
                       timeout=duration * 2 + 60)
-    if rc != 0 and not suite.accepts_exit(rc, host_dir):
-        err = (host_dir / "stderr.txt")
-        tail = err.read_text(errors="replace").strip().splitlines()[-3:] if err.exists() else []
-        raise SuiteFailure(f"{suite.tool} exited with {rc}: {' | '.join(tail)}")
+    problem = tool_exit_problem(suite, rc, host_dir)  # the host judges it the same way
+    if problem:
+        raise SuiteFailure(problem)

@@ -1,6 +1,6 @@
 """Board suites, run by `rtlab run` through labgrid's pytest plugin.
 
-    pytest tests/suites --lg-env env/<board>.yaml --rtlab-job <job>/job-spec.json
+    pytest rtlab/boardtests --lg-env env/<board>.yaml --rtlab-job <job>/job-spec.json
 
 The job spec (written by rtlab.runner) says which variant the board was asked
 to boot and which suites to run under which loads. Tests here measure and
@@ -8,12 +8,11 @@ store raw outputs; they fail only when the lab fails (no boot, wrong kernel,
 tool crash). Judging latency against budgets happens afterwards, on the host,
 from the raw files, so a latency failure can never look like an infra one.
 """
-import json
 import time
-from pathlib import Path
 
 import pytest
 
+from rtlab.results import JobSpec
 from rtlab.suites.board import BoardShell
 from rtlab.suites.events import emit
 
@@ -25,15 +24,15 @@ def pytest_addoption(parser):
 def _load_job(config):
     path = config.getoption("--rtlab-job")
     if not path:
-        raise pytest.UsageError("tests/suites run on boards: give --rtlab-job (use `rtlab run`)")
+        raise pytest.UsageError("rtlab/boardtests run on boards: give --rtlab-job (use `rtlab run`)")
     if not config.getoption("lg_env"):
-        raise pytest.UsageError("tests/suites run on boards: give --lg-env (use `rtlab run`)")
-    return json.loads(Path(path).read_text())
+        raise pytest.UsageError("rtlab/boardtests run on boards: give --lg-env (use `rtlab run`)")
+    return JobSpec.read(path)
 
 
 def pytest_configure(config):
     config.rtlab_job = _load_job(config)
-    config.rtlab_events = Path(config.rtlab_job["job_dir"]) / "events.jsonl"
+    config.rtlab_events = config.rtlab_job.job_dir / "events.jsonl"
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -61,7 +60,7 @@ def job(request):
 
 @pytest.fixture(scope="session")
 def job_dir(job):
-    return Path(job["job_dir"])
+    return job.job_dir
 
 
 @pytest.fixture(scope="session")
