@@ -55,12 +55,15 @@ class Policy:
     p99.99, max); the others are shown. ``alpha``: the campaign-wide false
     alarm rate. ``min_runs``: valid runs per side below which a key is
     undecided. ``trim``: Yuen trimming of each side (0.2 drops the most
-    extreme run of five at each end)."""
+    extreme run of five at each end); 0 by default: at 5 runs a side the
+    trimmed test keeps 3, and its power for a doubled p99 fell from 96 % to
+    38 % in simulation (30 keys, log sd 0.15), while the plain Welch test
+    already refuses to call one wild run a shift (its variance explodes)."""
 
     statistics: tuple[str, ...] = ("p99", "p99.9")
     alpha: float = 0.05
     min_runs: int = 3
-    trim: float = 0.2
+    trim: float = 0.0
     min_effect: dict[str, MinEffect] = field(default_factory=dict)
     source: str = "built-in defaults"
 

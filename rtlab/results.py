@@ -170,6 +170,8 @@ def collect(job_dir: Path, key: MeasurementKey, suite: Suite, run: SuiteRun, *,
                     out.path = str(Path(out.path).relative_to(job_dir))
                 if check is not None:
                     reasons += check(out)
+                from .gate import sample_problems  # a run cut short is INFRA, not a verdict
+                reasons += sample_problems(out, suite.expected_samples(run))
     reasons += after
     m = Measurement(key, out or ToolOutput(path="", tool=suite.tool), raw)
     if reasons:
