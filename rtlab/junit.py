@@ -32,7 +32,9 @@ def _case(suite_el: ET.Element, classname: str, name: str, time_s: float = 0.0) 
 
 def job_suite(run: RunResult, job: JobResult) -> ET.Element:
     classname = f"{job.board}.{job.variant}"
-    el = ET.Element("testsuite", name=f"{run.run_id}/{job.board}/{job.variant}",
+    rep = f"/r{job.repeat}" if job.repeat else ""
+    classname += f".r{job.repeat}" if job.repeat else ""
+    el = ET.Element("testsuite", name=f"{run.run_id}/{job.board}/{job.variant}{rep}",
                     timestamp=run.started, time=f"{job.duration_s:.3f}")
     counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
     if job.build_error:

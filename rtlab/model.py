@@ -343,6 +343,9 @@ class JobResult:
     #: set when the commit under test could not be built into this variant
     #: (an option dropped by olddefconfig, a compile error): a FAIL
     build_error: Optional[str] = None
+    #: which repeat of the job this is (1..N, each a fresh boot or a fresh
+    #: tool run); 0: the campaign does not repeat
+    repeat: int = 0
 
     @property
     def verdict(self) -> Verdict:
@@ -359,6 +362,7 @@ class JobResult:
             "measurements": [m.to_json() for m in self.measurements],
             "infra_error": self.infra_error, "duration_s": self.duration_s,
             "build_error": self.build_error, "verdict": self.verdict.value,
+            "repeat": self.repeat,
         }
 
     @classmethod
@@ -368,7 +372,7 @@ class JobResult:
             budget_class=d.get("budget_class", ""), kernel=d.get("kernel", {}),
             measurements=[Measurement.from_json(m) for m in d.get("measurements", [])],
             infra_error=d.get("infra_error"), duration_s=d.get("duration_s", 0.0),
-            build_error=d.get("build_error"),
+            build_error=d.get("build_error"), repeat=int(d.get("repeat") or 0),
         )
 
 

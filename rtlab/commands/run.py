@@ -22,6 +22,9 @@ def register(sub):
                         "with its kernel-configs fragments, instead of Debian's prebuilt kernels")
     p.add_argument("--places", type=int, default=1, metavar="N",
                    help="run up to N jobs at once, never two on one place/board (default 1)")
+    p.add_argument("--repeat", type=int, metavar="N",
+                   help="run every job N times, each a fresh boot (a fresh tool run on the local "
+                        "board): the runs a regression verdict needs (default: the campaign's repeat:, 1)")
     p.set_defaults(func=run)
 
 
@@ -39,7 +42,7 @@ def run(args) -> int:
     from ..report import comparison_table
     from ..runner import RESULTS_DIR, Progress, run_campaign
 
-    campaign = load_campaign(args.campaign, boards=args.board, variants=args.variant)
+    campaign = load_campaign(args.campaign, boards=args.board, variants=args.variant, repeat=args.repeat)
     progress = Progress()
     run, run_dir = run_campaign(campaign, results_root=args.results or RESULTS_DIR,
                                 progress=progress, commit=commit_from_env(),

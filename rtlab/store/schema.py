@@ -154,6 +154,12 @@ def _dedup(keys: Iterable[tuple]) -> list[Optional[str]]:
     return out
 
 
+def _with_repeat(repeat: int, dup: Optional[str]) -> Optional[str]:
+    if not repeat:
+        return dup
+    return str(repeat) if dup is None else f"{repeat}.{dup}"
+
+
 def _budget_fields(budget: Optional[Budget]) -> dict[str, Any]:
     if not budget:
         return {}
@@ -189,10 +195,14 @@ class _Builder:
 
     def items(self, fast_hist: bool) -> Iterator[Any]:
         ctx, run = self.ctx, self.ctx.run
-        job_reps = _dedup((j.board, j.variant) for j in run.jobs)
+        # a campaign's repeats (JobResult.repeat 1..N) are tagged rep=N, so
+        # each repeat is its own series; other duplicates get rep=2, 3...
+        job_reps = [_with_repeat(j.repeat, r) for j, r in
+                    zip(run.jobs, _dedup((j.board, j.variant, j.repeat) for j in run.jobs))]
         meas = [(j, m) for j in run.jobs for m in j.measurements]
-        meas_reps = _dedup((m.key.board or j.board, m.key.variant or j.variant, m.key.suite,
-                            m.key.load, m.output.tool) for j, m in meas)
+        meas_reps = [_with_repeat(j.repeat, r) for (j, _), r in zip(meas, _dedup(
+            (m.key.board or j.board, m.key.variant or j.variant, m.key.suite,
+             m.key.load, m.output.tool, j.repeat) for j, m in meas))]
         mi = 0
         for job, job_rep in zip(run.jobs, job_reps):
             yield from self._job_points(job, job_rep)
