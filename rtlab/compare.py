@@ -250,7 +250,7 @@ class KeyComparison:
         text = (f"{s.name} {_pct(t.ratio)} [{_pct(t.ratio_low)}, {_pct(t.ratio_high)}] "
                 f"({_us(s.base_median)} -> {_us(s.cand_median)} us), "
                 f"{self.n_candidate} runs vs {self.n_baseline}, p={p:.2g}")
-        if self.outcome == UNDECIDED and self.reasons:
+        if self.reasons:
             text += " (" + "; ".join(self.reasons) + ")"
         elif self.outcome == NO_REGRESSION and p < self.alpha and not s.big_enough:
             text += " (below the minimum effect)"
@@ -398,10 +398,12 @@ def compare_sides(base: Side, cand: Side, policy: Optional[Policy] = None) -> Co
     for (kc, sc), p in zip(family, adjusted):
         sc.p_adjusted = p
     for kc in cmp.keys:
-        if kc.reasons:
-            kc.outcome = UNDECIDED
-        elif any(s.gates and kc._regresses(s) for s in kc.stats):
+        # a statistic that regressed is definitive even when another one
+        # could not be read (a stall beyond the histogram range in one run)
+        if any(s.gates and kc._regresses(s) for s in kc.stats):
             kc.outcome = REGRESSION
+        elif kc.reasons:
+            kc.outcome = UNDECIDED
         elif any(s.gates and s.test for s in kc.stats):
             kc.outcome = NO_REGRESSION
         else:

@@ -229,3 +229,18 @@ def test_cli_exit_codes_and_lines(tmp_path, capsys):
 def test_shift_test_needs_two_runs():
     with pytest.raises(ValueError):
         stats.shift_test([1.0], [1.0, 2.0])
+
+
+def test_unknowable_statistic_is_undecided_unless_another_regressed():
+    # p99.9 of one candidate run lies beyond the histogram range (overflows)
+    def overflowing(r):
+        t = r.jobs[0].measurements[0].output.threads[0]
+        t.histogram = Histogram(counts={10: 985, int(t.histogram.percentile(99)): 10}, size=200, overflows=5)
+        return r
+    base = runs("b", [24, 25, 23, 24])
+    same = runs("c", [24, 26, 23])
+    cmp = compare_runs(base, same[:2] + [overflowing(same[2])])
+    assert cmp.exit_code == 2 and "p99.9 unknowable (beyond the histogram range) in c2" in cmp.keys[0].line()
+    worse = runs("w", [60, 66, 58])
+    cmp = compare_runs(base, worse[:2] + [overflowing(worse[2])])
+    assert cmp.exit_code == 1 and cmp.keys[0].line().endswith("REGRESSION")
