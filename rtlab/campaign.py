@@ -67,6 +67,8 @@ class Campaign:
     suites: list[SuiteEntry]
     #: every job this many times (campaign key ``repeat:``, ``rtlab run --repeat``)
     repeat: int = 1
+    #: evidence at the breach (rtlab.evidence): True/False, None = on in CI only
+    evidence: Optional[bool] = None
 
     def measured_cpus(self, board: Board, variant: Variant, entry: SuiteEntry) -> tuple[int, ...]:
         """The isolated CPU on isolation variants (what vendors measure on),
@@ -119,7 +121,8 @@ def load_campaign(path: Optional[Path] = None, *, boards: Optional[list[str]] = 
     path = Path(path or DEFAULT_CAMPAIGN)
     if not path.exists() and (CAMPAIGN_DIR / f"{path}.yaml").exists():
         path = CAMPAIGN_DIR / f"{path}.yaml"  # a preset by name
-    root = open_node(path).only(["name", "description", "budgets", "boards", "variants", "suites", "repeat"])
+    root = open_node(path).only(["name", "description", "budgets", "boards", "variants", "suites", "evidence",
+                                 "repeat"])
     rnode = root.child("repeat")
     if repeat is not None:  # the command line's
         if not 1 <= repeat <= MAX_REPEAT:
@@ -199,4 +202,5 @@ def load_campaign(path: Optional[Path] = None, *, boards: Optional[list[str]] = 
         description=root.child("description").str(""),
         budgets=(path.parent / budgets).resolve(),
         boards=board_list, variants=variant_list, suites=entries, repeat=repeat,
+        evidence=None if root.child("evidence").value is None else root.child("evidence").boolean(),
     )

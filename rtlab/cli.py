@@ -74,7 +74,9 @@ def main(argv=None) -> int:
         print(f"rtlab: error: {e}", file=sys.stderr)
         return 2
     except (KeyboardInterrupt, Cancelled) as e:
-        print(f"rtlab: cancelled ({'SIGTERM' if isinstance(e, Cancelled) else 'SIGINT'})", file=sys.stderr)
+        kept = getattr(e, "run_dir", None)
+        print(f"rtlab: cancelled ({'SIGTERM' if isinstance(e, Cancelled) else 'SIGINT'})"
+              + (f": INFRA, what was measured is kept in {kept}" if kept else ""), file=sys.stderr)
         return 2
     except BrokenPipeError:
         return 2

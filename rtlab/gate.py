@@ -103,6 +103,9 @@ def judge(m: Measurement, budget: Budget | None, *, unbudgeted: bool = False,
             failed = True
             m.reasons.append(f"p{p} {value:g} us >= budget {limit:g} us")
     m.verdict = Verdict.FAIL if failed else Verdict.PASS
+    if failed and m.evidence:  # what the trace at the breach says delayed the thread
+        summary = m.evidence.get("summary") or "no culprit named"
+        m.reasons.append(f"evidence: {summary} (trace: {m.evidence['dir']})")
     return m
 
 

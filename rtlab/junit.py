@@ -5,7 +5,8 @@ measurement (board/variant/suite/load): <failure> for FAIL with the gate's
 reasons, <error> for INFRA. A job that produced no measurement gets one
 testcase of its own: `build` (<failure>: the commit could not be built into
 the variant) or `boot` (<error>: the lab failed, no trustworthy number).
-Planned pairs a board's kernels cannot be are <skipped>.
+Planned pairs a board's kernels cannot be, and suites a board cannot run
+(rtla without the kernel's tracer), are <skipped> with the reason.
 """
 from __future__ import annotations
 
@@ -42,7 +43,7 @@ def job_suite(run: RunResult, job: JobResult) -> ET.Element:
         ET.SubElement(tc, "failure", message="kernel build failed", type="build_error").text = job.build_error
         counts["tests"] += 1
         counts["failures"] += 1
-    elif job.infra_error or not job.measurements:
+    elif job.infra_error or not (job.measurements or job.not_available):
         why = job.infra_error or "no measurement"
         tc = _case(el, classname, "boot", job.duration_s)
         ET.SubElement(tc, "error", message=why.splitlines()[0][:200], type="infra").text = why
@@ -56,14 +57,21 @@ def job_suite(run: RunResult, job: JobResult) -> ET.Element:
         counts["tests"] += 1
         reasons = "; ".join(m.reasons)
         if m.verdict == Verdict.FAIL:
+            ev = (f"\nevidence: {job.board}/{job.variant}/{m.evidence['dir']}/ (trace.txt, analysis.json): "
+                  f"{m.evidence.get('summary') or 'no culprit named'}") if m.evidence else ""
             ET.SubElement(tc, "failure", message=reasons or "over budget", type="budget").text = \
-                f"{k.label()}: {reasons}\n{_stats(m)}"
+                f"{k.label()}: {reasons}\n{_stats(m)}{ev}"
             counts["failures"] += 1
         elif m.verdict == Verdict.INFRA or m.verdict is None:
             ET.SubElement(tc, "error", message=reasons or "not judged", type="infra").text = \
                 f"{k.label()}: {reasons or 'not judged'}"
             counts["errors"] += 1
         ET.SubElement(tc, "system-out").text = f"{_stats(m)}\nraw: {', '.join(m.raw)}"
+    for na in job.not_available:  # the board cannot run the suite (no tracer): not judged
+        tc = _case(el, classname, f"{na['suite']}@{na['load']}")
+        ET.SubElement(tc, "skipped", message=f"not available: {na['reason']}")
+        counts["tests"] += 1
+        counts["skipped"] += 1
     for key, n in counts.items():
         el.set(key, str(n))
     return el

@@ -957,11 +957,15 @@ def base_fragment(board: str) -> str:
 
 
 def with_base(arch: str, fragments: Sequence[str], board: Optional[str] = None) -> list[str]:
-    """*fragments* with the board's base first, unless they start with a base already."""
+    """*fragments* with the board's base first, unless they start with a base
+    already. A board without a base of its own (the rack's twins) builds on
+    its arch's (``base-qemu-<arch>``)."""
     frags = [str(f) for f in fragments]
     if frags and Path(frags[0]).name.startswith("base-"):
         return frags
-    return [base_fragment(board or f"qemu-{arch}"), *frags]
+    if board and fragment_path(base_fragment(board)).is_file():
+        return [base_fragment(board), *frags]
+    return [base_fragment(f"qemu-{_arch.canonical(arch)}"), *frags]
 
 
 def ensure_built_kernel(arch: str, fragments: Sequence[str], *, progress: Optional[Progress] = print,

@@ -295,6 +295,9 @@ class Measurement:
     budget: Optional["Budget"] = None
     #: share of samples at or above budget max_us (worst thread), None if unknowable
     share_over_budget: Optional[float] = None
+    #: the breach evidence (rtlab.evidence): {"dir": raw dir of the trace and
+    #: analysis, relative to the job dir, "summary": one line or None}
+    evidence: Optional[dict[str, Any]] = None
 
     def __post_init__(self) -> None:
         if isinstance(self.budget, dict):  # as run.json holds it
@@ -311,6 +314,7 @@ class Measurement:
             "reasons": self.reasons,
             "budget": self.budget.to_json() if self.budget is not None else None,
             "share_over_budget": self.share_over_budget,
+            "evidence": self.evidence,
         }
 
     @classmethod
@@ -323,6 +327,7 @@ class Measurement:
             reasons=d.get("reasons", []),
             budget=d.get("budget") or None,
             share_over_budget=d.get("share_over_budget"),
+            evidence=d.get("evidence"),
         )
 
 
@@ -346,6 +351,15 @@ class JobResult:
     #: which repeat of the job this is (1..N, each a fresh boot or a fresh
     #: tool run); 0: the campaign does not repeat
     repeat: int = 0
+    #: suites this board could not run at all ({"suite", "load", "reason"}:
+    #: rtla timerlat on a kernel without the tracer): neither pass nor fail
+    not_available: list[dict[str, str]] = field(default_factory=list)
+
+    @property
+    def only_not_available(self) -> bool:
+        """Nothing ran because the board can run none of the job's suites:
+        like a board x variant pair that is not available, no verdict."""
+        return bool(self.not_available) and not (self.measurements or self.infra_error or self.build_error)
 
     @property
     def verdict(self) -> Verdict:
@@ -361,8 +375,8 @@ class JobResult:
             "budget_class": self.budget_class, "kernel": self.kernel,
             "measurements": [m.to_json() for m in self.measurements],
             "infra_error": self.infra_error, "duration_s": self.duration_s,
-            "build_error": self.build_error, "verdict": self.verdict.value,
-            "repeat": self.repeat,
+            "build_error": self.build_error, "not_available": self.not_available,
+            "verdict": self.verdict.value, "repeat": self.repeat,
         }
 
     @classmethod
@@ -372,7 +386,8 @@ class JobResult:
             budget_class=d.get("budget_class", ""), kernel=d.get("kernel", {}),
             measurements=[Measurement.from_json(m) for m in d.get("measurements", [])],
             infra_error=d.get("infra_error"), duration_s=d.get("duration_s", 0.0),
-            build_error=d.get("build_error"), repeat=int(d.get("repeat") or 0),
+            build_error=d.get("build_error"), not_available=d.get("not_available", []),
+            repeat=int(d.get("repeat") or 0),
         )
 
 
@@ -391,7 +406,10 @@ class RunResult:
 
     @property
     def verdict(self) -> Verdict:
-        return combine_verdicts([j.verdict for j in self.jobs] or [Verdict.INFRA])
+        # jobs that could run none of their suites say nothing, like the
+        # pairs in not_available; with nothing else measured, nothing passed
+        return combine_verdicts([j.verdict for j in self.jobs if not j.only_not_available]
+                                or [Verdict.INFRA])
 
     def measurements(self):
         for j in self.jobs:

@@ -203,6 +203,10 @@ LOAD_OPTION_SPECS: dict[str, Spec] = {
     "server_bind": Text(HOST, "a host name or IP address"),
     "ping_size": Int(0, 65507),
     "bitrate": Text(r"\d{1,12}(\.\d{1,6})?[KMGkmg]?", "an iperf3 bitrate like 100M", none_ok=True),
+    # fifo-hog (a deliberate breach)
+    "priority": Int(1, 99),
+    "burst_ms": Int(1, 60_000),
+    "load_pct": Int(1, 100),
 }
 
 

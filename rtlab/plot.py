@@ -141,6 +141,8 @@ def write_html_report(run: RunResult, path: Path) -> Path:
              "<h2>Latency histograms</h2>"]
     for _, svg in run_plots(run):
         parts.append(f"<div>{svg}</div>")
+    parts += evidence_html(run)
+    parts += snapshot_html(run, Path(path).parent)
     path = Path(path)
     path.write_text("\n".join(parts) + "\n")
     return path
@@ -223,3 +225,40 @@ def write_compare_html(cmp, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(parts) + "\n")
     return path
+
+
+def evidence_html(run: RunResult) -> list[str]:
+    """The breaches' evidence: one line per measurement that broke its
+    budget with a trace, linked (paths relative to the run dir)."""
+    rows = []
+    for job in run.jobs:
+        for m in job.measurements:
+            if not m.evidence:
+                continue
+            d = f"{job.board}/{job.variant}/{m.evidence['dir']}"
+            rows.append(f"<li><b>{html.escape(m.key.label())}</b> ({m.verdict.value if m.verdict else '?'}): "
+                        f"{html.escape(m.evidence.get('summary') or 'no culprit named in the trace')} — "
+                        f"<a href='{html.escape(d)}/trace.txt'>trace</a>, "
+                        f"<a href='{html.escape(d)}/analysis.json'>analysis</a></li>")
+    if not rows:
+        return []
+    return ["<h2 id='evidence'>Evidence at the breach</h2>", "<ul>", *rows, "</ul>"]
+
+
+def snapshot_html(run: RunResult, run_dir: Path) -> list[str]:
+    """Each job's system snapshot (rtlab.snapshot), summarised and linked."""
+    from .snapshot import SNAPSHOT_FILE, summary_lines
+
+    out = []
+    for job in run.jobs:
+        f = run_dir / job.board / job.variant / SNAPSHOT_FILE
+        try:
+            import json
+            snap = json.loads(f.read_text())
+        except (OSError, ValueError):
+            continue
+        rel = f"{job.board}/{job.variant}/{SNAPSHOT_FILE}"
+        out.append(f"<h3>{html.escape(job.board)}/{html.escape(job.variant)} "
+                   f"(<a href='{html.escape(rel)}'>snapshot.json</a>)</h3>")
+        out.append("<pre>" + html.escape("\n".join(summary_lines(snap))) + "</pre>")
+    return (["<h2 id='snapshot'>System snapshots</h2>"] + out) if out else []

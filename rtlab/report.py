@@ -124,7 +124,7 @@ def comparison_table(run: RunResult) -> str:
     out = []
     for board, variants in variants_by_board.items():
         sample_job = next((jobs[(board, v)] for v in variants if (board, v) in jobs), None)
-        if sample_job is None:
+        if sample_job is None or all(jobs[(board, v)].only_not_available for v in variants if (board, v) in jobs):
             continue  # nothing ran on this board: listed under "Not available"
         for suite, load in suites_by_board.get(board, [("-", "-")]):
             title = f"{board} ({sample_job.arch}, budget class {sample_job.budget_class}) · {suite} · {load} · µs"
@@ -147,6 +147,8 @@ def comparison_table(run: RunResult) -> str:
             out.append("")
     problems = []
     unavailable = [f"  {n['board']}/{n['variant']}: {n['reason']}" for n in run.not_available]
+    unavailable += [f"  {job.board}/{job.variant}/{n['suite']}/{n['load']}: {n['reason']}"
+                    for job in run.jobs for n in job.not_available]
     if unavailable:
         out.append("Not available (not run, not judged):")
         out.extend(unavailable)
@@ -163,7 +165,7 @@ def comparison_table(run: RunResult) -> str:
         out.append("Not passed:")
         out.extend(f"  {p}" for p in problems)
         out.append("")
-    counts = {v: sum(1 for j in run.jobs if j.verdict == v) for v in Verdict}
+    counts = {v: sum(1 for j in run.jobs if j.verdict == v and not j.only_not_available) for v in Verdict}
     out.append(f"Verdict: {run.verdict.value.upper()}  "
                f"({counts[Verdict.PASS]} jobs pass, {counts[Verdict.FAIL]} over budget, "
                f"{counts[Verdict.INFRA]} infra errors)")

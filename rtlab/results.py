@@ -24,6 +24,8 @@ Layout::
 """
 from __future__ import annotations
 
+import dataclasses
+
 import datetime as dt
 import json
 import os
@@ -35,6 +37,7 @@ from typing import Any, Callable, Optional, Sequence
 from .boards import Board
 from .budgets import Budgets
 from .errors import InputError
+from .evidence import EVIDENCE_DIR, read_analysis
 from .gate import judge_run
 from .model import JobResult, Measurement, MeasurementKey, RunResult, ToolOutput, Verdict
 from .suites import Suite, SuiteRun
@@ -143,17 +146,20 @@ def raw_files(job_dir: Path, run: SuiteRun) -> list[str]:
 def collect(job_dir: Path, key: MeasurementKey, suite: Suite, run: SuiteRun, *,
             before: Sequence[str] = (), after: Sequence[str] = (),
             check: Optional[Callable[[ToolOutput], list[str]]] = None,
-            no_exit_code: str = "") -> Measurement:
-    """The measurement of one suite run from its raw files on disk.
+            no_exit_code: str = "") -> list[Measurement]:
+    """The measurements of one suite run from its raw files on disk: one per
+    output of the suite (:meth:`Suite.parse_outputs`; rtla timerlat gives
+    ``<name>-irq`` and ``<name>-thread``), or one INFRA measurement under
+    the suite's own name when nothing could be parsed.
 
     *before*/*after*: what the backend found wrong around the tool (a load
     that died, a failed transfer, missing LAVA cases): each makes the
-    measurement INFRA, its parsed output kept beside the reasons. *check*:
+    measurements INFRA, their parsed outputs kept beside the reasons. *check*:
     more problems with a parsed output (LAVA's cross-check)."""
     host_dir = job_dir / run.id
     raw = raw_files(job_dir, run)
     reasons = list(before)
-    out: Optional[ToolOutput] = None
+    outs: dict[str, ToolOutput] = {}
     rc = read_exit_code(host_dir)
     if rc is None:
         if not before:  # the backend's own reason explains a tool that never ran
@@ -164,22 +170,28 @@ def collect(job_dir: Path, key: MeasurementKey, suite: Suite, run: SuiteRun, *,
             reasons.append(problem)
         else:
             try:
-                out = suite.parse(job_dir, run)
+                outs = suite.parse_outputs(job_dir, run)
             except InputError as e:
                 reasons.append(f"unreadable output: {e}")
             else:
-                if Path(out.path).is_absolute():
-                    out.path = str(Path(out.path).relative_to(job_dir))
-                if check is not None:
-                    reasons += check(out)
-                from .gate import sample_problems  # a run cut short is INFRA, not a verdict
-                reasons += sample_problems(out, suite.expected_samples(run))
+                for out in outs.values():
+                    if Path(out.path).is_absolute():
+                        out.path = str(Path(out.path).relative_to(job_dir))
+                    if check is not None:
+                        reasons += check(out)
+                    from .gate import sample_problems  # a run cut short is INFRA, not a verdict
+                    reasons += sample_problems(out, suite.expected_samples(run))
     reasons += after
-    m = Measurement(key, out or ToolOutput(path="", tool=suite.tool), raw)
-    if reasons:
-        m.verdict = Verdict.INFRA
-        m.reasons = reasons
-    return m
+    found = read_analysis(host_dir)
+    ev = {"dir": f"{run.id}/{EVIDENCE_DIR}", "summary": found.get("summary")} if found is not None else None
+    ms = [Measurement(dataclasses.replace(key, suite=f"{key.suite}-{suffix}") if suffix else key, out, raw)
+          for suffix, out in outs.items()] or [Measurement(key, ToolOutput(path="", tool=suite.tool), raw)]
+    for m in ms:
+        m.evidence = ev
+        if reasons:
+            m.verdict = Verdict.INFRA
+            m.reasons = list(reasons)
+    return ms
 
 
 class ResultsDir:

@@ -24,10 +24,12 @@ from typing import Callable, Optional
 from . import ROOT
 from .budgets import load_budgets
 from .campaign import Campaign, Job
-from .errors import RtlabError
+from .errors import Cancelled, InfraError, RtlabError
+from . import joblife
 from .model import JobResult, Measurement, MeasurementKey, RunResult, ToolOutput, Verdict
 from .results import JobSpec, ResultsDir, collect, new_run_id, read_exit_code, tool_exit_problem
-from .suites import SUITES
+from .suites import SUITES, not_available
+from .suites.board import WORKDIR_ENV
 
 #: the board-side pytest files (shipped in the package, so an installed rtlab runs them)
 SUITES_DIR = Path(__file__).resolve().parent / "boardtests"
@@ -77,6 +79,13 @@ def stage_kernel(job: Job, images: dict, built: Optional[dict] = None) -> tuple[
         raise RtlabError(f"variant {variant.name}: no kernel for board {board.name}")
     env["LG_RTLAB_KERNEL"] = kernel["path"]
     env["LG_RTLAB_INITRD"] = kernel["initrd"] = str(imgs.initramfs)
+    from .arch import get_or_none
+    a = get_or_none(board.arch)
+    if a is not None and a.dtbs:
+        # device trees come from Debian's kernel package of the flavour (a
+        # source-built kernel boots with the generic package's: the DT ABI is stable)
+        k = imgs.kernels.get(variant.prebuilt or "generic") or imgs.kernels["generic"]
+        env["LG_RTLAB_DTB_DIR"] = kernel["dtb_dir"] = str(k.path.parent)
     return env, kernel
 
 
@@ -86,6 +95,9 @@ def unavailable(job: Job, images: dict, built: Optional[dict] = None,
     kernels it has cannot be that variant, or cannot be the commit under
     test), or None."""
     board, variant = job.board, job.variant
+    why = board_cannot(job)
+    if why:
+        return why
     if kernel_tree is not None and not board.boots_built_kernels:
         # measuring it would credit another kernel's latency to the commit
         return (f"{board.kind} board: boots {'its own kernel' if board.fixed_kernel else 'Debian kernels'}, "
@@ -98,6 +110,16 @@ def unavailable(job: Job, images: dict, built: Optional[dict] = None,
         return f"no {variant.prebuilt} kernel for {board.arch}"
     why = variant.unavailable_on(k.preempt)
     return f"{why} ({k.package} {k.version})" if why else None
+
+
+def board_cannot(job: Job) -> Optional[str]:
+    """Why the board itself cannot run this variant, whatever kernel it boots."""
+    board, variant = job.board, job.variant
+    if variant.isolated and board.isolate_cpu is None:
+        return (f"{board.name} has {board.cpus} CPU{'s' * (board.cpus != 1)} and no isolate_cpu: "
+                f"isolating a CPU would leave "
+                f"{'no CPU for the system' if board.cpus == 1 else 'none named to isolate'}")
+    return None
 
 
 class KernelBuildFailed(Exception):
@@ -118,11 +140,12 @@ def build_kernels(jobs: list[Job], images: dict, kernel_tree: Optional[Path],
     todo: dict[tuple, list[Job]] = {}
     for job in jobs:
         board, variant = job.board, job.variant
-        if not variant.fragments or not board.boots_built_kernels:
+        fragments = variant.fragments_for(board.arch)
+        if not fragments or not board.boots_built_kernels or board_cannot(job):
             continue
         if kernel_tree is None and not unavailable(job, images):
             continue
-        frags = tuple(kbuild.with_base(board.arch, variant.fragments, board.name))
+        frags = tuple(kbuild.with_base(board.arch, fragments, board.name))
         todo.setdefault((board.arch, frags), []).append(job)
     out: dict = {}
     for (arch, frags), group in todo.items():
@@ -159,7 +182,8 @@ def _read_events(path: Path, pos: int) -> tuple[list[dict], int]:
 
 def run_job(job: Job, rd: ResultsDir, images: dict, progress: Callable[[str], None],
             label: str = "", lease_env: Optional[dict] = None,
-            on_spawn: Optional[Callable] = None, built: Optional[dict] = None) -> JobResult:
+            on_spawn: Optional[Callable] = None, built: Optional[dict] = None,
+            lock_timeout: Optional[float] = None) -> JobResult:
     """*lease_env*: LG_PLACE, LG_TOKEN, LG_USERNAME, LG_COORDINATOR of the place
     the job holds (rack boards; rtlab.lab.scheduler). *on_spawn(proc)* is told
     the pytest process (its process group holds everything the job started)."""
@@ -182,42 +206,84 @@ def run_job(job: Job, rd: ResultsDir, images: dict, progress: Callable[[str], No
                    suites=list(job.suites), kernel=kernel,
                    place=lease_env.get("LG_PLACE") if lease_env else None)
     spec_path = spec.write()
+    # one job per board at a time (the local board too): a second waits, then INFRA
+    try:
+        with joblife.board_lock(board, rd.run_id, job.id, progress=lambda m: progress(f"{label} {m}"),
+                                timeout=lock_timeout):
+            return _run_board_tests(job, rd, job_dir, spec_path, lg_env, lease_env, on_spawn,
+                                    progress, label, result, t0)
+    except InfraError as e:
+        result.infra_error = str(e)
+        return result
+
+
+def _run_board_tests(job: Job, rd: ResultsDir, job_dir: Path, spec_path: Path, lg_env: dict,
+                     lease_env: Optional[dict], on_spawn: Optional[Callable], progress: Callable[[str], None],
+                     label: str, result: JobResult, t0: float) -> JobResult:
+    board = job.board
     timeout = BOOT_ALLOWANCE_S + sum(SUITES[s.suite].duration_s(s) * 2 + 60 for s in job.suites)
     cmd = [sys.executable, "-m", "pytest", str(SUITES_DIR), "-p", "no:cacheprovider",
            "--rootdir", str(SUITES_DIR), "-c", os.devnull,
            "--lg-env", str(board.env_file), "--rtlab-job", str(spec_path),
            "--lg-log", str(job_dir / "console"), "--junitxml", str(job_dir / "junit.xml"),
            "-q", "-rfE"]
-    env = {**os.environ, **lg_env, **(lease_env or {})}
+    workdir = joblife.board_workdir(rd.run_id, board.name, job.variant.name)
+    env = {**os.environ, **lg_env, **(lease_env or {}), WORKDIR_ENV: workdir}
     events_path = job_dir / "events.jsonl"
     events: list[dict] = []
     pos = 0
     with open(job_dir / "pytest.log", "w") as log:
+        children_before = joblife.my_children()
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
                                 cwd=str(ROOT), start_new_session=True,
                                 preexec_fn=_die_with_parent if lease_env else None)
+        joblife.JOB_PIDS.add(proc.pid)
         if on_spawn is not None:
             on_spawn(proc)
         timed_out = False
-        while True:
-            try:
-                proc.wait(timeout=0.5)
-                finished = True
-            except subprocess.TimeoutExpired:
-                finished = False
-            new, pos = _read_events(events_path, pos)
-            for ev in new:
-                events.append(ev)
-                _show_event(ev, label, progress)
-            if finished:
-                break
-            if time.monotonic() - t0 > timeout:
-                timed_out = True
-                # the whole process group: pytest and the QEMU it started
-                os.killpg(proc.pid, signal.SIGKILL)
+        cancelled: Optional[BaseException] = None
+        try:
+            while True:
+                try:
+                    proc.wait(timeout=0.5)
+                    finished = True
+                except subprocess.TimeoutExpired:
+                    finished = False
+                new, pos = _read_events(events_path, pos)
+                for ev in new:
+                    events.append(ev)
+                    _show_event(ev, label, progress)
+                if finished:
+                    break
+                if time.monotonic() - t0 > timeout:
+                    timed_out = True
+                    break
+        except (KeyboardInterrupt, Cancelled) as e:
+            cancelled = e
+            progress(f"{label} cancelled: stopping the job, fetching its raw files")
+            _stop_job(proc, grace=_cancel_grace())
+        finally:
+            # the whole job, whatever session its parts made for themselves:
+            # pytest, the QEMU or pty shell it started, the tools, the loads
+            joblife.kill_job(proc.pid, children_before)
+            if proc.poll() is None:
                 proc.wait()
-                break
+            joblife.JOB_PIDS.discard(proc.pid)
+        new, pos = _read_events(events_path, pos)
+        events.extend(new)
+    if board.kind == "local":  # its work dir is here: whatever no fetch brought home
+        kept = joblife.salvage_local(workdir, job_dir, [s.id for s in job.suites])
+        if kept:
+            progress(f"{label} kept {len(kept)} raw file(s) the board tests did not fetch")
     result.duration_s = round(time.monotonic() - t0, 3)
+    if cancelled is not None:
+        kernel_json = job_dir / "kernel.json"
+        if kernel_json.exists():
+            result.kernel = json.loads(kernel_json.read_text())
+        why = "SIGTERM" if isinstance(cancelled, Cancelled) else "SIGINT"
+        result.infra_error = f"board {board.name}: cancelled ({why}); raw files kept in {job_dir}"
+        cancelled.job_result = collect_suites(job, job_dir, events, result)  # type: ignore[attr-defined]
+        raise cancelled
     kernel_json = job_dir / "kernel.json"
     if kernel_json.exists():
         result.kernel = json.loads(kernel_json.read_text())
@@ -232,6 +298,35 @@ def run_job(job: Job, rd: ResultsDir, images: dict, progress: Callable[[str], No
             why = f"pytest exited with {proc.returncode} before booting: " + _tail(job_dir / "pytest.log")
         result.infra_error = f"board {board.name}: boot failed: {why}"
     return collect_suites(job, job_dir, events, result)
+
+
+def _cancel_grace() -> float:
+    try:
+        return float(os.environ.get(joblife.CANCEL_GRACE_ENV) or joblife.DEFAULT_CANCEL_GRACE_S)
+    except ValueError:
+        return joblife.DEFAULT_CANCEL_GRACE_S
+
+
+def _stop_job(proc: subprocess.Popen, grace: float) -> None:
+    """SIGINT to the board tests: the tool is interrupted over the console
+    and what it wrote is fetched (rtlab.suites.board.run_tool), loads are
+    stopped and kept; after *grace* s everything is killed. Signals that
+    arrive meanwhile do not cut this short."""
+    old = signal.signal(signal.SIGINT, signal.SIG_IGN) if _main_thread() else None
+    try:
+        try:
+            os.kill(proc.pid, signal.SIGINT)
+            proc.wait(timeout=grace)
+        except (ProcessLookupError, subprocess.TimeoutExpired):
+            pass
+    finally:
+        if old is not None:
+            signal.signal(signal.SIGINT, old)
+
+
+def _main_thread() -> bool:
+    import threading
+    return threading.current_thread() is threading.main_thread()
 
 
 def _outcomes(events: list[dict]) -> dict[str, dict]:
@@ -254,8 +349,14 @@ def collect_suites(job: Job, job_dir: Path, events: list[dict], result: JobResul
                 continue  # never ran: the job-level infra error says why
             m = Measurement(key, ToolOutput(path="", tool=suite.tool), [],
                             verdict=Verdict.INFRA, reasons=["suite did not run (see pytest.log)"])
+        elif outcome["outcome"] == "passed" and (why := not_available(job_dir / run.id)) is not None:
+            # the board cannot run it (rtla without the kernel's tracer): not judged
+            result.not_available.append({"suite": run.name, "load": run.load, "reason": why})
+            continue
         else:
-            m = collect(job_dir, key, suite, run, before=_board_problems(outcome, suite, job_dir / run.id))
+            result.measurements.extend(
+                collect(job_dir, key, suite, run, before=_board_problems(outcome, suite, job_dir / run.id)))
+            continue
         result.measurements.append(m)
     return result
 
@@ -293,6 +394,10 @@ def _show_event(ev: dict, label: str, progress) -> None:
         progress(f"{label} booting")
     elif kind == "booted":
         progress(f"{label} shell after {ev['duration_s']:.1f} s")
+    elif kind == "evidence":
+        progress(f"{label} {ev['id']}: broke its budget, trace kept: {ev.get('summary') or 'no culprit named'}")
+    elif kind == "suite_not_available":
+        progress(f"{label} {ev['id']}: not available ({ev.get('reason', '')})")
     elif kind == "suite":
         progress(f"{label} {ev['id']}: running ({ev['duration_s']:g} s)")
     elif kind == "test" and ev.get("outcome") != "passed":
@@ -302,9 +407,16 @@ def _show_event(ev: dict, label: str, progress) -> None:
 def run_campaign(campaign: Campaign, *, results_root: Path = RESULTS_DIR,
                  progress: Callable[[str], None] = Progress(),
                  commit: Optional[dict] = None, run_id: Optional[str] = None,
-                 places: int = 1, kernel_tree: Optional[Path] = None) -> tuple[RunResult, Path]:
+                 places: int = 1, kernel_tree: Optional[Path] = None,
+                 lock_timeout: Optional[float] = None,
+                 evidence: Optional[bool] = None) -> tuple[RunResult, Path]:
     """Run every job of the campaign; `kernel_tree` builds every variant's
-    kernel from that tree (the commit under test) instead of Debian's."""
+    kernel from that tree (the commit under test) instead of Debian's.
+
+    Cancelled (SIGINT, or SIGTERM as rtlab.errors.Cancelled): the running
+    job is stopped and kept as INFRA "cancelled", run.json is written with
+    every job so far, and the exception goes on up (exit 2) carrying
+    ``run_dir``."""
     budgets = load_budgets(campaign.budgets)  # a bad budget file fails before any boot
     started = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
     # absolute (ResultsDir): the board suites run in pytest processes with
@@ -314,7 +426,13 @@ def run_campaign(campaign: Campaign, *, results_root: Path = RESULTS_DIR,
     rd.keep(campaign.path, "campaign.yaml")
     rd.keep(campaign.budgets, "budgets.yaml")  # what this run was judged by
     jobs = campaign.jobs()
-    progress(f"run {run_id}: {len(jobs)} jobs, campaign {campaign.name} -> {run_dir}")
+    from .evidence import arm_job, armed_by_default
+    armed = evidence if evidence is not None else (
+        campaign.evidence if campaign.evidence is not None else armed_by_default())
+    if armed:  # stop and trace at the budget (rtlab.evidence)
+        jobs = [arm_job(j, budgets) for j in jobs]
+    progress(f"run {run_id}: {len(jobs)} jobs, campaign {campaign.name} -> {run_dir}"
+             + (", evidence armed" if armed else ""))
 
     images = {}
     arches = sorted({j.board.arch for j in jobs if not j.board.fixed_kernel})
@@ -326,9 +444,12 @@ def run_campaign(campaign: Campaign, *, results_root: Path = RESULTS_DIR,
 
     run = RunResult(run_id=run_id, started=started.isoformat().replace("+00:00", "Z"),
                     campaign=campaign.name, commit=commit or {})
+    finished: list[JobResult] = []  # every job judged so far, for run.json if the run is cancelled
+
     def finish(job: Job, jr: JobResult, label: str) -> None:
         # judged as each job lands, for the progress line; raw files are on disk
         rd.finish_job(jr, budgets)
+        finished.append(jr)
         progress(f"{label} {_job_summary(jr)}")
 
     # several jobs at once (--places N) and/or rack boards, which hold a place
@@ -339,33 +460,56 @@ def run_campaign(campaign: Campaign, *, results_root: Path = RESULTS_DIR,
     if kernel_tree is not None and not run.commit.get("sha"):
         from .kernel import tree_state
         run.commit["sha"] = tree_state(Path(kernel_tree)).commit
-    for i, job in enumerate(jobs, 1):
-        label = f"[{i}/{len(jobs)}] {job.id}"
-        why = unavailable(job, images, built, kernel_tree)
-        if why:
-            progress(f"{label} not available: {why}")
-            run.not_available.append({"board": job.board.name, "variant": job.variant.name,
-                                      "reason": why})
-            continue
+    try:
+        for i, job in enumerate(jobs, 1):
+            label = f"[{i}/{len(jobs)}] {job.id}"
+            why = unavailable(job, images, built, kernel_tree)
+            if why:
+                progress(f"{label} not available: {why}")
+                run.not_available.append({"board": job.board.name, "variant": job.variant.name,
+                                          "reason": why})
+                continue
+            if scheduled:
+                ready.append(job)
+                continue
+            try:
+                jr = run_job(job, rd, images, progress, label, built=built, lock_timeout=lock_timeout)
+            except (KeyboardInterrupt, Cancelled) as e:
+                jr = getattr(e, "job_result", None)
+                if jr is not None:
+                    run.jobs.append(jr)
+                    finish(job, jr, label)
+                raise
+            run.jobs.append(jr)
+            finish(job, jr, label)
         if scheduled:
-            ready.append(job)
-            continue
-        jr = run_job(job, rd, images, progress, label, built=built)
-        run.jobs.append(jr)
-        finish(job, jr, label)
-    if scheduled:
-        from .lab.scheduler import run_scheduled
-        run.jobs.extend(run_scheduled(
-            ready, lambda job, lease_env, label, on_spawn: run_job(
-                job, rd, images, progress, label, lease_env=lease_env, on_spawn=on_spawn,
-                built=built),
-            finish, places=places, progress=progress))
+            from .lab.scheduler import run_scheduled
+            run.jobs.extend(run_scheduled(
+                ready, lambda job, lease_env, label, on_spawn: run_job(
+                    job, rd, images, progress, label, lease_env=lease_env, on_spawn=on_spawn,
+                    built=built, lock_timeout=lock_timeout),
+                finish, places=places, progress=progress))
+    except (KeyboardInterrupt, Cancelled) as e:
+        # signals that arrive while the run is written up do not cut it short
+        if _main_thread():
+            signal.signal(signal.SIGINT, signal.SIG_IGN)
+        why = "SIGTERM" if isinstance(e, Cancelled) else "SIGINT"
+        run.jobs = list(finished)
+        if not run.jobs:
+            run.jobs.append(JobResult(board="-", variant="-", arch="-", budget_class="-",
+                                      infra_error=f"run cancelled ({why}) before any job finished"))
+        rd.finish(run)
+        e.run_dir = run_dir  # type: ignore[attr-defined]
+        raise
     rd.finish(run)
     return run, run_dir
 
 
 def _job_summary(jr: JobResult) -> str:
     v = jr.verdict.value.upper()
+    na = "; ".join(f"{n['suite']}@{n['load']} not available: {n['reason']}" for n in jr.not_available)
+    if jr.only_not_available:
+        return f"NOT AVAILABLE: {na}"
     if jr.build_error:
         return f"{v}: {jr.build_error}"
     if jr.infra_error:
@@ -376,4 +520,4 @@ def _job_summary(jr: JobResult) -> str:
         stat = f"max {c.max_us:g} us" if c else "no data"
         why = f" ({'; '.join(m.reasons)})" if m.verdict != Verdict.PASS and m.reasons else ""
         parts.append(f"{m.key.suite}@{m.key.load} {stat} {m.verdict.value if m.verdict else '?'}{why}")
-    return f"{v} in {jr.duration_s:.0f} s: " + ", ".join(parts)
+    return f"{v} in {jr.duration_s:.0f} s: " + ", ".join(parts) + (f"; {na}" if na else "")

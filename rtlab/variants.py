@@ -57,6 +57,13 @@ class Variant:
         the board's base fragment (base-<board>); empty if the variant has none."""
         return tuple(self.kernel.get("build") or ())
 
+    def fragments_for(self, arch: str) -> tuple[str, ...]:
+        """The fragments for a board of *arch*: ``kernel.build_by_arch.<arch>``
+        where an arch cannot build the common list (ARM32 in 6.12 has no
+        PREEMPT_DYNAMIC), else ``kernel.build``."""
+        per_arch = self.kernel.get("build_by_arch") or {}
+        return tuple(per_arch.get(arch) or self.fragments)
+
     def unavailable_on(self, kernel_preempt: str) -> Optional[str]:
         """Why a kernel whose config says `kernel_preempt` (dynamic, none,
         voluntary, full, rt) cannot be this variant; None if it can."""
@@ -159,18 +166,25 @@ def load_variants(path: Path = DEFAULT_FILE, fragments_dir: Path = FRAGMENTS_DIR
             raise ba.error(f"kernel arguments may hold letters, digits, spaces and ,._=:/+- only, "
                            f"got {ba.value!r}")
         kernel = node.req("kernel")
-        kernel.only(["prebuilt", "build"])
+        kernel.only(["prebuilt", "build", "build_by_arch"])
         if not kernel.mapping():
             raise kernel.error("must name 'prebuilt' or 'build'")
         if kernel.child("prebuilt").value is not None and kernel.child("prebuilt").str() not in ("generic", "rt"):
             raise kernel.child("prebuilt").error("must be 'generic' or 'rt'")
         fragments = _fragments(kernel.child("build"), fragments_dir)
+        by_arch = {}
+        for a, n in kernel.child("build_by_arch").items():
+            from .arch import ARCHES
+            if a not in ARCHES:
+                raise n.error(f"unknown arch {a!r} (known: {', '.join(ARCHES)})")
+            by_arch[str(a)] = list(_fragments(n, fragments_dir))
         for isolated in (False, True):
             vname = f"{name}{suffix}" if isolated else str(name)
             out[vname] = Variant(
                 name=vname,
                 description=node.child("description").str("") + (" with CPU isolation" if isolated else ""),
-                kernel={**kernel.mapping(), **({"build": list(fragments)} if fragments else {})},
+                kernel={**kernel.mapping(), **({"build": list(fragments)} if fragments else {}),
+                        **({"build_by_arch": by_arch} if by_arch else {})},
                 boot_args=node.child("boot_args").str(""),
                 expect=_expectation(node.req("expect"), isolated),
                 isolated=isolated,

@@ -8,12 +8,13 @@ store raw outputs; they fail only when the lab fails (no boot, wrong kernel,
 tool crash). Judging latency against budgets happens afterwards, on the host,
 from the raw files, so a latency failure can never look like an infra one.
 """
+import shlex
 import time
 
 import pytest
 
 from rtlab.results import JobSpec
-from rtlab.suites.board import BoardShell
+from rtlab.suites.board import BoardShell, job_workdir
 from rtlab.suites.events import emit
 
 
@@ -74,4 +75,10 @@ def board_shell(request, job, strategy, target):
         cause = e.__cause__ or e
         pytest.fail(f"{cause}", pytrace=False)
     emit(request.config, event="booted", duration_s=round(time.monotonic() - t0, 3))
-    return BoardShell(target.get_driver("CommandProtocol"))
+    sh = BoardShell(target.get_driver("CommandProtocol"))
+    yield sh
+    # the job's work dir goes with the job (raw files are on the host by now)
+    try:
+        sh.run(f"rm -rf {shlex.quote(job_workdir())}", timeout=60)
+    except Exception:  # noqa: BLE001 - a board that is gone has nothing left to clean
+        pass

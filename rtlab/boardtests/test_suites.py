@@ -5,11 +5,15 @@ checked over the tool's whole run and stopped after it (rtlab.loads). A
 load that died or stalled fails the test with LoadDied naming it (INFRA);
 a tool that crashed fails it with SuiteFailure (INFRA); a tool whose
 non-zero exit is a kernel result (pi_stress deadlock) passes here and is
-judged FAIL by the gate from its raw files.
+judged FAIL by the gate from its raw files. A suite the board cannot run
+(rtla on a kernel without the tracer) is recorded as not available.
 """
+import json
+
+from rtlab import evidence, snapshot
 from rtlab.loads import LOADS
 from rtlab.results import tool_exit_problem
-from rtlab.suites import SUITES
+from rtlab.suites import NOT_AVAILABLE_FILE, SUITES
 from rtlab.suites.board import SuiteFailure, run_tool
 from rtlab.suites.events import emit
 
@@ -26,10 +30,36 @@ def test_suite(request, suite_run, job, job_dir, board_shell):
     host_dir = job_dir / suite_run.id
     duration = suite.duration_s(suite_run)
     argv = suite.command(suite_run, board=job.board.to_json())
+    why = suite.unavailable(board_shell)
+    if why is not None:  # not run, not judged: the host records it as not available
+        host_dir.mkdir(parents=True, exist_ok=True)
+        (host_dir / NOT_AVAILABLE_FILE).write_text(json.dumps({"reason": why}) + "\n")
+        emit(request.config, event="suite_not_available", id=suite_run.id, reason=why)
+        return
     emit(request.config, event="suite", id=suite_run.id, duration_s=duration)
+    traced = False
     with load.running(board_shell, host_dir, suite_run, board=job.board):
-        rc = run_tool(board_shell, suite_run.id, argv, host_dir, suite.outputs(suite_run),
-                      timeout=duration * 2 + 60)
+        if suite_run.evidence and suite.traces_kernel:  # armed: record what happens up to the breach
+            traced = evidence.start_tracing(board_shell) is None
+        try:
+            rc = run_tool(board_shell, suite_run.id, argv, host_dir,
+                          suite.outputs(suite_run) + suite.evidence_outputs(suite_run),
+                          timeout=duration * 2 + 60)
+        finally:
+            if traced:
+                evidence.stop_tracing(board_shell)
+    found = evidence.collect(board_shell, suite, suite_run, host_dir, traced)
+    if found is not None:
+        emit(request.config, event="evidence", id=suite_run.id, summary=found.get("summary"))
     problem = tool_exit_problem(suite, rc, host_dir)  # the host judges it the same way
     if problem:
         raise SuiteFailure(problem)
+
+
+def test_snapshot_after(job_dir, board_shell):
+    """After the last suite: the interrupt and softirq counters again, and
+    their per-CPU delta over the measurements, into snapshot.json."""
+    path = job_dir / snapshot.SNAPSHOT_FILE
+    before = snapshot.load(path)
+    if before is not None:
+        snapshot.write(path, snapshot.finish(before, snapshot.counters(board_shell)))

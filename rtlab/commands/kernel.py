@@ -94,7 +94,7 @@ def run_build(args) -> int:
         if not v.fragments:
             raise InputError("--variant", f"variant {v.name} has no kernel.build fragments "
                                           f"({v.source or 'kernel-configs/variants.yaml'})")
-        frags = list(v.fragments)
+        frags = list(v.fragments_for(args.arch))
     else:
         frags = list(args.fragment)
     tree = Path(args.tree) if args.tree else ensure_source(cache_dir=cache, progress=_progress).path

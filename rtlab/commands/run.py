@@ -20,11 +20,19 @@ def register(sub):
     p.add_argument("--kernel-tree", type=Path, metavar="PATH",
                    help="build every variant's kernel from this git tree (the commit under test) "
                         "with its kernel-configs fragments, instead of Debian's prebuilt kernels")
+    ev = p.add_mutually_exclusive_group()
+    ev.add_argument("--evidence", dest="evidence", action="store_true", default=None,
+                    help="stop and trace at the budget: keep the kernel trace and a culprit line of every "
+                         "breach (default: the campaign's `evidence:`, else on when $CI is set)")
+    ev.add_argument("--no-evidence", dest="evidence", action="store_false", help="never trace at the budget")
     p.add_argument("--places", type=int, default=1, metavar="N",
                    help="run up to N jobs at once, never two on one place/board (default 1)")
     p.add_argument("--repeat", type=int, metavar="N",
                    help="run every job N times, each a fresh boot (a fresh tool run on the local "
                         "board): the runs a regression verdict needs (default: the campaign's repeat:, 1)")
+    p.add_argument("--lock-timeout", type=float, metavar="S",
+                   help="seconds a job waits for a board another job holds, then INFRA "
+                        "(default: $RTLAB_LOCK_TIMEOUT_S or 3600)")
     p.set_defaults(func=run)
 
 
@@ -42,11 +50,18 @@ def run(args) -> int:
     from ..report import comparison_table
     from ..runner import RESULTS_DIR, Progress, run_campaign
 
-    campaign = load_campaign(args.campaign, boards=args.board, variants=args.variant, repeat=args.repeat)
+    from ..joblife import become_subreaper
+
+    campaign = load_campaign(args.campaign, boards=args.board, variants=args.variant,
+                             repeat=args.repeat)
+    # what the jobs start in sessions of their own comes back to us when its
+    # parent dies, so a cancelled or finished job leaves nothing running
+    become_subreaper()
     progress = Progress()
     run, run_dir = run_campaign(campaign, results_root=args.results or RESULTS_DIR,
                                 progress=progress, commit=commit_from_env(),
-                                places=args.places, kernel_tree=args.kernel_tree)
+                                places=args.places, kernel_tree=args.kernel_tree,
+                                lock_timeout=args.lock_timeout, evidence=args.evidence)
     print()
     print(comparison_table(run))
     print(f"\nresults: {run_dir}")

@@ -73,7 +73,7 @@ class TFTPStagingDriver(Driver):
     fdt_addr = attr.ib(default="${fdt_addr_r}", validator=attr.validators.instance_of(str))
     fdt_fallback = attr.ib(default="${fdtcontroladdr}", validator=attr.validators.instance_of(str))
     load_addr = attr.ib(default="${scriptaddr}", validator=attr.validators.instance_of(str))
-    format = attr.ib(default="uboot", validator=attr.validators.in_(["uboot", "pxelinux"]))
+    format = attr.ib(default="uboot", validator=attr.validators.in_(["uboot", "pxelinux", "ipxe"]))
     pxe_config = attr.ib(default="pxelinux.cfg/default", validator=attr.validators.instance_of(str))
 
     def __attrs_post_init__(self):
@@ -107,6 +107,12 @@ class TFTPStagingDriver(Driver):
         return (f"DEFAULT rtlab\nPROMPT 0\nTIMEOUT 0\nLABEL rtlab\n  KERNEL {pre}kernel\n"
                 f"  INITRD {pre}initrd\n  APPEND {self.bootargs}\n")
 
+    def ipxe(self) -> str:
+        """An iPXE script (x86 boards whose PXE firmware is, or chainloads,
+        iPXE: DHCP's boot file names ``<subdir>/boot.ipxe``). Relative names
+        resolve against the script's own TFTP URI."""
+        return f"#!ipxe\nkernel kernel {self.bootargs}\ninitrd initrd\nboot\n"
+
     def uenv_path(self) -> str:
         """uEnv.txt as the board's TFTP client names it."""
         ext = self.provider.external.rstrip("/")
@@ -137,6 +143,8 @@ class TFTPStagingDriver(Driver):
         with tempfile.TemporaryDirectory(prefix="rtlab-uenv-") as tmp:
             if self.format == "uboot":
                 cfg_name, cfg_text = "uEnv.txt", self.uenv()
+            elif self.format == "ipxe":
+                cfg_name, cfg_text = "boot.ipxe", self.ipxe()
             else:
                 cfg_name, cfg_text = "pxelinux.cfg", self.pxelinux()
             cfg = Path(tmp) / cfg_name
@@ -252,6 +260,9 @@ class RtlabUBootStrategy(Strategy):
         self._step = "shell prompt"
         self.target.activate(self.shell)
         self.timings["kernel_to_shell_s"] = round(time.monotonic() - t1, 3)
+        # the console is the kernel's too: late driver messages (i.MX6's
+        # "deferred probe pending" at ~20 s) must not land inside command output
+        self.shell.run("dmesg -n 1")
 
     def _boot(self, until: Status) -> None:
         if self.staging is not None:

@@ -268,9 +268,9 @@ def ingest_records(records: list[LavaRecord], results_root: Path, *, run_id: Opt
         spec.suites.append(SuiteRun.from_json(s["suite"]))
         spec.write()
         jr.duration_s = round(jr.duration_s + rec.duration_s, 3)
-        m = _ingest_one(rec, jr, spec)
-        if m is not None:
-            jr.measurements.append(m)
+        ms = _ingest_one(rec, jr, spec)  # rtla timerlat: IRQ and thread
+        jr.measurements.extend(ms)
+        m = ms[0] if ms else None
         progress(f"{rec.label}: {rec.health}" + (f" ({rec.failure})" if rec.failure else "")
                  + (f", {m.key.suite}@{m.key.load} parsed" if m is not None and m.verdict is None else "")
                  + (f", {m.verdict.value}: {'; '.join(m.reasons)}" if m is not None and m.verdict else ""))
@@ -281,7 +281,7 @@ def ingest_records(records: list[LavaRecord], results_root: Path, *, run_id: Opt
     return run, rd.path
 
 
-def _ingest_one(rec: LavaRecord, jr: JobResult, spec: JobSpec) -> Optional[Measurement]:
+def _ingest_one(rec: LavaRecord, jr: JobResult, spec: JobSpec) -> list[Measurement]:
     s = rec.spec
     job_dir = spec.job_dir
     run = SuiteRun.from_json(s["suite"])
@@ -311,7 +311,7 @@ def _ingest_one(rec: LavaRecord, jr: JobResult, spec: JobSpec) -> Optional[Measu
     if infra:
         msg = f"{rec.label}: " + "; ".join(infra)
         jr.infra_error = f"{jr.infra_error}; {msg}" if jr.infra_error else msg
-        return None  # nothing trustworthy was measured: the job-level error says why
+        return []  # nothing trustworthy was measured: the job-level error says why
 
     # raw outputs first, byte-exact, before anything is judged
     transfer: list[str] = []
@@ -346,7 +346,7 @@ def _ingest_one(rec: LavaRecord, jr: JobResult, spec: JobSpec) -> Optional[Measu
         reasons = ([] if threads else ["no log and no measurements in the results: nothing to judge"]) + after
         if reasons:
             m.verdict, m.reasons = Verdict.INFRA, reasons
-        return m
+        return [m]
 
     def disagree(out: ToolOutput) -> list[str]:
         d = cross_check(out, cases)

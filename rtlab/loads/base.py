@@ -205,6 +205,9 @@ class Load:
     measures: ClassVar[str] = ""
     #: options a campaign may set under ``load_opts: {<load>: {...}}``, with defaults
     options: ClassVar[dict[str, Any]] = {}
+    #: a load that breaks budgets on purpose (fifo-hog): checks the gate and
+    #: evidence chain, never part of a measurement programme of every load
+    deliberate_breach: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -327,7 +330,8 @@ class BoardLoad(Load):
 
     # -- mechanics ---------------------------------------------------------------------
     def dir(self, env: LoadEnv) -> str:
-        return f"{LOADS_ROOT}/{env.run.id}/{self.name}"
+        from ..suites.board import job_workdir  # the job's own dir: jobs never share a load dir
+        return f"{job_workdir()}/loads/{env.run.id}/{self.name}"
 
     def script(self, env: LoadEnv) -> str:
         lines = [f"# rtlab load {self.name} (generated): started with setsid, so $$ is the",

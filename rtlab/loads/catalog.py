@@ -123,6 +123,26 @@ class Cpu(StressNg):
         return f"--cpu {env.ncpus}"
 
 
+class FifoHog(StressNg):
+    """A deliberate breach, for checking the gate and the evidence chain on a
+    lab: SCHED_FIFO busy bursts above the measuring threads' priority."""
+
+    name = "fifo-hog"
+    deliberate_breach = True
+    description = ("a deliberate breach: SCHED_FIFO busy bursts (stress-ng --cpu with --cpu-load "
+                   "and --cpu-load-slice) above the measuring threads' priority")
+    measures = ("CPU time of the hog workers over the window, every worker alive; stress-ng's "
+                "own bogo-ops/s")
+    # burst_ms of busy time per slice at load_pct percent: 100 ms busy, 900 ms idle by default
+    options = {**BoardLoad.options, "priority": 95, "burst_ms": 100, "load_pct": 10}
+
+    def stressors(self, env: LoadEnv) -> str:
+        o = env.opts
+        return (f"--cpu {env.ncpus} --cpu-load {int(o.get('load_pct') or 10)} "
+                f"--cpu-load-slice {int(o.get('burst_ms') or 100)} "
+                f"--sched fifo --sched-prio {int(o.get('priority') or 95)}")
+
+
 def _half(n: int) -> int:
     return max(1, n // 2)
 

@@ -22,47 +22,74 @@ All latencies come out in µs; percentiles only ever come from
 from __future__ import annotations
 
 import gzip
+import io
 import os
+import re
 from typing import Optional
 
 from ..errors import InputError
 from ..model import ToolOutput
 from . import rtjson, rttext
-from ._common import TOOLS, check_tool
+from ._common import DEFAULT_MAX_MB, TOOLS, check_tool, limit
 
 __all__ = ["TOOLS", "parse_file", "parse_text"]
 
 
 def parse_file(path, tool: Optional[str] = None, *, nsecs: Optional[bool] = None) -> ToolOutput:
     """Parse one output file (gzip-compressed files are read transparently)."""
+    max_bytes = limit("RTLAB_PARSE_MAX_MB", DEFAULT_MAX_MB) * 1024 * 1024
+    too_big = (f"over the parse limit of {max_bytes // 1024 // 1024} MB (RTLAB_PARSE_MAX_MB): "
+               f"refused before memory runs out")
     try:
         with open(path, "rb") as f:
+            if os.fstat(f.fileno()).st_size > max_bytes:
+                raise InputError(path, f"{os.fstat(f.fileno()).st_size // 1024 // 1024} MB, {too_big}")
             data = f.read()
     except OSError as e:
         raise InputError(path, f"cannot read: {e.strerror or e}") from None
     if data[:2] == b"\x1f\x8b":
         try:
-            data = gzip.decompress(data)
+            with gzip.GzipFile(fileobj=io.BytesIO(data)) as gz:
+                data = gz.read(max_bytes + 1)  # a gzip bomb stops at the limit
         except (OSError, EOFError) as e:
             raise InputError(path, f"broken gzip data: {e}") from None
+        if len(data) > max_bytes:
+            raise InputError(path, f"decompressed, {too_big}")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as e:
         raise InputError(path, f"not a text file (byte {e.start} is not UTF-8)") from None
-    return parse_text(text, os.fspath(path), tool, nsecs=nsecs)
+    del data  # the text is all that is needed from here: never both at once
+    box = [text]
+    del text
+    return _parse(box, os.fspath(path), tool, nsecs)
 
 
 def parse_text(text: str, path, tool: Optional[str] = None, *,
                nsecs: Optional[bool] = None) -> ToolOutput:
     """Parse the content of an output file; ``path`` is used for messages."""
+    return _parse([text], path, tool, nsecs)
+
+
+_NON_SPACE = re.compile(r"\S")
+
+
+def _parse(box: list, path, tool: Optional[str], nsecs: Optional[bool]) -> ToolOutput:
+    """*box* holds the only reference to the text: a JSON text is dropped as
+    soon as it is decoded (memory: text and decoded document never add up
+    with copies of the text; no strip() of a 40 MB string)."""
     if tool is not None:
         check_tool(path, tool)
+    text = box.pop()
     if "\x00" in text:
         raise InputError(path, "not a text file (contains NUL bytes)")
-    if not text.strip():
+    first = _NON_SPACE.search(text)
+    if first is None:
         raise InputError(path, "empty file")
-    if text.lstrip().startswith("{"):
+    if first.group() == "{":
+        del first
         doc = rtjson.load(text, path)
+        del text
         return rtjson.parse(doc, path, tool)
     if tool == "rtbench":
         raise InputError(path, "rtbench writes JSON only; this file is not JSON")

@@ -47,6 +47,45 @@ def cpu_or_none(cpu: Optional[int]) -> Optional[int]:
     return None if cpu is None or cpu < 0 else cpu
 
 
+#: the most JSON object members a document may hold (histogram buckets,
+#: mostly): memory is bounded before it is spent (RTLAB_PARSE_MAX_ENTRIES)
+DEFAULT_MAX_ENTRIES = 5_000_000
+#: the largest file parsed (RTLAB_PARSE_MAX_MB)
+DEFAULT_MAX_MB = 256
+
+
+def limit(name: str, default: int) -> int:
+    import os
+    try:
+        v = int(os.environ.get(name) or default)
+    except ValueError:
+        return default
+    return v if v > 0 else default
+
+
+class Buckets(dict):
+    """A histogram object as decoded: {bucket index: count}, int keys, only
+    non-zero counts, validated while decoding (every key digits, every count
+    a non-negative integer). Built straight from the decoder's pairs, so a
+    big histogram is never held twice (string keys and int keys)."""
+
+
+def bucket_counts(h: "JsonPath") -> dict[int, int]:
+    """A histogram object's non-zero counts by bucket index, errors naming the key."""
+    if isinstance(h.obj, Buckets):
+        return h.obj
+    counts: dict[int, int] = {}
+    for k, _ in h.items():
+        if not re.fullmatch(r"\d+", k):
+            raise InputError(h.path, f"key {h.where}.{k}: bucket index is not an integer")
+        c = h.integer(k)
+        if c < 0:
+            raise InputError(h.path, f"key {h.where}.{k}: negative count {c}")
+        if c:
+            counts[int(k)] = c
+    return counts
+
+
 class JsonPath:
     """Typed access to a decoded JSON object with errors naming the key."""
 

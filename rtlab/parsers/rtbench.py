@@ -22,7 +22,7 @@ from typing import Any
 
 from ..errors import InputError
 from ..model import Histogram, ThreadResult
-from ._common import JsonPath, cpu_or_none
+from ._common import JsonPath, bucket_counts, cpu_or_none
 
 _SCALE = {"ns": 1000.0, "us": 1.0}
 
@@ -41,13 +41,7 @@ def parse_benchmarks(top: JsonPath, path) -> list[ThreadResult]:
         overflows = None
         if b.has("histogram") and b.get("histogram") is not None:
             h = b.sub("histogram")
-            counts: dict[int, int] = {}
-            for k, _ in h.items():
-                if not re.fullmatch(r"\d+", k):
-                    raise InputError(path, f"key {h.where}.{k}: bucket index is not an integer")
-                c = h.integer(k)
-                if c:
-                    counts[int(k)] = c
+            counts = bucket_counts(h)
             overflows = b.integer("overflows") if b.has("overflows") else 0
             bucket = b.number("bucket_ns" if unit == "ns" else "bucket_us")
             if bucket <= 0:

@@ -28,7 +28,8 @@ from typing import Any, Optional
 from ..errors import InputError
 from ..model import Histogram, ThreadResult, ToolOutput
 from ._common import (
-    IPC_TOOLS, TOOLS, JsonPath, Opt, atoi, check_tool, cpu_or_none, last,
+    DEFAULT_MAX_ENTRIES, IPC_TOOLS, TOOLS, Buckets, JsonPath, Opt, atoi, bucket_counts, check_tool,
+    cpu_or_none, last, limit,
     parse_optstring, program, scan_options, us,
 )
 
@@ -41,16 +42,45 @@ _INF = re.compile(r'("\s*:\s*)(-?)inf(?:inity)?(?=\s*[,}\]])', re.IGNORECASE)
 _CMDLINE = re.compile(r'^(\s*"cmdline:?"\s*:\s*")(.*)(",?\s*)$', re.MULTILINE)
 
 
+class _TooBig(Exception):
+    pass
+
+
+def _pairs_hook(max_entries: int):
+    """Objects from the decoder's pairs: histograms (every key digits, every
+    value a non-negative int) straight into Buckets, the rest into dicts;
+    stops once the document holds more than max_entries members."""
+    seen = [0]
+
+    def hook(pairs):
+        seen[0] += len(pairs)
+        if seen[0] > max_entries:
+            raise _TooBig(seen[0])
+        if pairs and all(type(v) is int and v >= 0 and k.isdigit() and k.isascii() for k, v in pairs):
+            return Buckets((int(k), v) for k, v in pairs if v)
+        return dict(pairs)
+    return hook
+
+
+def _decode(text: str, path):
+    max_entries = limit("RTLAB_PARSE_MAX_ENTRIES", DEFAULT_MAX_ENTRIES)
+    try:
+        return json.loads(text, object_pairs_hook=_pairs_hook(max_entries))
+    except _TooBig:
+        raise InputError(path, f"more than {max_entries:,} JSON members (histogram buckets): over the "
+                               f"parse limit, refused before memory runs out (RTLAB_PARSE_MAX_ENTRIES)") from None
+
+
 def load(text: str, path) -> dict[str, Any]:
     """Decode an rt-tests/rtbench JSON document, repairing known defects."""
     fixed = _NAN.sub(r"\1NaN", text)
     fixed = _INF.sub(lambda m: m.group(1) + ("-" if m.group(2) else "") + "Infinity", fixed)
     try:
-        doc = json.loads(fixed)
+        doc = _decode(fixed, path)
     except json.JSONDecodeError as first:
         repaired = _CMDLINE.sub(lambda m: m.group(1) + json.dumps(m.group(2))[1:-1] + m.group(3), fixed)
         try:
-            doc = json.loads(repaired) if repaired != fixed else None
+            doc = _decode(repaired, path) if repaired != fixed else None
         except json.JSONDecodeError:
             doc = None
         if doc is None:
@@ -253,17 +283,7 @@ def _cyclictest(t: JsonPath, idx: int, cmd: str, top: JsonPath) -> ThreadResult:
 
 
 def _counts(t: JsonPath, key: str) -> dict[int, int]:
-    h = t.sub(key)
-    counts: dict[int, int] = {}
-    for k, _ in h.items():
-        if not re.fullmatch(r"\d+", k):
-            raise InputError(t.path, f"key {h.where}.{k}: bucket index is not an integer")
-        c = h.integer(k)
-        if c < 0:
-            raise InputError(t.path, f"key {h.where}.{k}: negative count {c}")
-        if c:
-            counts[int(k)] = c
-    return counts
+    return bucket_counts(t.sub(key))
 
 
 # ---------------------------------------------------------------------------

@@ -1,5 +1,7 @@
-"""A virtual board: a QEMU machine whose boot ROM is U-Boot, wired like a real
-board on a lab host.
+"""A virtual board: a QEMU machine wired like a real board on a lab host. Its
+boot ROM is U-Boot (`boot: uboot`), the machine's PXE firmware (`pxe`), or,
+where QEMU runs no bootloader for the machine, QEMU loading the staged boot
+set itself (`direct`; rtlab/rack/config.py).
 
 * **Power** is the process: outlet on starts QEMU (a cold boot into U-Boot),
   outlet off kills it. Nothing survives a power cycle but the TFTP directory
@@ -40,6 +42,26 @@ from typing import Callable, Optional
 
 from ..procutil import die_with_parent
 from .config import BoardSpec
+
+#: where TFTPStagingDriver puts a board's boot set (its ``subdir``) and the
+#: iPXE script it writes for PXE boards (rtlab/lab/uboot.py)
+STAGED_DIR = "rtlab"
+IPXE_SCRIPT = "boot.ipxe"
+
+
+def parse_uenv(path: Path) -> dict[str, str]:
+    """``name=value`` lines of a U-Boot environment text file (``env import -t``)."""
+    try:
+        text = path.read_text(errors="replace")
+    except OSError:
+        return {}
+    out = {}
+    for line in text.splitlines():
+        if "=" in line and not line.startswith("#"):
+            k, _, v = line.partition("=")
+            out[k.strip()] = v.strip()
+    return out
+
 
 #: board output buffered for a slow reader before the relay stops reading
 #: QEMU (flow control: QEMU then stalls the UART, as a real one with RTS would)
@@ -280,16 +302,42 @@ class VirtualBoard:
 
     def qemu_command(self, frozen: bool = False) -> list[str]:
         t = self.spec.type
+        # `onboard`: the machine's own NIC (sabrelite's FEC), no model to add
+        model = "" if t.nic == "onboard" else f",model={t.nic}"
+        nic = f"user{model},restrict=on,tftp={self.tftp_dir}"
         cmd = [t.qemu, "-name", self.name, "-machine", t.machine, "-cpu", t.cpu,
                "-smp", str(t.smp), "-m", str(t.memory), "-accel", "tcg",
-               "-nodefaults", "-display", "none", "-monitor", "none",
-               "-bios", t.firmware,
-               "-nic", f"user,model={t.nic},restrict=on,tftp={self.tftp_dir}",
-               "-chardev", f"socket,id=uart0,host=127.0.0.1,port={self.relay.port},server=off",
-               "-serial", "chardev:uart0"]
+               "-nodefaults", "-display", "none", "-monitor", "none"]
+        if t.boot == "uboot":
+            cmd += ["-bios", t.firmware]
+        elif t.boot == "pxe":
+            # SeaBIOS runs the NIC's iPXE ROM; QEMU's DHCP names the staged script
+            nic += f",bootfile={STAGED_DIR}/{IPXE_SCRIPT}"
+            cmd += ["-boot", "order=n"]
+        else:
+            cmd += self.direct_boot_args()
+        # UARTs before the console one are left unconnected, as on the board
+        serial = ["-serial", "null"] * t.console_uart + ["-serial", "chardev:uart0"]
+        cmd += ["-nic", nic,
+                "-chardev", f"socket,id=uart0,host=127.0.0.1,port={self.relay.port},server=off",
+                *serial]
         if frozen:
             cmd.append("-S")  # CPUs never start: a board that hangs before its ROM prints
         return cmd
+
+    def direct_boot_args(self) -> list[str]:
+        """The boot set staged in the TFTP directory, as QEMU arguments: what the
+        board's U-Boot would fetch (uEnv.txt's bootargs, kernel, initrd, dtb).
+        Nothing staged: no kernel, a board that stays silent at power-on."""
+        staged = self.tftp_dir / STAGED_DIR
+        env = parse_uenv(staged / "uEnv.txt")
+        kernel, initrd = staged / "kernel", staged / "initrd"
+        if "bootargs" not in env or not kernel.is_file() or not initrd.is_file():
+            return []
+        args = ["-kernel", str(kernel), "-initrd", str(initrd), "-append", env["bootargs"]]
+        if (staged / "board.dtb").is_file():
+            args += ["-dtb", str(staged / "board.dtb")]
+        return args
 
     def power_on(self) -> None:
         if self.powered:
@@ -343,6 +391,7 @@ class VirtualBoard:
 
     def status(self) -> dict:
         return {"name": self.name, "outlet": self.spec.outlet, "arch": self.spec.type.arch,
+                "type": self.spec.type.name, "boot": self.spec.type.boot, "twin_of": self.spec.type.twin_of,
                 "power": "on" if self.powered else "off",
                 "running": self.proc is not None and self.proc.poll() is None,
                 "frozen": self.frozen, "pending_fault": self.fault, "power_ons": self.power_ons,

@@ -12,7 +12,16 @@ from ..errors import InputError
 
 LABGRID_DIR = ROOT / "labgrid"
 DEFAULT_CONFIG = LABGRID_DIR / "rack.yaml"
-BOARD_TYPE_KEYS = ("arch", "qemu", "machine", "cpu", "smp", "memory", "firmware", "nic", "uart_speed")
+BOARD_TYPE_KEYS = ("arch", "qemu", "machine", "cpu", "smp", "memory", "firmware", "nic", "uart_speed",
+                   "boot", "console_uart", "twin_of")
+#: how a board type comes up at power-on (rtlab/rack/board.py):
+#:   uboot   the boot ROM is U-Boot (`firmware`, QEMU -bios): DHCP + TFTP from there
+#:   pxe     the machine's own firmware netboots (SeaBIOS + the NIC's iPXE ROM):
+#:           DHCP hands it the staged iPXE script (rtlab/boot.ipxe)
+#:   direct  no bootloader QEMU can run for this machine: QEMU itself loads
+#:           what is staged in the TFTP directory (uEnv.txt's kernel, initrd,
+#:           dtb, bootargs), as the board's U-Boot would
+BOOT_KINDS = ("uboot", "pxe", "direct")
 
 
 @dataclass(frozen=True)
@@ -24,9 +33,14 @@ class BoardType:
     cpu: str
     smp: int
     memory: str
-    firmware: str
+    firmware: str = ""
     nic: str = "virtio-net-pci"
     uart_speed: int = 115200
+    boot: str = "uboot"
+    #: which of the machine's UARTs is the console (sabrelite: the second, ttymxc1)
+    console_uart: int = 0
+    #: the real board (env/boards/<name>.yaml) this type is a virtual twin of
+    twin_of: str = ""
 
 
 @dataclass(frozen=True)
@@ -65,6 +79,13 @@ def _host_port(node, what: str) -> str:
     return text
 
 
+def _ranged(node, lo: int, hi: int, default=None) -> int:
+    v = node.integer(default=default, minimum=lo)
+    if v > hi:
+        raise node.error(f"must be <= {hi}, got {v!r}")
+    return v
+
+
 def load_rack_config(path: Optional[Path] = None) -> RackConfig:
     path = Path(path or DEFAULT_CONFIG)
     root = open_node(path).only(["name", "coordinator", "pdu", "exporter", "places", "board_types", "boards",
@@ -72,11 +93,18 @@ def load_rack_config(path: Optional[Path] = None) -> RackConfig:
     types = {}
     for tname, tnode in root.req("board_types").items():
         t = tnode.only(BOARD_TYPE_KEYS)
+        boot = t.child("boot").str("uboot")
+        if boot not in BOOT_KINDS:
+            raise t.child("boot").error(f"must be one of {', '.join(BOOT_KINDS)}, got {boot!r}")
+        firmware = t.req("firmware").str() if boot == "uboot" else t.child("firmware").str("")
         types[tname] = BoardType(
             name=tname, arch=t.req("arch").str(), qemu=t.req("qemu").str(), machine=t.req("machine").str(),
-            cpu=t.req("cpu").str(), smp=t.req("smp").integer(minimum=1), memory=str(t.req("memory").value),
-            firmware=t.req("firmware").str(), nic=t.child("nic").str("virtio-net-pci"),
-            uart_speed=t.child("uart_speed").integer(default=115200))
+            cpu=t.req("cpu").str(), smp=_ranged(t.req("smp"), 1, 64),
+            memory=str(t.req("memory").value),
+            firmware=firmware, nic=t.child("nic").str("virtio-net-pci"),
+            uart_speed=t.child("uart_speed").integer(default=115200), boot=boot,
+            console_uart=_ranged(t.child("console_uart"), 0, 3, default=0),
+            twin_of=t.child("twin_of").str(""))
     boards = {}
     outlets = set()
     for bname, bnode in root.req("boards").items():

@@ -33,7 +33,7 @@ from .config import StoreConfig, state_dir
 from .influx import store_from_config
 from .local import LocalInfluxd
 from .schema import chunks_for_run
-from .spool import Spool
+from .spool import AUTH_STATUSES, Spool
 
 log = logging.getLogger("rtlab.store")
 
@@ -156,7 +156,7 @@ class Session:
             self._error(e)
         if res.skipped:
             self.progress(f"spool not replayed: {res.skipped}")
-        if res.unavailable:
+        if res.unavailable or res.refused:
             self.down = True
         return res.points, res.left_points
 
@@ -178,7 +178,14 @@ class Session:
                 self.spool.put(batch, precision, run_id, n)
                 report.spooled += len(batch)
             except WriteRejected as e:
-                self._error(f"batch {n} of run {run_id} rejected, spooled: {e}")
+                if e.status in AUTH_STATUSES:
+                    # the credentials, not this batch: the rest is spooled untried
+                    self._error(f"the store refused the credentials ({e}): run {run_id} spooled "
+                                f"(each batch once); fix the store configuration and run "
+                                f"rtlab publish --replay")
+                    self.down = True
+                else:
+                    self._error(f"batch {n} of run {run_id} rejected, spooled: {e}")
                 self.spool.put(batch, precision, run_id, n)
                 report.spooled += len(batch)
 

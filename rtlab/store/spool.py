@@ -11,12 +11,20 @@ configured when it is replayed (``rtlab publish --replay`` or the next
 Replaying the same file twice is harmless: the same series at the same
 timestamp overwrite each other in InfluxDB. A lock (``.lock``) keeps two
 replays from running at once anyway.
+
+A batch is kept once, however often it fails: the file name ends with the
+digest of its content, and a batch already spooled is not written again
+(a run published three times against a store that refuses the credentials
+leaves one copy, not three). A store that refuses the credentials (HTTP
+401/403) stops a replay like a store that is down: every file stays, and
+the replay says why.
 """
 from __future__ import annotations
 
 import contextlib
 import copy
 import fcntl
+import hashlib
 import os
 import re
 import time
@@ -28,6 +36,8 @@ from .base import StoreUnavailable, WriteRejected
 from .config import state_dir
 
 HEADER = "# rtlab-spool"
+#: the store refused who we are: every batch will be refused the same way
+AUTH_STATUSES = (401, 403)
 
 
 def default_spool_dir() -> Path:
@@ -43,6 +53,7 @@ class ReplayResult:
     errors: list[str] = field(default_factory=list)
     skipped: Optional[str] = None  # why nothing was tried (another replay running)
     unavailable: bool = False      # stopped because the server is down
+    refused: Optional[str] = None  # stopped because the store refused the credentials (401/403)
 
 
 class Spool:
@@ -51,12 +62,17 @@ class Spool:
         self._seq = 0
 
     def put(self, lines: list[str], precision: str, run_id: str = "", batch: int = 0) -> Path:
-        """Keep one batch. Returns the file written."""
+        """Keep one batch, once: returns the file written, or the file that
+        already holds the same batch."""
         self.dir.mkdir(parents=True, exist_ok=True)
+        digest = hashlib.sha256(("\n".join([precision, *lines])).encode()).hexdigest()[:20]
+        same = sorted(self.dir.glob(f"*-{digest}.lp"))
+        if same:
+            return same[0]
         self._seq += 1
         stamp = time.strftime("%Y%m%dT%H%M%S", time.gmtime()) + f"{time.time_ns() % 1_000_000_000:09d}"
         safe = re.sub(r"[^A-Za-z0-9._-]+", "_", run_id or "points")[:80]
-        name = f"{stamp}-{os.getpid()}-{self._seq:04d}-{safe}-{batch:05d}.lp"
+        name = f"{stamp}-{os.getpid()}-{self._seq:04d}-{safe}-{batch:05d}-{digest}.lp"
         path = self.dir / name
         tmp = self.dir / f".{name}.tmp"
         with open(tmp, "w", encoding="utf-8") as f:
@@ -118,6 +134,15 @@ class Spool:
                         res.left_points += n
                         continue
                     except WriteRejected as e:
+                        if e.status in AUTH_STATUSES:  # no file will get through: stop, keep all
+                            down = True
+                            res.refused = str(e)
+                            res.errors.append(f"replay stopped, the store refused the credentials ({e}): "
+                                              f"every spooled file is kept; fix the store configuration "
+                                              f"and run rtlab publish --replay")
+                            res.left_files += 1
+                            res.left_points += n
+                            continue
                         res.errors.append(f"{path.name}: rejected: {e}")
                         res.left_files += 1
                         res.left_points += n

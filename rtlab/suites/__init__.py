@@ -39,6 +39,18 @@ from ..params import (LOAD_OPTION_SPECS, Args, Bool, Cpus, Int, Num, ParamError,
                       check_mapping)
 
 
+#: written to a suite's raw dir when the board cannot run it: {"reason": ...}
+NOT_AVAILABLE_FILE = "not_available.json"
+
+
+def not_available(host_dir: Path) -> str | None:
+    """The reason recorded on the board that the suite could not run, or None."""
+    try:
+        return str(json.loads((host_dir / NOT_AVAILABLE_FILE).read_text())["reason"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
 @dataclass(frozen=True)
 class SuiteRun:
     """One campaign entry on one board: what the board-side code needs."""
@@ -49,15 +61,22 @@ class SuiteRun:
     load: str
     params: dict[str, Any] = field(default_factory=dict)
     cpus: tuple[int, ...] = ()  # CPUs to measure on, named explicitly
+    #: evidence armed: where to stop and trace ({"max_us": ..} cyclictest,
+    #: {"thread_us", "irq_us"} timerlat; rtlab.evidence), None when not
+    evidence: Optional[dict[str, float]] = None
 
     def to_json(self) -> dict:
-        return {"id": self.id, "name": self.name, "suite": self.suite, "load": self.load,
-                "params": self.params, "cpus": list(self.cpus)}
+        d = {"id": self.id, "name": self.name, "suite": self.suite, "load": self.load,
+             "params": self.params, "cpus": list(self.cpus)}
+        if self.evidence:
+            d["evidence"] = self.evidence
+        return d
 
     @classmethod
     def from_json(cls, d: dict) -> "SuiteRun":
         return cls(id=d["id"], name=d["name"], suite=d["suite"], load=d["load"],
-                   params=d.get("params", {}), cpus=tuple(d.get("cpus", ())))
+                   params=d.get("params", {}), cpus=tuple(d.get("cpus", ())),
+                   evidence=d.get("evidence") or None)
 
 
 #: parameters every suite takes, besides its own (see rtlab.loads)
@@ -144,6 +163,30 @@ class Suite:
         kernel failure the gate judges as FAIL) rather than an infra error."""
         return rc == 0
 
+    #: evidence armed: the board's tracefs records scheduler/IRQ events while
+    #: the tool runs, read when it broke (cyclictest -b; rtla saves its own)
+    traces_kernel: ClassVar[bool] = False
+
+    def evidence_outputs(self, run: SuiteRun) -> list[str]:
+        """Files the tool writes when it stopped at the breach (rtla's saved trace)."""
+        return []
+
+    def breached(self, host_dir: Path, run: SuiteRun) -> bool:
+        """Whether the tool, armed with run.evidence, stopped at a sample over it."""
+        return False
+
+    def unavailable(self, sh) -> str | None:
+        """Why the board (a BoardShell) cannot run this suite at all, or None.
+        Checked on the board before the load starts; a reason makes the suite
+        "not available" there: not run, neither passed nor failed."""
+        return None
+
+    def parse_outputs(self, job_dir: Path, run: SuiteRun) -> dict[str, ToolOutput]:
+        """Every measurement of one run, by suffix of the suite's name: ""
+        for one measurement; a tool measuring two things (rtla timerlat: IRQ
+        and thread latency) returns one output per thing ("irq", "thread")."""
+        return {"": self.parse(job_dir, run)}
+
     def parse(self, job_dir: Path, run: SuiteRun) -> ToolOutput:
         """The tool's output in the model, plus the loads' health numbers
         (``load.<load>.<what>`` metrics from ``load-<load>.json``)."""
@@ -215,6 +258,7 @@ class Cyclictest(Suite):
     tool = "cyclictest"
     json_file = "cyclictest.json"
     lava_thread_cases = True
+    traces_kernel = True
     defaults = {
         "interval_us": 1000,
         "duration_s": 10,
@@ -234,11 +278,26 @@ class Cyclictest(Suite):
         # otherwise. -h forces -d 0, so threads never drift apart in interval.
         return ["cyclictest", "-q", "-m", "-p", str(p["priority"]), "-i", str(p["interval_us"]),
                 "-D", str(p["duration_s"]), "-h", str(p["histogram_us"]), "-a", cpus,
-                "-t", str(len(run.cpus)), f"--json={self.json_file}", *p["extra_args"]]
+                "-t", str(len(run.cpus)), f"--json={self.json_file}", *self._breaktrace(run),
+                *p["extra_args"]]
+
+    @staticmethod
+    def _breaktrace(run: SuiteRun) -> list[str]:
+        # -b stops at a sample > USEC; a budget is broken AT max_us, so one
+        # microsecond below. --tracemark marks the trace where it broke.
+        if run.evidence and run.evidence.get("max_us"):
+            return ["-b", str(max(1, int(run.evidence["max_us"]) - 1)), "--tracemark"]
+        return []
+
+    def breached(self, host_dir: Path, run: SuiteRun) -> bool:
+        try:
+            return "# Break thread:" in (host_dir / "stdout.txt").read_text(errors="replace")
+        except OSError:
+            return False
 
     def expected_samples(self, run: SuiteRun) -> Optional[int]:
         return int(float(run.params["duration_s"]) * 1e6 / float(run.params["interval_us"]))
 
 
 # the suites of the other modules register themselves on import
-from . import rtbench, rttests  # noqa: E402,F401
+from . import rtbench, rtla, rttests  # noqa: E402,F401

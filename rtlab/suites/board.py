@@ -9,6 +9,8 @@ from __future__ import annotations
 import base64
 import gzip
 import json
+import logging
+import os
 import re
 import shlex
 import time
@@ -19,6 +21,20 @@ from ..config import parse_cpulist
 from ..variants import Variant
 
 BOARD_WORKDIR = "/tmp/rtlab"
+#: the job's own directory on the board, named by the runner per job so two
+#: jobs never share files (the local board runs every job in this machine's /tmp)
+WORKDIR_ENV = "RTLAB_BOARD_WORKDIR"
+_WORKDIR_RE = re.compile(r"^/[A-Za-z0-9._/@+-]+$")
+log = logging.getLogger("rtlab.board")
+
+
+def job_workdir() -> str:
+    """This job's work dir on the board (RTLAB_BOARD_WORKDIR, set by the
+    runner), BOARD_WORKDIR outside a job (LAVA definitions, tests)."""
+    wd = os.environ.get(WORKDIR_ENV) or BOARD_WORKDIR
+    if not _WORKDIR_RE.match(wd) or ".." in wd:
+        raise ValueError(f"{WORKDIR_ENV}={wd!r} is not a plain absolute path")
+    return wd
 
 
 from ..errors import SuiteFailure  # noqa: E402,F401 - raised here, defined below loads and suites
@@ -40,6 +56,42 @@ class BoardShell:
             raise SuiteFailure(f"`{cmd}` exited with {rc}: {' | '.join(out[-5:])}")
         return out
 
+    def interrupt(self) -> bool:
+        """Get the prompt back from a command that is still running (Ctrl-C,
+        twice if need be): True when the shell answers again."""
+        driver = self.command
+        console = getattr(driver, "console", None)
+        if console is None:
+            return False
+        for _ in range(2):
+            try:
+                console.sendcontrol("c")
+                time.sleep(0.5)
+                if _answers(driver):
+                    return True
+            except Exception as e:  # noqa: BLE001 - one more try, then the caller says why
+                log.debug("console did not answer after Ctrl-C: %r", e)
+        return False
+
+    def reconnect(self) -> bool:
+        """A fresh console where the old one is stuck: close the console
+        connection and open it again (a new pty shell on the local board, a
+        new ser2net/serial connection on a rack board), then wait for the
+        prompt. Not on QEMU boards, whose console is the machine itself.
+        True when the new console answers."""
+        driver = self.command
+        console = getattr(driver, "console", None)
+        target = getattr(driver, "target", None)
+        if console is None or target is None or type(console).__name__ == "QEMUDriver":
+            return False
+        try:
+            target.deactivate(console)  # and everything above it (the shell driver)
+            target.activate(driver)     # and its console again: a new connection, login
+            return _answers(driver, timeout=30.0)
+        except Exception as e:  # noqa: BLE001 - the caller says, in one line, what is left where
+            log.warning("a fresh console did not answer: %r", e)
+            return False
+
     def read(self, path: str, default: Optional[str] = None) -> Optional[str]:
         out, rc = self.run(f"cat {shlex.quote(path)} 2>/dev/null")
         return "\n".join(out).strip() if rc == 0 else default
@@ -56,6 +108,21 @@ class BoardShell:
         if len(data) != size:
             raise SuiteFailure(f"fetching {path}: got {len(data)} bytes, the board has {size}")
         return data
+
+
+def _answers(driver, timeout: float = 5.0) -> bool:
+    """Does the shell answer? (labgrid's ShellDriver._check_prompt, with a
+    short timeout: a stuck console is told in seconds, not in 30 s per try)."""
+    from labgrid.util import gen_marker
+    from pexpect import TIMEOUT
+
+    marker = gen_marker()
+    driver.console.sendline(f"echo '{marker[:4]}''{marker[4:]}'")  # the marker hidden from expect
+    try:
+        driver.console.expect(rf"{marker}\s+{driver.prompt}", timeout=timeout)
+        return True
+    except TIMEOUT:
+        return False
 
 
 def kernel_facts(sh: BoardShell) -> dict:
@@ -187,18 +254,45 @@ def run_tool(sh: BoardShell, run_id: str, argv: Sequence[str], host_dir: Path,
     host_dir (stdout.txt, stderr.txt, the tool's own files, command.txt,
     exit.json) and return the exit code. Raw files land before any judgement."""
     host_dir.mkdir(parents=True, exist_ok=True)
-    wd = f"{BOARD_WORKDIR}/{run_id}"
+    wd = f"{job_workdir()}/{run_id}"
     command = shell_line(argv)
     (host_dir / "command.txt").write_text(command + "\n")
     sh.check(f"rm -rf {shlex.quote(wd)} && mkdir -p {shlex.quote(wd)}")
     t0 = time.monotonic()
-    _, rc_wrapper = sh.run(f"cd {shlex.quote(wd)} && {tool_wrapper(argv)}", timeout=timeout)
-    elapsed = time.monotonic() - t0
-    for name in ["stdout.txt", "stderr.txt", *outputs]:
-        data = sh.fetch(f"{wd}/{name}")
-        if data is not None:
-            (host_dir / name).write_bytes(data)
+    finished = False
+    try:
+        sh.run(f"cd {shlex.quote(wd)} && {tool_wrapper(argv)}", timeout=timeout)
+        finished = True
+    except BaseException as e:
+        # a hung tool, a lost console, a cancelled run: what the tool wrote so
+        # far still comes home (below), and the error is one line (the
+        # console's expect dump goes to the log)
+        log.warning("tool run failed: %r", e)
+        if isinstance(e, Exception):
+            why = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
+            failure: BaseException = SuiteFailure(f"{argv[0]}: console lost while the tool ran "
+                                                  f"({type(e).__name__}: {why})")
+        else:
+            failure = e  # KeyboardInterrupt: the run is being cancelled
+        if not sh.interrupt() and not sh.reconnect():
+            if not isinstance(e, Exception):
+                raise
+            raise SuiteFailure(f"{argv[0]}: console lost while the tool ran; neither Ctrl-C nor a fresh "
+                               f"console got a shell back: raw files left on the board in {wd}") from None
+    finally:
+        elapsed = time.monotonic() - t0
+    try:
+        for name in ["stdout.txt", "stderr.txt", *outputs]:
+            data = sh.fetch(f"{wd}/{name}")
+            if data is not None:
+                (host_dir / name).write_bytes(data)
+    except Exception as e:  # noqa: BLE001 - one line here, the console's dump in the log
+        log.warning("fetching raw files failed: %r", e)
+        raise SuiteFailure(f"fetching raw files from {wd} failed: {type(e).__name__}: "
+                           f"{(str(e).splitlines() or [''])[0][:200]}") from None
     code_text = sh.read(f"{wd}/exit_code", "")
     rc = int(code_text) if code_text.strip().lstrip("-").isdigit() else -1
     (host_dir / "exit.json").write_text(json.dumps({"exit_code": rc, "elapsed_s": round(elapsed, 3)}) + "\n")
+    if not finished:
+        raise failure
     return rc

@@ -47,6 +47,31 @@ def write_campaign(tmp_path):
 
 
 def leftovers(marker: str) -> list[str]:
-    """Processes whose command line holds *marker* (a tmp path unique to a test)."""
-    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
-    return [l for l in out.splitlines()[1:] if marker in l and "ps -eo" not in l]
+    """Processes whose command line, cwd or environment holds *marker*
+    (unique to a test: its tmp path), read from /proc (ps truncates)."""
+    out = []
+    for p in Path("/proc").iterdir():
+        if not p.name.isdigit() or int(p.name) == os.getpid():
+            continue
+        try:
+            cmd = (p / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            cwd = os.readlink(p / "cwd")
+        except OSError:
+            continue
+        try:
+            environ = (p / "environ").read_bytes().decode(errors="replace")
+        except OSError:
+            environ = ""
+        if marker in cmd or marker in cwd or marker in environ:
+            out.append(f"{p.name} {cwd} {cmd[:300]}")
+    return out
+
+
+def kill_leftovers(marker: str) -> None:
+    """Test clean-up after a failed assertion: nothing of the test stays running."""
+    import signal
+    for line in leftovers(marker):
+        try:
+            os.kill(int(line.split()[0]), signal.SIGKILL)
+        except OSError:
+            pass

@@ -3,12 +3,12 @@ table, and exit codes that never mix latency failures with infra errors."""
 import json
 from pathlib import Path
 
-from conftest import rtlab
+from conftest import processes_of, rtlab, rtlab_retry_infra
 
 
 def test_each_arch_boots_its_variant_and_measures(tmp_path, campaign):
     c = campaign(["qemu-aarch64", "qemu-x86_64", "local"], variants="[rt, voluntary-iso]")
-    res = rtlab("run", "--campaign", c, "--results", tmp_path / "results", "--no-publish")
+    res = rtlab_retry_infra("run", "--campaign", c, "--results", tmp_path / "results", "--no-publish")
     assert res.returncode == 0, res.stdout + res.stderr
     run_dir = Path(res.stdout.split("results: ")[-1].split()[0])
     run = json.loads((run_dir / "run.json").read_text())
@@ -47,6 +47,7 @@ def test_missing_kernel_image_is_infra_naming_board_and_cause(tmp_path, campaign
     assert "broken-kernel" in res.stdout and "/nonexistent/Image" in res.stdout
     assert "does not exist" in res.stdout
     assert "FAIL" not in res.stdout.split("Verdict:")[-1].split("(")[0]
+    _kept_and_nothing_left(tmp_path, "broken-kernel", "rt")
 
 
 def test_prompt_that_never_comes_is_infra_naming_board_and_cause(tmp_path, campaign, board_file):
@@ -56,6 +57,7 @@ def test_prompt_that_never_comes_is_infra_naming_board_and_cause(tmp_path, campa
                 "--results", tmp_path / "r", "--no-publish")
     assert res.returncode == 2, res.stdout + res.stderr
     assert "mute-board" in res.stdout and "no shell prompt 'never-seen# '" in res.stdout
+    _kept_and_nothing_left(tmp_path, "mute-board", "rt", console=True)
 
 
 def test_wrong_kernel_for_variant_is_infra_not_a_pass(tmp_path, campaign, board_file):
@@ -66,6 +68,20 @@ def test_wrong_kernel_for_variant_is_infra_not_a_pass(tmp_path, campaign, board_
                 "--results", tmp_path / "r", "--no-publish")
     assert res.returncode == 2, res.stdout + res.stderr
     assert "is not running variant rt" in res.stdout and "PREEMPT_RT" in res.stdout
+    _kept_and_nothing_left(tmp_path, "liar", "rt", console=True)
+
+
+def _kept_and_nothing_left(tmp_path, board, variant, console=False):
+    """The job is INFRA in run.json, its logs are kept (the console, when
+    there was one), and no process of the run (QEMU, pytest) is left."""
+    (run_json,) = [p for p in (tmp_path / "r").glob("*/run.json") if p.parent.name != "latest"]
+    (job,) = json.loads(run_json.read_text())["jobs"]
+    assert job["verdict"] == "infra" and job["infra_error"], job
+    job_dir = run_json.parent / board / variant
+    assert (job_dir / "pytest.log").is_file() and (job_dir / "job-spec.json").is_file()
+    if console:
+        assert any(p.stat().st_size for p in (job_dir / "console").iterdir())
+    assert not processes_of(tmp_path)
 
 
 def test_broken_budget_exits_1_and_gate_rejudges(tmp_path, campaign):

@@ -74,8 +74,23 @@ def rt_outputs(tmp_path_factory):
     return outputs
 
 
+RTLA = ROOT / "tests" / "fixtures" / "rtla-6.1"
+
+
+def rtla_outputs() -> dict[str, ToolOutput]:
+    """The real rtla 6.1 captures (qemu-aarch64, rt kernel) as the suites parse them."""
+    from rtlab.parsers.rtla import parse_osnoise_hist, parse_timerlat_hist
+
+    t = RTLA / "timerlat-hist-aarch64.txt"
+    irq, thread = parse_timerlat_hist(t.read_text(), t, bucket=100, entries=200)
+    o = RTLA / "osnoise-hist-aarch64.txt"
+    return {"timerlat-irq": irq, "timerlat-thread": thread,
+            "osnoise": parse_osnoise_hist(o.read_text(), o, bucket=10, entries=500)}
+
+
 def make_run(outputs, run_id: str, started: datetime, sha: str, subject: str,
-             source: str = "merge_request_event", with_infra: bool = True) -> RunResult:
+             source: str = "merge_request_event", with_infra: bool = True,
+             with_rtla: bool = False) -> RunResult:
     """A campaign run built from the real outputs: two variants on the local
     board (one over budget), one QEMU board that did not boot, one tool that
     crashed (infra measurement)."""
@@ -117,6 +132,15 @@ def make_run(outputs, run_id: str, started: datetime, sha: str, subject: str,
         judge(m, None)  # no threads, crashed: infra
         crashed.measurements.append(m)
         jobs.append(crashed)
+    if with_rtla:  # rtla runs where the kernel has the tracers: a QEMU board's rt kernel
+        from rtlab.budgets import Budget as B
+        rj = JobResult(board="qemu-aarch64", variant="rt-iso", arch="aarch64", budget_class="qemu-tcg",
+                       kernel={"release": "6.1.0-50-rt-arm64"}, duration_s=30.0)
+        for suite, out in rtla_outputs().items():
+            m = Measurement(MeasurementKey("qemu-aarch64", "rt-iso", suite, "idle"), out, raw=["stdout.txt"])
+            judge(m, B(max_us=2000000.0))
+            rj.measurements.append(m)
+        jobs.append(rj)
     return RunResult(run_id=run_id, started=started.strftime("%Y-%m-%dT%H:%M:%SZ"), campaign="nightly",
                      commit={"sha": sha, "subject": subject, "branch": "rt/next",
                              "pipeline_id": "4242", "pipeline_source": source,
@@ -364,13 +388,13 @@ def test_credentials_work_and_are_never_printed_logged_or_spooled(auth_influxd, 
         ([], dict(RTLAB_INFLUX_URL=f"http://alice:{SECRET}@127.0.0.1:{srv.port}", RTLAB_INFLUX_DB="t_secret"), 2),
         # 3: wrong password: 401, spooled, error printed
         ([], dict(RTLAB_INFLUX_URL=srv.url, RTLAB_INFLUX_DB="t_secret", RTLAB_INFLUX_USER="alice",
-                  RTLAB_INFLUX_PASSWORD=wrong), 1),
+                  RTLAB_INFLUX_PASSWORD=wrong), 2),
         # 4: server down: spooled, error printed
         ([], dict(RTLAB_INFLUX_URL="http://127.0.0.1:9", RTLAB_INFLUX_USER="alice",
-                  RTLAB_INFLUX_PASSWORD=SECRET, RTLAB_INFLUX_TOKEN=TOKEN), 1),
+                  RTLAB_INFLUX_PASSWORD=SECRET, RTLAB_INFLUX_TOKEN=TOKEN), 2),
         # 5: the v2 API against a 1.6 server: 404, spooled, error printed
         ([], dict(RTLAB_INFLUX_URL=srv.url, RTLAB_INFLUX_TOKEN=TOKEN, RTLAB_INFLUX_BUCKET="t_secret/autogen",
-                  RTLAB_INFLUX_ORG="lab"), 1),
+                  RTLAB_INFLUX_ORG="lab"), 2),
     ]
     outputs = []
     for i, (args, extra, code) in enumerate(cases):
@@ -477,7 +501,8 @@ def dashboard_db(influxd, rt_outputs, tmp_path_factory):
     now = datetime.now(timezone.utc).replace(microsecond=0)
     for i, (src, sha) in enumerate([("push", "aaaa1111"), ("merge_request_event", "bbbb2222"),
                                     ("schedule", "cccc3333")]):
-        run = make_run(rt_outputs, f"dash-{i}", now - timedelta(days=3 - i), sha * 5, f"commit {i}", src)
+        run = make_run(rt_outputs, f"dash-{i}", now - timedelta(days=3 - i), sha * 5, f"commit {i}", src,
+                       with_rtla=True)
         rep = publish_run(write_run(tmp / "results", run), progress=lambda s: None,
                           config=cfg_for(influxd.url, name, tmp))
         assert rep.ok

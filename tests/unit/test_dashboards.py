@@ -15,7 +15,7 @@ from rtlab.store.schema import FIELDS, IPC_TOOLS, MEASUREMENTS, TAGS, field_type
 ROOT = Path(__file__).resolve().parents[2]
 DASH = ROOT / "dashboards"
 FILES = sorted((DASH / "json").glob("*.json"))
-EXPECTED = {"regressions", "histogram", "variants", "ipc", "lab-health"}
+EXPECTED = {"regressions", "histogram", "variants", "ipc", "lab-health", "rtla"}
 BUILTIN_VARS = {"timeFilter", "__interval", "__interval_ms", "__from", "__to", "__range",
                 "__dashboard", "__org", "__user"}
 SCHEMA_VERSION = 39
@@ -197,6 +197,15 @@ def test_ipc_dashboard_selects_the_ipc_tools():
     for v in d["templating"]["list"]:
         if v["name"] != "pipeline":
             assert pat in v["query"]
+
+
+def test_rtla_dashboard_selects_timerlat_and_osnoise():
+    d = load(DASH / "json" / "rtla.json")
+    qs = [q for p, q in queries(d) if 'FROM "events"' not in q]
+    assert all(re.search(r'"tool" (= \'(timerlat|osnoise)\'|=~ /\^\(timerlat\|osnoise\)\$/)', q) for q in qs), qs
+    # IRQ and thread latency are separate series: grouped by suite (timerlat-irq, timerlat-thread)
+    assert any("'timerlat'" in q and '"suite"' in q.split("GROUP BY")[1] for q in qs)
+    assert any("'osnoise'" in q and '"cpu"' in q.split("GROUP BY")[1] for q in qs)
 
 
 def test_lab_health_counts_infra_per_board():

@@ -277,7 +277,10 @@ def test_cached_build_is_returned_without_running_anything(tree, tmp_path, monke
 
 def test_with_base_puts_the_board_base_first():
     assert K.with_base("aarch64", ["preempt-dynamic"]) == ["base-qemu-aarch64", "preempt-dynamic"]
-    assert K.with_base("x86_64", ["preempt-rt"], board="apu2") == ["base-apu2", "preempt-rt"]
+    assert K.with_base("x86_64", ["preempt-rt"], board="qemu-x86_64") == ["base-qemu-x86_64", "preempt-rt"]
+    # a board with no base of its own (the rack's twins) builds on its arch's
+    assert K.with_base("x86_64", ["preempt-rt"], board="twin-x86-ipc") == ["base-qemu-x86_64", "preempt-rt"]
+    assert K.with_base("armhf", ["preempt-none"], board="twin-imx6q") == ["base-qemu-armv7l", "preempt-none"]
     assert K.with_base("x86_64", ["base-custom", "preempt-rt"]) == ["base-custom", "preempt-rt"]
 
 

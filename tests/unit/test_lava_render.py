@@ -281,3 +281,25 @@ def test_a_load_runs_inside_the_job_around_the_tool(tmp_path):
     assert "load-stress-stress-ng.yaml" in text and load.stop_signals in steps[end]
     assert f"{spec['definitions']['suite']}/load-stress-start" in spec["expected"]
     assert job["metadata"]["rtlab.load"] == "stress"
+
+
+def test_rtla_suites_render_as_lava_jobs(tmp_path):
+    """campaigns/rtla.yaml: timerlat and osnoise become LAVA jobs that pass
+    LAVA's schema and run the suite's own rtla command in the tool wrapper."""
+    campaign = load_campaign("rtla", boards=["qemu-aarch64", "qemu-x86_64"], variants=["rt"])
+    index = render_campaign(campaign, tmp_path, lab_boards=False)
+    jobs = jobs_of(tmp_path, index)
+    assert {(b, s) for b, _, s in jobs} == {(b, f"{t}@{l}") for b in ("qemu-aarch64", "qemu-x86_64")
+                                           for t, l in (("timerlat", "idle"), ("timerlat", "hackbench"),
+                                                        ("osnoise", "idle"))}
+    verdicts, _ = validate_texts([(p.name, p.read_text()) for p, _, _ in jobs.values()])
+    assert verdicts and all(v is None for v in verdicts.values()), verdicts
+    for (board, variant, suite_id), (path, job, spec) in jobs.items():
+        steps = job["actions"][2]["test"]["definitions"][1]["repository"]["run"]["steps"]
+        assert spec["command"].startswith(f"rtla {suite_id.split('@')[0]} hist ")
+        run = next(r for j in campaign.jobs() if (j.board.name, j.variant.name) == (board, variant)
+                   for r in j.suites if r.id == suite_id)
+        assert tool_wrapper(SUITES[run.suite].command(run)) in steps
+        # TCG boards: the override's 100 us buckets
+        if suite_id.startswith("timerlat"):
+            assert " -b 100 -E 200" in spec["command"]

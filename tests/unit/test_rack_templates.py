@@ -18,6 +18,7 @@ import pytest
 import yaml
 from labgrid import Environment
 from labgrid.remote.config import ResourceConfig
+from labgrid.util.yaml import load as lg_load
 
 from rtlab import ROOT
 from rtlab.boards import load_board
@@ -32,16 +33,20 @@ def _render(path: Path, env: dict) -> dict:
     return json.loads(json.dumps(data))  # labgrid's loader gives OrderedDicts
 
 
+TWINS = {"imx6q0": "twin-imx6q", "am335x0": "twin-am335x", "rk356x0": "twin-rk356x", "ipc0": "twin-x86-ipc"}
+
+
 def test_rack_files_agree():
     cfg = load_rack_config()
-    assert list(cfg.boards) == ["vb0", "vb1"]
+    assert list(cfg.boards) == ["vb0", "vb1", *TWINS]
     for host in (cfg.coordinator, cfg.pdu):
         assert host.startswith("127.0.0.1:") and not host.endswith(":20408")
-    env = {"RTLAB_RACK_BOARDS": "vb0 vb1", "RTLAB_RACK_DIR": "/r", "RTLAB_RACK_PDU": "http://127.0.0.1:1",
-           "RTLAB_RACK_TTY_vb0": "/dev/pts/7", "RTLAB_RACK_TTY_vb1": "/dev/pts/8",
-           "RTLAB_RACK_OUTLET_vb0": "0", "RTLAB_RACK_OUTLET_vb1": "1"}
+    env = {"RTLAB_RACK_BOARDS": " ".join(cfg.boards), "RTLAB_RACK_DIR": "/r",
+           "RTLAB_RACK_PDU": "http://127.0.0.1:1"}
+    for i, b in enumerate(cfg.boards):
+        env.update({f"RTLAB_RACK_TTY_{b}": f"/dev/pts/{7 + i}", f"RTLAB_RACK_OUTLET_{b}": str(i)})
     groups = _render(cfg.exporter_config, env)
-    assert set(groups) == {"vb0", "vb1"}
+    assert set(groups) == set(cfg.boards)
     vb1 = groups["vb1"]
     assert vb1["NetworkPowerPort"] == {"model": "simplerest", "index": 1,
                                        "host": "http://127.0.0.1:1/relay/{index}/{value}"}
@@ -49,8 +54,8 @@ def test_rack_files_agree():
     assert vb1["TFTPProvider"] == {"internal": "/r/boards/vb1/tftp/", "external": ""}
     # every place owns exactly one board's group; rack-aarch64 jobs can use all
     owned = [m.split("/") for p in cfg.places.values() for m in p.matches]
-    assert sorted((e, g) for e, g, *_ in owned) == [(cfg.name, "vb0"), (cfg.name, "vb1")]
-    assert {p.tags["board"] for p in cfg.places.values()} == {"rack-aarch64"}
+    assert sorted((e, g) for e, g, *_ in owned) == sorted((cfg.name, b) for b in cfg.boards)
+    assert {p.tags["board"] for p in cfg.places.values()} == {"rack-aarch64", *TWINS.values()}
     rack = load_board(ROOT / "env" / "rack-aarch64.yaml")
     assert (rack.kind, rack.arch, rack.budget_class) == ("remote", "aarch64", "qemu-tcg")
 
@@ -131,3 +136,33 @@ def test_real_board_template_binds_to_local_resources(tmp_path, board):
                 assert bound == [res], (drv, bound)
     finally:
         t.cleanup()
+
+
+@pytest.mark.parametrize("board", sorted(TWINS))
+def test_each_twin_is_its_real_board_but_the_hardware(board):
+    """A twin (env/twin-*.yaml, a rack board type with twin_of) and its
+    real-board template share the board options rtlab schedules and judges
+    by but the budget class (TCG), the same staging, and a rack board whose
+    QEMU has the real board's CPU count and arch."""
+    cfg = load_rack_config()
+    spec = cfg.boards[board]
+    twin = load_board(ROOT / "env" / f"{TWINS[board]}.yaml")
+    real = load_board(ROOT / "env" / "boards" / f"{spec.type.twin_of}.yaml")
+    assert "twin" in twin.features and twin.boots_built_kernels and not real.boots_built_kernels
+    assert (twin.arch, twin.cpus, twin.isolate_cpu, twin.kind) == (real.arch, real.cpus, real.isolate_cpu, real.kind)
+    assert (spec.type.arch, spec.type.smp) == (twin.arch, twin.cpus)
+    assert twin.budget_class == "qemu-tcg"
+    places = [p for p in cfg.places.values() if any(m.split("/")[1] == board for m in p.matches)]
+    assert [p.tags["board"] for p in places] == [twin.name]
+    drivers = {}
+    for b in (twin, real):
+        with open(b.env_file) as f:
+            drivers[b.name] = lg_load(f)["targets"]["main"]["drivers"]
+    t, r = drivers[twin.name]["TFTPStagingDriver"], drivers[real.name]["TFTPStagingDriver"]
+    for key in ("format", "kernel", "initrd", "boot_cmd"):
+        assert t.get(key) == r.get(key), key
+    # the twin's strategy drives its boot: U-Boot only where its QEMU runs one
+    assert ("RtlabUBootDriver" in drivers[twin.name]) == (spec.type.boot == "uboot")
+    assert ("RtlabUBootStrategy" in drivers[twin.name]) == (spec.type.boot == "uboot")
+    # README's differences table names every twin
+    assert f"`{twin.name}`" in (ROOT / "labgrid" / "README.md").read_text()

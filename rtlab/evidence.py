@@ -1,0 +1,357 @@
+"""Evidence at the breach: a kernel trace of the moment a budget broke, and
+one line naming what delayed the measuring thread.
+
+With evidence armed (campaign ``evidence: true``, ``rtlab run --evidence``;
+on by default when ``$CI`` is set), a suite that can stop at a threshold is
+told the budget (:func:`arm_job`):
+
+* cyclictest runs with ``-b <budget max_us> --tracemark`` (rt-tests 2.4
+  breaktrace): the first sample over the budget writes ``hit latency
+  threshold (X > B)`` into the trace, stops tracing and ends the run.
+* rtla timerlat runs with ``-T <thread budget> -i <IRQ budget>`` and ``-t``:
+  rtla stops the trace at the first sample over either and saves it
+  (Debian's rtla 6.1 has no auto-analysis, so the trace is analysed here).
+
+Before the tool starts, the board's tracefs records the scheduler and
+interrupt events (:data:`EVENTS`) into a ring buffer; the events cost a few
+hundred nanoseconds each, measured by ``bench/bench_evidence.py``. After the
+tool, tracing stops. Only when the tool says it broke (cyclictest's ``#
+Break thread:`` line, rtla's saved trace) is the trace fetched into the
+suite's ``evidence/`` dir with ``analysis.json``; a run that did not break
+writes no evidence.
+
+The analysis (:func:`analyse_sched_trace`) reads the trace on the CPU of the
+late thread: the task that was running there while the thread waited (the
+``sched_switch`` that finally ran it names it, its priority says why it won)
+and the interrupt handlers that ran in that window; the longest of them is
+the culprit: "preempted by hog (pid 123, RT prio 95) for 400000 us" or
+"blocked by irq/42-eth0 (irq 42) for 180 us".
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional
+
+TRACEFS = "/sys/kernel/tracing"
+EVIDENCE_DIR = "evidence"
+ANALYSIS_FILE = "analysis.json"
+TRACE_FILE = "trace.txt"
+#: the events recorded while a suite measures with evidence armed
+EVENTS = ("sched/sched_switch", "sched/sched_wakeup", "sched/sched_waking",
+          "irq/irq_handler_entry", "irq/irq_handler_exit", "irq/softirq_entry", "irq/softirq_exit")
+#: per-CPU ring buffer (KiB): seconds of events at a 1 kHz wake-up rate
+BUFFER_KB = 1024
+
+
+def armed_by_default() -> bool:
+    """Evidence is on by default in CI (GitLab sets CI=true)."""
+    return os.environ.get("CI", "").lower() in ("true", "1", "yes")
+
+
+def thresholds(suite_name: str, suite: str, load: str, lookup) -> dict[str, float]:
+    """What to break at for one suite run: {"max_us": ..} for cyclictest,
+    {"thread_us": .., "irq_us": ..} for timerlat; {} when there is no budget
+    maximum to break at. *lookup(suite_name, load)* is the budget lookup."""
+    if suite == "cyclictest":
+        b = lookup(suite_name, load)
+        return {"max_us": float(b.max_us)} if b is not None and b.max_us is not None else {}
+    if suite == "timerlat":
+        out = {}
+        for kind in ("thread", "irq"):
+            b = lookup(f"{suite_name}-{kind}", load)
+            if b is not None and b.max_us is not None:
+                out[f"{kind}_us"] = float(b.max_us)
+        return out
+    return {}
+
+
+def arm_job(job, budgets):
+    """The job with every suite run that can break at its budget armed
+    (SuiteRun.evidence set from the budgets)."""
+    def lookup(name, load):
+        return budgets.lookup(job.board.budget_class, job.variant.name, name, load)
+    runs = tuple(dataclasses.replace(r, evidence=thresholds(r.name, r.suite, r.load, lookup) or None)
+                 for r in job.suites)
+    return dataclasses.replace(job, suites=runs)
+
+
+# ---------------------------------------------------------------- board side
+
+def start_tracing(sh) -> Optional[str]:
+    """Record the scheduler and IRQ events on the board; why not, or None."""
+    t = TRACEFS
+    sh.run(f"[ -e {t}/trace ] || mount -t tracefs nodev {t} 2>/dev/null")
+    out, rc = sh.run(f"test -w {t}/tracing_on && test -d {t}/events/sched && echo tracing-ok")
+    if "tracing-ok" not in " ".join(out):
+        return f"no writable tracefs with scheduler events at {t}"
+    cmds = [f"echo 0 > {t}/tracing_on", f"echo nop > {t}/current_tracer", f"echo > {t}/trace",
+            f"echo {BUFFER_KB} > {t}/buffer_size_kb"]
+    cmds += [f"echo 1 > {t}/events/{e}/enable" for e in EVENTS]
+    cmds.append(f"echo 1 > {t}/tracing_on")
+    _, rc = sh.run(" && ".join(cmds))
+    return None if rc == 0 else "could not enable the trace events"
+
+
+def stop_tracing(sh) -> None:
+    t = TRACEFS
+    sh.run(f"echo 0 > {t}/tracing_on; for e in {' '.join(EVENTS)}; do echo 0 > {t}/events/$e/enable; done")
+
+
+def fetch_trace(sh, host_dir: Path, lines: int = 6000) -> Optional[Path]:
+    """Copy the stopped trace of the CPU where it broke (the ``hit latency
+    threshold`` mark's) off the board into host_dir/evidence/trace.txt: its
+    last *lines* events, enough for the seconds before the breach, small
+    enough for a serial console."""
+    t = TRACEFS
+    out, _ = sh.run(f"grep -m1 'hit latency threshold' {t}/trace")
+    m = re.search(r"\[(\d+)\]", " ".join(out))
+    src = f"{t}/per_cpu/cpu{int(m[1])}/trace" if m else f"{t}/trace"
+    copy = "/tmp/rtlab-evidence-trace.txt"
+    sh.run(f"tail -n {int(lines)} {src} > {copy} 2>/dev/null")
+    data = sh.fetch(copy, timeout=300)
+    sh.run(f"rm -f {copy}")
+    if not data:
+        return None
+    d = host_dir / EVIDENCE_DIR
+    d.mkdir(parents=True, exist_ok=True)
+    (d / TRACE_FILE).write_bytes(data)
+    return d / TRACE_FILE
+
+
+# ---------------------------------------------------------------- analysis
+
+# "  cyclictest-312   [001] d..2.  123.456789: sched_switch: prev_comm=..."
+_LINE = re.compile(r"^\s*(?P<task>.+?)-(?P<pid>\d+)\s+\[(?P<cpu>\d+)\]\s+\S+\s+(?P<ts>\d+\.\d+):\s+"
+                   r"(?P<event>[\w]+):\s?(?P<body>.*)$")
+_FIELDS = re.compile(r"(\w+)=(\S+)")
+
+
+@dataclass
+class Event:
+    ts: float
+    cpu: int
+    task: str
+    pid: int
+    event: str
+    body: str
+
+    def fields(self) -> dict[str, str]:
+        return dict(_FIELDS.findall(self.body))
+
+
+def parse_trace(text: str) -> list[Event]:
+    out = []
+    for line in text.splitlines():
+        if line.startswith("#"):
+            continue
+        m = _LINE.match(line)
+        if m:
+            out.append(Event(float(m["ts"]), int(m["cpu"]), m["task"].strip(), int(m["pid"]),
+                             m["event"], m["body"]))
+    return out
+
+
+def _rt_prio(kernel_prio: str) -> Optional[int]:
+    """sched_switch's prio (kernel scale) -> RT priority, None for CFS tasks."""
+    try:
+        p = int(kernel_prio)
+    except ValueError:
+        return None
+    return 99 - p if 0 <= p < 100 else None
+
+
+def analyse_sched_trace(text: str, latency_us: Optional[float] = None,
+                        victim_pid: Optional[int] = None) -> dict[str, Any]:
+    """Who delayed the late thread, from a cyclictest breaktrace.
+
+    The late thread is the writer of the ``hit latency threshold`` mark (or
+    *victim_pid*); the window is from its last wake-up before the mark to
+    the sched_switch that ran it. Returns {"culprit", "kind", "duration_us",
+    "summary", "cpu", "victim", ...}; summary is None when the trace does not
+    show the window (too short a buffer, no mark)."""
+    events = parse_trace(text)
+    mark = next((e for e in events if e.event in ("tracing_mark_write", "print")
+                 and "hit latency threshold" in e.body), None)
+    result: dict[str, Any] = {"events": len(events), "summary": None}
+    if mark is not None:
+        m = re.search(r"hit latency threshold \((\d+) > (\d+)\)", mark.body)
+        if m:
+            result["latency_us"], result["threshold_us"] = float(m[1]), float(m[2])
+        victim_pid, cpu, end = mark.pid, mark.cpu, mark.ts
+    elif victim_pid is None:
+        result["why"] = "no 'hit latency threshold' mark in the trace"
+        return result
+    else:
+        last = [e for e in events if e.pid == victim_pid]
+        if not last:
+            result["why"] = f"no event of pid {victim_pid} in the trace"
+            return result
+        cpu, end = last[-1].cpu, last[-1].ts
+    latency_us = result.get("latency_us", latency_us)
+    result.update(cpu=cpu, victim_pid=victim_pid)
+    # the switch that finally ran the late thread, and its wake-up before it
+    switch_in = None
+    for e in reversed(events):
+        if e.ts > end or e.cpu != cpu or e.event != "sched_switch":
+            continue
+        if e.fields().get("next_pid") == str(victim_pid):
+            switch_in = e
+            break
+    if switch_in is None:
+        result["why"] = f"the trace does not show pid {victim_pid} being switched in on CPU {cpu}"
+        return result
+    wake = None
+    for e in reversed(events):
+        if e.ts > switch_in.ts:
+            continue
+        if e.event in ("sched_wakeup", "sched_waking") and e.fields().get("pid") == str(victim_pid):
+            wake = e
+            break
+    start = wake.ts if wake is not None else switch_in.ts - (latency_us or 0) / 1e6
+    result["victim"] = switch_in.fields().get("next_comm", "?")
+    result["window_us"] = round((switch_in.ts - start) * 1e6, 1)
+    candidates: list[dict[str, Any]] = []
+    # tasks that ran on the CPU in the window: from each switch-in to its switch-out
+    running: Optional[tuple[str, str, Optional[int], float]] = None
+    for e in events:
+        if e.cpu != cpu or e.event != "sched_switch" or e.ts > switch_in.ts:
+            continue
+        f = e.fields()
+        if running is not None and e.ts >= start:
+            comm, pid, prio, t0 = running
+            dur = (e.ts - max(t0, start)) * 1e6
+            if pid != str(victim_pid) and pid != "0" and dur > 0:
+                candidates.append({"kind": "task", "name": comm, "pid": int(pid), "rt_prio": prio,
+                                   "duration_us": round(dur, 1)})
+        running = (f.get("next_comm", "?"), f.get("next_pid", "?"), _rt_prio(f.get("next_prio", "")), e.ts)
+    # a task that ran from before the wake-up to the switch-in (the common case)
+    prev = switch_in.fields()
+    if prev.get("prev_pid") not in (None, "0", str(victim_pid)) and not any(
+            c["pid"] == int(prev["prev_pid"]) for c in candidates):
+        candidates.append({"kind": "task", "name": prev.get("prev_comm", "?"), "pid": int(prev["prev_pid"]),
+                           "rt_prio": _rt_prio(prev.get("prev_prio", "")),
+                           "duration_us": result["window_us"]})
+    # interrupt handlers on the CPU in the window
+    open_irq: dict[str, Event] = {}
+    for e in events:
+        if e.cpu != cpu or e.ts > switch_in.ts:
+            continue
+        f = e.fields()
+        if e.event == "irq_handler_entry":
+            open_irq[f.get("irq", "?")] = e
+        elif e.event == "irq_handler_exit" and f.get("irq") in open_irq:
+            entry = open_irq.pop(f["irq"])
+            if e.ts >= start:
+                name = re.search(r"name=(\S+)", entry.body)
+                candidates.append({"kind": "irq", "name": name[1] if name else f"irq {f['irq']}",
+                                   "irq": int(f["irq"]) if f["irq"].isdigit() else f["irq"],
+                                   "duration_us": round((e.ts - max(entry.ts, start)) * 1e6, 1)})
+    # one entry per task or IRQ: its stretches in the window added up
+    merged: dict[tuple, dict[str, Any]] = {}
+    for c in candidates:
+        k = (c["kind"], c.get("pid", c.get("irq")))
+        if k in merged:
+            merged[k]["duration_us"] = round(merged[k]["duration_us"] + c["duration_us"], 1)
+            merged[k]["stretches"] += 1
+        else:
+            merged[k] = {**c, "stretches": 1}
+    candidates = list(merged.values())
+    result["candidates"] = sorted(candidates, key=lambda c: -c["duration_us"])[:10]
+    if not candidates:
+        result["why"] = "nothing else ran on the CPU in the window (the delay is outside the trace: " \
+                        "hardware, a hypervisor, or the CPU idle exit)"
+        return result
+    top = result["candidates"][0]
+    result["culprit"] = top
+    if top["kind"] == "task":
+        prio = f", RT prio {top['rt_prio']}" if top["rt_prio"] is not None else ", SCHED_OTHER"
+        result["summary"] = (f"preempted by {top['name']} (pid {top['pid']}{prio}) for "
+                             f"{top['duration_us']:.0f} us on CPU {cpu}")
+    else:
+        result["summary"] = f"blocked by {top['name']} (irq {top['irq']}) for {top['duration_us']:.0f} us on CPU {cpu}"
+    return result
+
+
+def write_analysis(host_dir: Path, analysis: dict[str, Any]) -> Path:
+    d = host_dir / EVIDENCE_DIR
+    d.mkdir(parents=True, exist_ok=True)
+    (d / ANALYSIS_FILE).write_text(json.dumps(analysis, indent=2) + "\n")
+    return d / ANALYSIS_FILE
+
+
+def read_analysis(host_dir: Path) -> Optional[dict[str, Any]]:
+    try:
+        return json.loads((host_dir / EVIDENCE_DIR / ANALYSIS_FILE).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def analyse_timerlat_trace(text: str, run_evidence: dict[str, float]) -> dict[str, Any]:
+    """Who delayed the timerlat thread (or IRQ), from rtla's saved trace.
+
+    rtla 6.1 prints each sample as ``#<seq> context <irq|thread>
+    timer_latency <N> ns``; the last sample over its threshold is the breach.
+    A late thread is analysed like cyclictest's (the timerlat/N thread is
+    the victim); a late IRQ means interrupts or preemption were off on the
+    CPU: the task that was running there is named."""
+    events = parse_trace(text)
+    late = None
+    for e in events:
+        m = re.search(r"context\s+(irq|thread)\s+timer_latency\s+(\d+)\s+ns", e.body)
+        if not m:
+            continue
+        kind, ns = m[1], int(m[2])
+        limit = run_evidence.get(f"{kind}_us")
+        if limit and ns / 1000 >= limit - 1:
+            late = (e, kind, ns / 1000)
+    if late is None:
+        return {"events": len(events), "summary": None, "why": "no timerlat sample over the threshold in the trace"}
+    e, kind, lat = late
+    if kind == "thread":
+        r = analyse_sched_trace(text, latency_us=lat, victim_pid=e.pid)
+        r.update(context="thread", latency_us=lat)
+        if r.get("summary"):
+            r["summary"] = f"timerlat thread {lat:.0f} us: " + r["summary"]
+        return r
+    # IRQ latency: the timer interrupt itself was late; what ran on the CPU
+    before = [x for x in events if x.cpu == e.cpu and x.ts <= e.ts and x.event == "sched_switch"]
+    r: dict[str, Any] = {"events": len(events), "context": "irq", "latency_us": lat, "cpu": e.cpu}
+    if before:
+        f = before[-1].fields()
+        prio = _rt_prio(f.get("next_prio", ""))
+        r["culprit"] = {"kind": "task", "name": f.get("next_comm", "?"), "pid": int(f.get("next_pid", "0")),
+                        "rt_prio": prio, "duration_us": lat}
+        r["summary"] = (f"timerlat IRQ {lat:.0f} us late on CPU {e.cpu}: interrupts off while "
+                        f"{f.get('next_comm', '?')} (pid {f.get('next_pid', '?')}) ran")
+    else:
+        r["summary"] = None
+        r["why"] = "no task switch on the CPU before the late IRQ in the trace"
+    return r
+
+
+def collect(sh, suite, run, host_dir: Path, traced: bool) -> Optional[dict[str, Any]]:
+    """After an armed run: when the tool broke, the trace and its analysis
+    into host_dir/evidence/; None (and nothing written) when it did not."""
+    if not run.evidence or not suite.breached(host_dir, run):
+        return None
+    d = host_dir / EVIDENCE_DIR
+    d.mkdir(parents=True, exist_ok=True)
+    saved = [host_dir / f for f in suite.evidence_outputs(run) if (host_dir / f).is_file()]
+    if saved:  # the tool saved its own trace (rtla -t)
+        trace = d / TRACE_FILE
+        saved[0].replace(trace)
+        analysis = analyse_timerlat_trace(trace.read_text(errors="replace"), run.evidence)
+    elif traced:
+        trace = fetch_trace(sh, host_dir)
+        analysis = analyse_sched_trace(trace.read_text(errors="replace")) if trace else \
+            {"summary": None, "why": "the board's trace buffer was empty"}
+    else:
+        analysis = {"summary": None, "why": "no kernel trace on this board (tracefs not writable)"}
+    analysis["thresholds"] = run.evidence
+    write_analysis(host_dir, analysis)
+    return analysis

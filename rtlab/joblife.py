@@ -1,0 +1,233 @@
+"""A job's life on the host: one job per board at a time, its own work dir
+on the board, and nothing of it left running after it ends or is cancelled.
+
+Board locks
+    ``<lock dir>/<board>.lock`` (RTLAB_LOCK_DIR, default /tmp/rtlab-locks),
+    held with flock(2) for as long as the job runs, so a killed holder frees
+    it with its last file descriptor. The holder writes who it is (pid, run
+    id, job) into the file; a second job waits, saying who holds the board,
+    and gives up after the lock timeout (RTLAB_LOCK_TIMEOUT_S, ``rtlab run
+    --lock-timeout``) as INFRA. QEMU boards are machines the job itself
+    creates: nothing to share, no lock. Rack boards are locked too (the
+    labgrid place lock covers other hosts; this covers runs on this one).
+
+Processes
+    The runner makes itself a child subreaper (prctl PR_SET_CHILD_SUBREAPER):
+    what a job starts in sessions of its own (the local board's pty shell,
+    loads under setsid, QEMU) is re-parented to the runner, not to init,
+    when its parent goes. :func:`kill_tree` finds every descendant through
+    /proc and kills them all, whatever their session.
+"""
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import errno
+import fcntl
+import json
+import os
+import shutil
+import signal
+import time
+from pathlib import Path
+from typing import Callable, Iterator, Optional
+
+from .errors import InfraError
+
+LOCK_DIR_ENV = "RTLAB_LOCK_DIR"
+LOCK_TIMEOUT_ENV = "RTLAB_LOCK_TIMEOUT_S"
+DEFAULT_LOCK_TIMEOUT_S = 3600.0
+#: seconds a cancelled job's board tests get to interrupt the tool and fetch
+#: its raw files before everything of the job is killed
+CANCEL_GRACE_ENV = "RTLAB_CANCEL_GRACE_S"
+DEFAULT_CANCEL_GRACE_S = 30.0
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def lock_dir() -> Path:
+    return Path(os.environ.get(LOCK_DIR_ENV) or "/tmp/rtlab-locks")
+
+
+def lock_timeout(given: Optional[float] = None) -> float:
+    if given is not None:
+        return given
+    try:
+        return float(os.environ.get(LOCK_TIMEOUT_ENV) or DEFAULT_LOCK_TIMEOUT_S)
+    except ValueError:
+        return DEFAULT_LOCK_TIMEOUT_S
+
+
+def needs_lock(board) -> bool:
+    return board.kind != "qemu"
+
+
+def holder_of(path: Path) -> str:
+    """Who holds a board lock, as its file says."""
+    try:
+        h = json.loads(path.read_text() or "{}")
+    except (OSError, ValueError):
+        return "unknown holder"
+    return f"pid {h.get('pid', '?')}, run {h.get('run_id', '?')}, job {h.get('job', '?')}"
+
+
+@contextlib.contextmanager
+def board_lock(board, run_id: str, job: str, progress: Callable[[str], None] = print,
+               timeout: Optional[float] = None, poll_s: float = 0.5) -> Iterator[None]:
+    """Hold *board* for one job (see the module doc); InfraError after *timeout*."""
+    if not needs_lock(board):
+        yield
+        return
+    timeout = lock_timeout(timeout)
+    d = lock_dir()
+    d.mkdir(parents=True, exist_ok=True)
+    path = d / f"{board.name}.lock"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        t0 = time.monotonic()
+        said = False
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError as e:
+                if e.errno not in (errno.EAGAIN, errno.EACCES):
+                    raise
+            if not said:
+                progress(f"board {board.name} is busy ({holder_of(path)}): waiting up to {timeout:g} s")
+                said = True
+            if time.monotonic() - t0 >= timeout:
+                raise InfraError(board.name, f"busy for more than {timeout:g} s, held by {holder_of(path)}")
+            time.sleep(poll_s)
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, json.dumps({"pid": os.getpid(), "run_id": run_id, "job": job,
+                                  "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}).encode(), 0)
+        if said:
+            progress(f"board {board.name}: lock taken after {time.monotonic() - t0:.0f} s")
+        try:
+            yield
+        finally:
+            os.ftruncate(fd, 0)
+            fcntl.flock(fd, fcntl.LOCK_UN)
+    finally:
+        os.close(fd)
+
+
+def board_workdir(run_id: str, board: str, variant: str) -> str:
+    """The job's own work dir on the board (all parts are safe names)."""
+    return f"/tmp/rtlab/jobs/{run_id}-{board}-{variant}"
+
+
+def become_subreaper() -> bool:
+    """Orphans of this process's descendants come back to it (see the module doc)."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def _children() -> dict[int, list[int]]:
+    kids: dict[int, list[int]] = {}
+    for p in Path("/proc").iterdir():
+        if not p.name.isdigit():
+            continue
+        try:
+            stat = (p / "stat").read_text()
+        except OSError:
+            continue
+        ppid = int(stat.rsplit(")", 1)[1].split()[1])
+        kids.setdefault(ppid, []).append(int(p.name))
+    return kids
+
+
+def descendants(root: int) -> list[int]:
+    kids = _children()
+    out, todo = [], [root]
+    while todo:
+        for c in kids.get(todo.pop(), []):
+            out.append(c)
+            todo.append(c)
+    return out
+
+
+def kill_tree(root: Optional[int] = None, sig: int = signal.SIGKILL) -> list[int]:
+    """Signal every descendant of *root* (default: this process), in every
+    session; reap the ones re-parented to us. Returns the pids signalled."""
+    me = os.getpid()
+    root = me if root is None else root
+    hit: list[int] = []
+    for _ in range(5):  # a dying shell may spawn or re-parent one more
+        pids = [p for p in descendants(root) if p != me]
+        if root != me:
+            pids.append(root)
+        pids = [p for p in pids if p not in hit or _alive(p)]
+        if not pids:
+            break
+        for p in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(p, sig)
+            hit.append(p)
+        time.sleep(0.1)
+        _reap_orphans()
+    return sorted(set(hit))
+
+
+def my_children() -> set[int]:
+    return set(_children().get(os.getpid(), []))
+
+
+#: pids of the job processes this process started and waits for itself
+#: (other jobs' pytest processes under --places): never killed as orphans,
+#: never reaped here
+JOB_PIDS: set[int] = set()
+
+
+def kill_job(proc_pid: int, children_before: set[int]) -> list[int]:
+    """Everything a job started: the tree under its pytest process, and what
+    was re-parented to this (subreaper) process since the job began (loads
+    that setsid made orphans), minus the other jobs' processes."""
+    hit = kill_tree(proc_pid)
+    for pid in sorted(my_children() - children_before - JOB_PIDS - {proc_pid}):
+        hit += kill_tree(pid)
+    return hit
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+def _reap_orphans() -> None:
+    """Reap zombies re-parented to us (never our own subprocess.Popen
+    children: those are reaped by their Popen objects)."""
+    for pid in _children().get(os.getpid(), []):
+        if pid in JOB_PIDS or _alive(pid):
+            continue
+        with contextlib.suppress(ChildProcessError, OSError):
+            os.waitpid(pid, os.WNOHANG)
+
+
+def salvage_local(workdir: str, job_dir: Path, suite_ids: list[str]) -> list[str]:
+    """The local board's work dir is on this machine: copy what the tools
+    wrote but no fetch brought home (a cancelled or hung job), then remove
+    it. Returns the files copied (relative to job_dir)."""
+    src_root = Path(workdir)
+    copied = []
+    if not src_root.is_dir():
+        return copied
+    for sid in suite_ids:
+        src = src_root / sid
+        if not src.is_dir():
+            continue
+        dst = job_dir / sid
+        dst.mkdir(parents=True, exist_ok=True)
+        for f in src.iterdir():
+            target = dst / f.name
+            if f.is_file() and not target.exists():
+                shutil.copyfile(f, target)
+                copied.append(str(target.relative_to(job_dir)))
+    shutil.rmtree(src_root, ignore_errors=True)
+    return copied

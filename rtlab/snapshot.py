@@ -1,0 +1,249 @@
+"""A system snapshot with every job: what the board was set up like while it
+measured, so a changed latency can be told from a changed system.
+
+Taken over the board's console (labgrid CommandProtocol or this machine as a
+board) right after the boot test, and the interrupt counters again after the
+last suite: ``snapshot.json`` in the job dir::
+
+    {"kernel": {"release", "version", "config_sha256", "config_source"},
+     "cmdline": "...",
+     "clocksource": {"current", "available"},
+     "irq_affinity": {"42": "0-1", ...},        # /proc/irq/N/smp_affinity_list
+     "interrupts": {"42": {"name": "virtio0", "counts": [..per CPU..]}, ...},
+     "softirqs": {"TIMER": [..per CPU..], ...},
+     "cpufreq": {"0": {"governor", "driver", "cur_khz"}, ...},
+     "idle": {"0": [{"name", "disable", "latency_us"}], ...},
+     "rt_throttling": {"sched_rt_runtime_us", "sched_rt_period_us"},
+     "modules": ["virtio_net", ...],
+     "dmesg_tail": ["..."],
+     "after": {"interrupts": {...}, "softirqs": {...}},
+     "delta": {"interrupts": {"42": [..per CPU..]}, "softirqs": {"TIMER": [...]}}}
+
+:func:`diff_snapshots` names what changed between two snapshots in lines
+people read ("clocksource tsc -> hpet", "irq 42 (eth0) moved from CPU 0-1 to
+CPU 1"); ``rtlab compare`` prints them for baseline vs candidate.
+"""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any, Optional
+
+SNAPSHOT_FILE = "snapshot.json"
+DMESG_LINES = 40
+#: an interrupt's count during the measurement must change by this factor
+#: (and by MIN_DELTA) to be named as a difference
+RATE_FACTOR = 10
+MIN_DELTA = 1000
+
+_CONFIG_CMD = ("if [ -r /proc/config.gz ]; then echo /proc/config.gz; zcat /proc/config.gz | sha256sum; "
+               "elif [ -r /boot/config-$(uname -r) ]; then echo /boot/config-$(uname -r); "
+               "sha256sum < /boot/config-$(uname -r); else echo none; fi")
+
+
+def _lines(sh, cmd: str) -> list[str]:
+    out, rc = sh.run(cmd, timeout=60)
+    return [l.rstrip() for l in out] if rc == 0 else []
+
+
+def parse_interrupts(lines: list[str]) -> dict[str, dict[str, Any]]:
+    """/proc/interrupts: {irq: {"name", "counts": [per CPU]}} (named lines
+    like NMI/LOC keep their per-CPU counts too)."""
+    if not lines:
+        return {}
+    ncpu = len(lines[0].split())
+    out = {}
+    for line in lines[1:]:
+        head, _, rest = line.partition(":")
+        toks = rest.split()
+        counts = []
+        for t in toks[:ncpu]:
+            if not t.isdigit():
+                break
+            counts.append(int(t))
+        if not counts:
+            continue
+        name = " ".join(toks[len(counts):])
+        out[head.strip()] = {"name": name, "counts": counts}
+    return out
+
+
+def parse_softirqs(lines: list[str]) -> dict[str, list[int]]:
+    out = {}
+    for line in lines[1:]:
+        head, _, rest = line.partition(":")
+        vals = [int(t) for t in rest.split() if t.isdigit()]
+        if head.strip():
+            out[head.strip()] = vals
+    return out
+
+
+def counters(sh) -> dict[str, Any]:
+    return {"interrupts": parse_interrupts(_lines(sh, "cat /proc/interrupts")),
+            "softirqs": parse_softirqs(_lines(sh, "cat /proc/softirqs"))}
+
+
+def take(sh) -> dict[str, Any]:
+    """Everything but the after-measurement counters."""
+    snap: dict[str, Any] = {}
+    cfg = _lines(sh, _CONFIG_CMD)
+    snap["kernel"] = {
+        "release": " ".join(_lines(sh, "uname -r")),
+        "version": " ".join(_lines(sh, "uname -v")),
+        "config_source": cfg[0] if cfg else "none",
+        "config_sha256": cfg[1].split()[0] if len(cfg) > 1 and cfg[1].split() else None,
+    }
+    snap["cmdline"] = " ".join(_lines(sh, "cat /proc/cmdline"))
+    cs = "/sys/devices/system/clocksource/clocksource0"
+    snap["clocksource"] = {"current": " ".join(_lines(sh, f"cat {cs}/current_clocksource")),
+                           "available": " ".join(_lines(sh, f"cat {cs}/available_clocksource")).split()}
+    aff = {}
+    for l in _lines(sh, "for d in /proc/irq/[0-9]*; do echo \"${d##*/} $(cat $d/smp_affinity_list 2>/dev/null)\"; done"):
+        irq, _, cpus = l.partition(" ")
+        if irq.isdigit():
+            aff[irq] = cpus.strip()
+    snap["irq_affinity"] = dict(sorted(aff.items(), key=lambda kv: int(kv[0])))
+    snap.update(counters(sh))
+    freq: dict[str, dict[str, Any]] = {}
+    for l in _lines(sh, "for c in /sys/devices/system/cpu/cpu[0-9]*; do f=$c/cpufreq; [ -d $f ] && "
+                        "echo \"${c##*cpu} $(cat $f/scaling_governor) $(cat $f/scaling_driver) "
+                        "$(cat $f/scaling_cur_freq)\"; done; true"):
+        t = l.split()
+        if len(t) >= 2 and t[0].isdigit():
+            freq[t[0]] = {"governor": t[1], "driver": t[2] if len(t) > 2 else None,
+                          "cur_khz": int(t[3]) if len(t) > 3 and t[3].isdigit() else None}
+    snap["cpufreq"] = freq
+    idle: dict[str, list[dict[str, Any]]] = {}
+    for l in _lines(sh, "for s in /sys/devices/system/cpu/cpu[0-9]*/cpuidle/state*; do c=${s%/cpuidle/*}; "
+                        "echo \"${c##*cpu} $(cat $s/name) $(cat $s/disable) $(cat $s/latency)\"; done 2>/dev/null; true"):
+        t = l.split()
+        if len(t) == 4 and t[0].isdigit():
+            idle.setdefault(t[0], []).append({"name": t[1], "disable": t[2] == "1",
+                                              "latency_us": int(t[3]) if t[3].isdigit() else None})
+    snap["idle"] = idle
+    rt = {}
+    for k in ("sched_rt_runtime_us", "sched_rt_period_us"):
+        v = " ".join(_lines(sh, f"cat /proc/sys/kernel/{k}"))
+        rt[k] = int(v) if re.fullmatch(r"-?\d+", v) else None
+    snap["rt_throttling"] = rt
+    snap["modules"] = sorted(l.split()[0] for l in _lines(sh, "cat /proc/modules") if l.split())
+    snap["dmesg_tail"] = _lines(sh, f"dmesg 2>/dev/null | tail -n {DMESG_LINES}")
+    return snap
+
+
+def finish(snap: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    """The snapshot with the after-measurement counters and the per-CPU delta."""
+    snap = dict(snap)
+    snap["after"] = after
+    irq_delta = {}
+    for irq, a in after.get("interrupts", {}).items():
+        b = snap.get("interrupts", {}).get(irq)
+        if b is not None and len(b["counts"]) == len(a["counts"]):
+            irq_delta[irq] = [x - y for x, y in zip(a["counts"], b["counts"])]
+    soft_delta = {}
+    for name, a in after.get("softirqs", {}).items():
+        b = snap.get("softirqs", {}).get(name)
+        if b is not None and len(a) == len(b):
+            soft_delta[name] = [x - y for x, y in zip(a, b)]
+    snap["delta"] = {"interrupts": irq_delta, "softirqs": soft_delta}
+    return snap
+
+
+def write(path: Path, snap: dict[str, Any]) -> Path:
+    path.write_text(json.dumps(snap, indent=1) + "\n")
+    return path
+
+
+def load(path: Path) -> Optional[dict[str, Any]]:
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def summary_lines(snap: dict[str, Any]) -> list[str]:
+    """A few lines for the report."""
+    k = snap.get("kernel", {})
+    out = [f"kernel {k.get('release')} (config {str(k.get('config_sha256') or 'unknown')[:12]} "
+           f"from {k.get('config_source')})",
+           f"cmdline: {snap.get('cmdline', '')}",
+           f"clocksource: {snap.get('clocksource', {}).get('current')}",
+           f"RT throttling: {snap.get('rt_throttling')}"]
+    govs = sorted({f.get("governor") for f in snap.get("cpufreq", {}).values()})
+    out.append(f"cpufreq governors: {', '.join(map(str, govs)) or 'none (no cpufreq)'}")
+    states = {s["name"] for ss in snap.get("idle", {}).values() for s in ss if not s["disable"]}
+    out.append(f"idle states enabled: {', '.join(sorted(states)) or 'none (no cpuidle)'}")
+    out.append(f"modules: {len(snap.get('modules', []))} loaded")
+    delta = snap.get("delta", {}).get("interrupts", {})
+    top = sorted(((sum(v), irq) for irq, v in delta.items()), reverse=True)[:5]
+    if top:
+        names = snap.get("interrupts", {})
+        out.append("interrupts during the measurement (per CPU): " + "; ".join(
+            f"{irq} {names.get(irq, {}).get('name', '')}".strip() + f" {delta[irq]}" for _, irq in top))
+    return out
+
+
+def _cpus(s: str) -> str:
+    return f"CPU {s}" if s else "no CPU"
+
+
+def diff_snapshots(base: dict[str, Any], cand: dict[str, Any]) -> list[str]:
+    """What changed from *base* to *cand*, one line each (empty: nothing)."""
+    out: list[str] = []
+    bk, ck = base.get("kernel", {}), cand.get("kernel", {})
+    if bk.get("release") != ck.get("release"):
+        out.append(f"kernel {bk.get('release')} -> {ck.get('release')}")
+    if bk.get("config_sha256") and ck.get("config_sha256") and bk["config_sha256"] != ck["config_sha256"]:
+        out.append(f"kernel config {bk['config_sha256'][:12]} -> {ck['config_sha256'][:12]}")
+    ba, ca = base.get("cmdline", "").split(), cand.get("cmdline", "").split()
+    added, removed = [a for a in ca if a not in ba], [a for a in ba if a not in ca]
+    if added or removed:
+        out.append("cmdline: " + ", ".join([*(f"+{a}" for a in added), *(f"-{a}" for a in removed)]))
+    bc, cc = base.get("clocksource", {}).get("current"), cand.get("clocksource", {}).get("current")
+    if bc != cc:
+        out.append(f"clocksource {bc} -> {cc}")
+    names = {**{k: v.get("name", "") for k, v in base.get("interrupts", {}).items()},
+             **{k: v.get("name", "") for k, v in cand.get("interrupts", {}).items()}}
+
+    def irq_label(irq: str) -> str:
+        n = names.get(irq, "").split()
+        return f"irq {irq} ({n[-1]})" if n else f"irq {irq}"
+    baff, caff = base.get("irq_affinity", {}), cand.get("irq_affinity", {})
+    for irq in sorted(set(baff) & set(caff), key=int):
+        if baff[irq] != caff[irq]:
+            out.append(f"{irq_label(irq)} moved from {_cpus(baff[irq])} to {_cpus(caff[irq])}")
+    for irq in sorted(set(caff) - set(baff), key=int):
+        out.append(f"{irq_label(irq)} is new (CPU {caff[irq]})")
+    for irq in sorted(set(baff) - set(caff), key=int):
+        out.append(f"{irq_label(irq)} is gone")
+    bf, cf = base.get("cpufreq", {}), cand.get("cpufreq", {})
+    for cpu in sorted(set(bf) | set(cf), key=int):
+        g0, g1 = bf.get(cpu, {}).get("governor"), cf.get(cpu, {}).get("governor")
+        if g0 != g1:
+            out.append(f"cpufreq governor of CPU {cpu} {g0} -> {g1}")
+    bi, ci = base.get("idle", {}), cand.get("idle", {})
+    for cpu in sorted(set(bi) | set(ci), key=int):
+        s0 = {s["name"]: s["disable"] for s in bi.get(cpu, [])}
+        s1 = {s["name"]: s["disable"] for s in ci.get(cpu, [])}
+        for name in sorted(set(s0) | set(s1)):
+            if s0.get(name) != s1.get(name):
+                def state(v):
+                    return "absent" if v is None else ("disabled" if v else "enabled")
+                out.append(f"idle state {name} of CPU {cpu} {state(s0.get(name))} -> {state(s1.get(name))}")
+    br, cr = base.get("rt_throttling", {}), cand.get("rt_throttling", {})
+    for k in sorted(set(br) | set(cr)):
+        if br.get(k) != cr.get(k):
+            out.append(f"{k} {br.get(k)} -> {cr.get(k)}")
+    bm, cm = set(base.get("modules", [])), set(cand.get("modules", []))
+    if cm - bm:
+        out.append("modules loaded: " + ", ".join(sorted(cm - bm)))
+    if bm - cm:
+        out.append("modules gone: " + ", ".join(sorted(bm - cm)))
+    # interrupt rates during the measurement, per CPU: only big changes
+    bd, cd = base.get("delta", {}).get("interrupts", {}), cand.get("delta", {}).get("interrupts", {})
+    for irq in sorted(set(bd) & set(cd), key=lambda s: (not s.isdigit(), int(s) if s.isdigit() else 0, s)):
+        for cpu, (x, y) in enumerate(zip(bd[irq], cd[irq])):
+            if abs(y - x) >= MIN_DELTA and (min(x, y) == 0 or max(x, y) / max(1, min(x, y)) >= RATE_FACTOR):
+                out.append(f"{irq_label(irq)} on CPU {cpu}: {x} -> {y} interrupts during the measurement")
+    return out

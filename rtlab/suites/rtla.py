@@ -1,0 +1,169 @@
+"""rtla (Real-Time Linux Analysis, Debian's ``rtla`` 6.1): the kernel's own
+latency tracers, driven from user space.
+
+* ``timerlat``: ``rtla timerlat hist``. A per-CPU kernel timer fires every
+  period; the tracer records how late its IRQ handler ran (IRQ latency) and
+  how late the per-CPU timerlat thread woke after it (thread latency). The two
+  are separate measurements in the model: suite ``<name>-irq`` and
+  ``<name>-thread`` (budgets, store and table key them so).
+* ``osnoise``: ``rtla osnoise hist``. A per-CPU thread spins for ``runtime``
+  of every ``period`` and records every interruption (IRQ, softirq, NMI,
+  another thread, the hardware) as a noise sample: its histogram per CPU.
+
+Both need the tracer in the running kernel (CONFIG_TIMERLAT_TRACER,
+CONFIG_OSNOISE_TRACER: Debian's rt kernels have them, the generic ones and
+many vendor kernels do not). Before running, the board's
+``available_tracers`` (tracefs) is read: without the tracer the suite is
+"not available" with the reason (``not_available.json`` in its raw dir),
+which is neither a pass nor a failure.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+from ..config import format_cpulist
+from ..model import ToolOutput
+from . import DURATION_S, PRIORITY, Int, ParamError, Suite, SuiteRun, _load_metrics
+
+TRACEFS = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
+#: rtla timerlat's saved trace when evidence is armed and a threshold hit
+TIMERLAT_TRACE = "timerlat_trace.txt"
+
+
+def tracer_missing(sh, tracer: str) -> Optional[str]:
+    """Why *tracer* cannot run on the board behind *sh*, or None if it can."""
+    if sh.read("/proc/filesystems", "").find("tracefs") < 0:
+        return f"the kernel has no tracefs (CONFIG_FTRACE off), so no {tracer} tracer"
+    # rtla (libtracefs) mounts tracefs itself when it is not; do the same to look
+    sh.run(f"[ -e {TRACEFS[0]}/available_tracers ] || mount -t tracefs nodev {TRACEFS[0]} 2>/dev/null")
+    for d in TRACEFS:
+        text = sh.read(f"{d}/available_tracers")
+        if text is not None:
+            tracers = text.split()
+            if tracer in tracers:
+                out, _ = sh.run("command -v rtla >/dev/null 2>&1 && echo rtla-present")
+                return None if "rtla-present" in " ".join(out) else "rtla is not installed on the board"
+            return (f"the kernel has no {tracer} tracer (CONFIG_{tracer.upper()}_TRACER): "
+                    f"{d}/available_tracers lists {' '.join(tracers) or 'nothing'}")
+    return f"tracefs could not be mounted on {TRACEFS[0]}"
+
+
+class _Rtla(Suite):
+    tracer: str = ""
+    #: the file rtla's stdout is parsed from
+    json_file = None
+
+    def outputs(self, run: SuiteRun) -> list[str]:
+        return []
+
+    def unavailable(self, sh) -> Optional[str]:
+        return tracer_missing(sh, self.tracer)
+
+    def duration_s(self, run: SuiteRun) -> float:
+        # rtla sets the tracer up and reads the histogram back after -d
+        return float(run.params["duration_s"]) + 5
+
+
+class Timerlat(_Rtla):
+    """rtla timerlat hist: IRQ and thread wake-up latency of a kernel timer, per CPU."""
+
+    name = "timerlat"
+    tool = "timerlat"
+    tracer = "timerlat"
+    defaults = {
+        "period_us": 1000,
+        "duration_s": 10,
+        "priority": 95,     # SCHED_FIFO priority of the timerlat threads (-P f:N)
+        "bucket_us": 1,     # histogram bucket width (-b)
+        "entries": 1000,    # histogram buckets (-E); beyond: "over"
+    }
+
+    spec = {"period_us": Int(10, 1_000_000), "duration_s": DURATION_S, "priority": PRIORITY,
+            "bucket_us": Int(1, 1_000_000), "entries": Int(10, 1_000_000)}
+
+    def command(self, run: SuiteRun, board: Optional[dict] = None) -> list[str]:
+        p = run.params
+        return ["rtla", "timerlat", "hist", "-d", f"{p['duration_s']}s", "-c", format_cpulist(run.cpus),
+                "-p", str(p["period_us"]), "-P", f"f:{p['priority']}", "-b", str(p["bucket_us"]),
+                "-E", str(p["entries"]), *self._stop_at(run)]
+
+    def _stop_at(self, run: SuiteRun) -> list[str]:
+        """Evidence armed: stop and save the trace (with the scheduler and IRQ
+        events) at the first sample over a budget (rtla -T/-i stop at a
+        latency greater than the argument: one below the budget)."""
+        ev = run.evidence or {}
+        args = []
+        if ev.get("thread_us"):
+            args += ["-T", str(max(1, int(ev["thread_us"]) - 1))]
+        if ev.get("irq_us"):
+            args += ["-i", str(max(1, int(ev["irq_us"]) - 1))]
+        if not args:
+            return []
+        events = [a for e in ("sched:sched_switch", "sched:sched_wakeup", "irq:irq_handler_entry",
+                              "irq:irq_handler_exit") for a in ("-e", e)]
+        # "-t=FILE", not "--trace=FILE": rtla 6.1 drops the first character of
+        # the optional argument ("&optarg[1]", written for "-t=FILE"); the
+        # long form saved "imerlat_trace.txt" here
+        return [*args, *events, f"-t={TIMERLAT_TRACE}"]
+
+    def evidence_outputs(self, run: SuiteRun) -> list[str]:
+        return [TIMERLAT_TRACE] if run.evidence else []
+
+    def breached(self, host_dir: Path, run: SuiteRun) -> bool:
+        # rtla saves the trace only when a threshold stopped it
+        return bool(run.evidence) and (host_dir / TIMERLAT_TRACE).is_file()
+
+    def parse_outputs(self, job_dir: Path, run: SuiteRun) -> dict[str, ToolOutput]:
+        from ..parsers.rtla import parse_timerlat_hist
+
+        host_dir = job_dir / run.id
+        text = (host_dir / "stdout.txt").read_text(errors="replace")
+        irq, thread = parse_timerlat_hist(text, str(host_dir / "stdout.txt"),
+                                          bucket=int(run.params["bucket_us"]),
+                                          entries=int(run.params["entries"]))
+        load = _load_metrics(host_dir)
+        irq.metrics.update(load)
+        thread.metrics.update(load)
+        return {"irq": irq, "thread": thread}
+
+
+class Osnoise(_Rtla):
+    """rtla osnoise hist: noise samples (interruptions of a spinning thread), per CPU."""
+
+    name = "osnoise"
+    tool = "osnoise"
+    tracer = "osnoise"
+    defaults = {
+        "period_us": 1000000,
+        "runtime_us": 900000,  # spin 90% of each period; the console keeps 10%
+        "duration_s": 10,
+        "priority": 0,         # 0: the osnoise threads stay SCHED_OTHER; N: SCHED_FIFO N
+        "threshold_us": 1,     # the smallest delta counted as noise (-T)
+        "bucket_us": 1,
+        "entries": 1000,
+    }
+
+    spec = {"period_us": Int(100, 10_000_000), "runtime_us": Int(100, 10_000_000), "duration_s": DURATION_S,
+            "priority": Int(0, 99), "threshold_us": Int(1, 1_000_000), "bucket_us": Int(1, 1_000_000),
+            "entries": Int(10, 1_000_000)}
+
+    def params(self, given: dict) -> dict:
+        p = super().params(given)
+        if p["runtime_us"] > p["period_us"]:
+            raise ParamError(f"runtime_us ({p['runtime_us']}) must not exceed period_us ({p['period_us']})")
+        return p
+
+    def command(self, run: SuiteRun, board: Optional[dict] = None) -> list[str]:
+        p = run.params
+        prio = ["-P", f"f:{p['priority']}"] if p["priority"] else []
+        return ["rtla", "osnoise", "hist", "-d", f"{p['duration_s']}s", "-c", format_cpulist(run.cpus),
+                "-p", str(p["period_us"]), "-r", str(p["runtime_us"]), "-T", str(p["threshold_us"]),
+                *prio, "-b", str(p["bucket_us"]), "-E", str(p["entries"])]
+
+    def parse_output(self, host_dir: Path, run: SuiteRun) -> ToolOutput:
+        from ..parsers.rtla import parse_osnoise_hist
+
+        return parse_osnoise_hist((host_dir / "stdout.txt").read_text(errors="replace"),
+                                  str(host_dir / "stdout.txt"), bucket=int(run.params["bucket_us"]),
+                                  entries=int(run.params["entries"]))

@@ -1,0 +1,138 @@
+"""Evidence at the breach: the trace analysis (a real cyclictest breaktrace
+of qemu-aarch64's rt kernel under the fifo-hog load, and small hand-written
+traces for the IRQ and no-culprit cases), arming from budgets, the
+commands armed suites run, and the gate / JUnit / report lines."""
+from __future__ import annotations
+
+import gzip
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from rtlab.budgets import Budget, load_budgets
+from rtlab.campaign import load_campaign
+from rtlab.evidence import analyse_sched_trace, analyse_timerlat_trace, arm_job
+from rtlab.gate import judge
+from rtlab.junit import junit_xml
+from rtlab.model import (Histogram, JobResult, Measurement, MeasurementKey, RunResult, ThreadResult,
+                         ToolOutput)
+from rtlab.plot import write_html_report
+from rtlab.suites import SUITES, SuiteRun
+
+FIX = Path(__file__).resolve().parents[1] / "fixtures" / "evidence"
+
+
+def real_trace() -> str:
+    # CPU 1's events (its per_cpu trace, as rtlab.evidence.fetch_trace takes
+    # it) of a run where cyclictest broke 2 s at 3300928 us
+    return gzip.decompress((FIX / "cyclictest-breaktrace-fifo-hog-aarch64.txt.gz").read_bytes()).decode()
+
+
+def test_real_breaktrace_names_the_hog():
+    r = analyse_sched_trace(real_trace())
+    assert (r["latency_us"], r["threshold_us"], r["cpu"], r["victim"]) == (3300928.0, 1999999.0, 1, "cyclictest")
+    c = r["culprit"]
+    assert (c["kind"], c["name"], c["pid"], c["rt_prio"]) == ("task", "stress-ng-cpu", 219, 98)
+    # its stretches in the window add up to most of the 3.3 s wait
+    assert c["stretches"] > 1 and 0.9 * r["window_us"] <= c["duration_us"] <= r["window_us"]
+    assert r["summary"] == f"preempted by stress-ng-cpu (pid 219, RT prio 98) for {c['duration_us']:.0f} us on CPU 1"
+    # the timer interrupt ran too, but for less
+    assert any(x["kind"] == "irq" and x["name"] == "arch_timer" for x in r["candidates"][1:])
+
+
+HEADER = "# tracer: nop\n#\n"
+
+
+def line(task, pid, cpu, ts, event, body):
+    return f"{task:>16}-{pid:<7} [{cpu:03d}] d..2. {ts:12.6f}: {event}: {body}\n"
+
+
+def test_an_irq_handler_is_named():
+    """Hand-written: the thread wakes, eth0's handler runs 180 us, then the thread."""
+    t = HEADER + "".join([
+        line("<idle>", 0, 1, 100.000000, "sched_waking", "comm=cyclictest pid=300 prio=9 target_cpu=001"),
+        line("<idle>", 0, 1, 100.000001, "sched_wakeup", "comm=cyclictest pid=300 prio=9 target_cpu=001"),
+        line("<idle>", 0, 1, 100.000010, "irq_handler_entry", "irq=42 name=eth0"),
+        line("<idle>", 0, 1, 100.000190, "irq_handler_exit", "irq=42 ret=handled"),
+        line("<idle>", 0, 1, 100.000195, "sched_switch",
+             "prev_comm=swapper/1 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=cyclictest next_pid=300 next_prio=9"),
+        line("cyclictest", 300, 1, 100.000200, "tracing_mark_write", "hit latency threshold (195 > 150)"),
+    ])
+    r = analyse_sched_trace(t)
+    assert r["summary"] == "blocked by eth0 (irq 42) for 180 us on CPU 1"
+
+
+def test_nothing_in_the_window_names_no_one():
+    t = HEADER + "".join([
+        line("<idle>", 0, 0, 5.000000, "sched_wakeup", "comm=cyclictest pid=300 prio=9 target_cpu=000"),
+        line("<idle>", 0, 0, 5.000400, "sched_switch",
+             "prev_comm=swapper/0 prev_pid=0 prev_prio=120 prev_state=R ==> next_comm=cyclictest next_pid=300 next_prio=9"),
+        line("cyclictest", 300, 0, 5.000410, "tracing_mark_write", "hit latency threshold (400 > 100)"),
+    ])
+    r = analyse_sched_trace(t)
+    assert r["summary"] is None and "outside the trace" in r["why"]
+    assert analyse_sched_trace(HEADER)["summary"] is None
+
+
+def test_timerlat_trace_late_thread():
+    """Hand-written in rtla 6.1's timerlat trace layout."""
+    t = HEADER + "".join([
+        line("hog", 50, 1, 10.000000, "sched_switch",
+             "prev_comm=sh prev_pid=49 prev_prio=120 prev_state=S ==> next_comm=hog next_pid=50 next_prio=1"),
+        line("hog", 50, 1, 10.001000, "sched_wakeup", "comm=timerlat/1 pid=77 prio=4 target_cpu=001"),
+        line("hog", 50, 1, 10.001001, "timerlat", "#12 context    irq timer_latency      1000 ns"),
+        line("hog", 50, 1, 10.501000, "sched_switch",
+             "prev_comm=hog prev_pid=50 prev_prio=1 prev_state=R ==> next_comm=timerlat/1 next_pid=77 next_prio=4"),
+        line("timerlat/1", 77, 1, 10.501010, "timerlat", "#12 context thread timer_latency 500010000 ns"),
+    ])
+    r = analyse_timerlat_trace(t, {"thread_us": 200000, "irq_us": 200000})
+    assert r["context"] == "thread"
+    assert r["summary"] == "timerlat thread 500010 us: preempted by hog (pid 50, RT prio 98) for 500000 us on CPU 1"
+
+
+def run_of(suite, evidence=None, **params):
+    return SuiteRun(id=f"{suite}@idle", name=suite, suite=suite, load="idle",
+                    params=SUITES[suite].params(params), cpus=(0, 1), evidence=evidence)
+
+
+def test_armed_commands():
+    assert "-b" not in SUITES["cyclictest"].command(run_of("cyclictest"))
+    armed = SUITES["cyclictest"].command(run_of("cyclictest", {"max_us": 150.0}))
+    assert armed[-3:] == ["-b", "149", "--tracemark"]  # a sample AT the budget breaks it: -b is "> USEC"
+    tl = SUITES["timerlat"].command(run_of("timerlat", {"thread_us": 100.0, "irq_us": 65.0}))
+    assert tl[tl.index("-T") + 1] == "99" and tl[tl.index("-i") + 1] == "64"
+    assert tl[-1] == "-t=timerlat_trace.txt" and "sched:sched_switch" in tl
+    assert "-T" not in SUITES["timerlat"].command(run_of("timerlat"))
+
+
+def test_arm_job_takes_the_budgets(tmp_path):
+    b = load_budgets(Path(__file__).resolve().parents[2] / "budgets" / "default.yaml")
+    job = next(j for j in load_campaign("rtla", boards=["qemu-aarch64"], variants=["rt"]).jobs())
+    armed = arm_job(job, b)
+    assert {r.id: r.evidence for r in armed.suites}["timerlat@idle"] == {"thread_us": 2000000.0, "irq_us": 2000000.0}
+    assert {r.id: r.evidence for r in armed.suites}["osnoise@idle"] is None  # no stop-at-budget form
+    # round trip through the job spec
+    assert SuiteRun.from_json(armed.suites[0].to_json()) == armed.suites[0]
+
+
+def failing_measurement(evidence):
+    h = Histogram(counts={1: 10, 3000: 1}, bucket_us=1.0, size=5000)
+    out = ToolOutput(path="c.json", tool="cyclictest",
+                     threads=[ThreadResult(0, 1, 11, 1.0, 300.0, 3000.0, 0, h)])
+    m = Measurement(MeasurementKey("qemu-aarch64", "rt", "cyclictest", "fifo-hog"), out, ["x"], evidence=evidence)
+    return judge(m, Budget(max_us=2000.0))
+
+
+def test_gate_junit_and_report_carry_the_evidence(tmp_path):
+    ev = {"dir": "cyclictest@fifo-hog/evidence", "summary": "preempted by hog (pid 5, RT prio 98) for 2900 us on CPU 1"}
+    m = failing_measurement(ev)
+    assert m.reasons[-1] == ("evidence: preempted by hog (pid 5, RT prio 98) for 2900 us on CPU 1 "
+                             "(trace: cyclictest@fifo-hog/evidence)")
+    assert failing_measurement(None).reasons[-1].startswith("max 3000 us >= budget")
+    run = RunResult("r1", "2026-11-23T00:00:00Z", "t",
+                    jobs=[JobResult("qemu-aarch64", "rt", measurements=[m])])
+    text = junit_xml([run]).getroot().find(".//failure").text
+    assert "evidence: qemu-aarch64/rt/cyclictest@fifo-hog/evidence/ (trace.txt, analysis.json): preempted by hog" in text
+    html = write_html_report(run, tmp_path / "report.html").read_text()
+    assert "href='qemu-aarch64/rt/cyclictest@fifo-hog/evidence/trace.txt'" in html
+    # the model keeps it
+    assert Measurement.from_json(m.to_json()).evidence == ev

@@ -1,0 +1,94 @@
+"""System snapshots: taken of this machine through the same shell interface
+the boards use (a local subprocess shell, as the local board's console),
+parsed, and the differences named in lines people read."""
+from __future__ import annotations
+
+import copy
+import subprocess
+
+from rtlab import snapshot
+from rtlab.snapshot import diff_snapshots, parse_interrupts
+
+
+class LocalShell:
+    """This machine's sh, answering like BoardShell.run (lines, exit code)."""
+
+    def run(self, cmd, timeout=30.0):
+        p = subprocess.run(["sh", "-c", cmd], capture_output=True, text=True, timeout=timeout)
+        return p.stdout.splitlines(), p.returncode
+
+
+def test_snapshot_of_this_machine():
+    sh = LocalShell()
+    snap = snapshot.finish(snapshot.take(sh), snapshot.counters(sh))
+    assert snap["kernel"]["release"] == subprocess.run(["uname", "-r"], capture_output=True, text=True).stdout.strip()
+    assert snap["cmdline"] == open("/proc/cmdline").read().strip()
+    assert snap["clocksource"]["current"] in snap["clocksource"]["available"]
+    assert set(snap["rt_throttling"]) == {"sched_rt_runtime_us", "sched_rt_period_us"}
+    assert all(isinstance(v, int) for v in snap["rt_throttling"].values())
+    # /proc/interrupts: one count per CPU for every numbered IRQ
+    ncpu = len(open("/proc/interrupts").readline().split())
+    nums = {k: v for k, v in snap["interrupts"].items() if k.isdigit()}
+    assert nums and all(len(v["counts"]) == ncpu for v in nums.values())
+    assert set(snap["irq_affinity"]) >= set(nums) - {"0", "2"}  # IRQs with a /proc/irq/N dir
+    # counters only grow: the delta over (almost) no time is never negative
+    assert all(x >= 0 for v in snap["delta"]["interrupts"].values() for x in v)
+    assert "TIMER" in snap["softirqs"] and len(snap["softirqs"]["TIMER"]) == ncpu
+    lines = snapshot.summary_lines(snap)
+    assert lines[0].startswith(f"kernel {snap['kernel']['release']}")
+    assert diff_snapshots(snap, snap) == []
+
+
+def base():
+    return {
+        "kernel": {"release": "6.1.0-50-rt-amd64", "config_sha256": "a" * 64},
+        "cmdline": "console=ttyS0 isolcpus=1",
+        "clocksource": {"current": "tsc", "available": ["tsc", "hpet"]},
+        "irq_affinity": {"42": "0-1", "43": "0"},
+        "interrupts": {"42": {"name": "PCI-MSI 512000-edge eth0", "counts": [5, 6]},
+                       "LOC": {"name": "Local timer interrupts", "counts": [100, 100]}},
+        "cpufreq": {"0": {"governor": "performance"}, "1": {"governor": "performance"}},
+        "idle": {"0": [{"name": "POLL", "disable": False}, {"name": "C6", "disable": True}]},
+        "rt_throttling": {"sched_rt_runtime_us": 950000, "sched_rt_period_us": 1000000},
+        "modules": ["virtio_net"],
+        "delta": {"interrupts": {"42": [10, 0], "LOC": [1000, 1000]}},
+    }
+
+
+def test_differences_are_named():
+    b = base()
+    c = copy.deepcopy(b)
+    c["clocksource"]["current"] = "hpet"
+    c["irq_affinity"]["42"] = "1"
+    c["cpufreq"]["1"]["governor"] = "schedutil"
+    c["idle"]["0"][1]["disable"] = False
+    c["rt_throttling"]["sched_rt_runtime_us"] = -1
+    c["modules"] = ["virtio_net", "e1000e"]
+    c["cmdline"] = "console=ttyS0 nohz_full=1"
+    c["kernel"]["config_sha256"] = "b" * 64
+    c["delta"]["interrupts"]["42"] = [10, 25000]
+    assert diff_snapshots(b, c) == [
+        f"kernel config {'a' * 12} -> {'b' * 12}",
+        "cmdline: +nohz_full=1, -isolcpus=1",
+        "clocksource tsc -> hpet",
+        "irq 42 (eth0) moved from CPU 0-1 to CPU 1",
+        "cpufreq governor of CPU 1 performance -> schedutil",
+        "idle state C6 of CPU 0 disabled -> enabled",
+        "sched_rt_runtime_us 950000 -> -1",
+        "modules loaded: e1000e",
+        "irq 42 (eth0) on CPU 1: 0 -> 25000 interrupts during the measurement",
+    ]
+    # small changes of rates are noise, not differences
+    c2 = copy.deepcopy(b)
+    c2["delta"]["interrupts"]["LOC"] = [1100, 900]
+    assert diff_snapshots(b, c2) == []
+
+
+def test_parse_interrupts_keeps_named_rows():
+    lines = ["           CPU0       CPU1",
+             "  1:          9          0   IO-APIC   1-edge      i8042",
+             "NMI:          0          1   Non-maskable interrupts",
+             "ERR:          0"]
+    got = parse_interrupts(lines)
+    assert got["1"] == {"name": "IO-APIC 1-edge i8042", "counts": [9, 0]}
+    assert got["NMI"]["counts"] == [0, 1] and got["ERR"]["counts"] == [0]
