@@ -143,9 +143,29 @@ def write_html_report(run: RunResult, path: Path) -> Path:
         parts.append(f"<div>{svg}</div>")
     parts += evidence_html(run)
     parts += snapshot_html(run, Path(path).parent)
+    parts += regression_html(Path(path).parent)
     path = Path(path)
     path.write_text("\n".join(parts) + "\n")
     return path
+
+
+def regression_html(run_dir: Path) -> list[str]:
+    """The regression verdict against a baseline, where `rtlab compare` or
+    `rtlab gate --baseline` judged this run (compare.json), with a link to
+    the comparison report."""
+    import json
+
+    f = Path(run_dir) / "compare.json"
+    try:
+        v = json.loads(f.read_text())
+    except (OSError, ValueError):
+        return []
+    out = [f"<h2>Regression verdict: {html.escape(str(v.get('outcome', '?')).upper())}</h2>",
+           f"<p>baseline: {html.escape(str((v.get('baseline') or {}).get('source', '')))}</p>"]
+    if v.get("html"):
+        out.append(f"<p><a href='{html.escape(str(v['html']), quote=True)}'>comparison report</a></p>")
+    out.append("<pre>" + html.escape("\n".join(k.get("line", "") for k in v.get("keys", []))) + "</pre>")
+    return out
 
 
 def _summed(hists) -> Optional[Histogram]:

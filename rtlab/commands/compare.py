@@ -55,17 +55,32 @@ def run_comparison(args, candidate_dirs):
                         candidate_source="runs " + ", ".join(str(d) for d in candidate_dirs))
 
 
-def write_outputs(cmp, args) -> None:
-    if getattr(args, "json", None):
-        Path(args.json).write_text(json.dumps(cmp.to_json(), indent=2) + "\n")
+def write_outputs(cmp, args, candidate_dirs=()) -> None:
+    """--json, --html, and in every candidate run dir compare.json (the
+    verdict and the baseline it used) and a report.html that shows it."""
+    verdict = cmp.to_json()
     if getattr(args, "html", None):
         from ..plot import write_compare_html
-        print(f"compare report: {write_compare_html(cmp, args.html)}")
+        html = write_compare_html(cmp, args.html)
+        verdict["html"] = str(Path(html).absolute())
+        print(f"compare report: {html}")
+    if getattr(args, "json", None):
+        Path(args.json).write_text(json.dumps(verdict, indent=2) + "\n")
+    from ..plot import write_html_report
+    from ..results import load_run
+
+    for d in candidate_dirs:
+        d = Path(d)
+        if not d.is_dir():
+            continue
+        (d / "compare.json").write_text(json.dumps(verdict, indent=2) + "\n")
+        if (d / "report.html").exists():
+            write_html_report(load_run(d), d / "report.html")
 
 
 def compare(args) -> int:
     cmp = run_comparison(args, args.candidate)
     for line in cmp.lines():
         print(line)
-    write_outputs(cmp, args)
+    write_outputs(cmp, args, args.candidate)
     return cmp.exit_code
