@@ -12,6 +12,16 @@ from pathlib import Path
 
 
 def register(sub):
+    b = sub.add_parser("baseline", help="pin the baseline a branch is compared against")
+    bsub = b.add_subparsers(dest="baseline_command", required=True, metavar="ACTION")
+    pin = bsub.add_parser("pin", help="store the last K runs per key of a branch as baseline NAME")
+    pin.add_argument("name", help="the pin's name (e.g. main-6.12)")
+    pin.add_argument("--like", nargs="+", type=Path, required=True, metavar="RUN_DIR",
+                     help="runs whose keys and campaign the baseline covers")
+    pin.add_argument("--branch", default="main")
+    pin.add_argument("--last", type=int, default=5, metavar="K")
+    pin.set_defaults(func=baseline_pin)
+
     p = sub.add_parser("compare", help="regression verdict: candidate runs against baseline runs "
                                        "(exit 0 none, 1 regression, 2 cannot decide)")
     add_baseline_args(p)
@@ -29,6 +39,12 @@ def register(sub):
 def add_baseline_args(p) -> None:
     p.add_argument("--baseline", nargs="+", type=Path, metavar="RUN_DIR",
                    help="baseline runs (results/<run_id>)")
+    p.add_argument("--baseline-store", action="store_true",
+                   help="the baseline from the store (RTLAB_INFLUX_URL/store.yaml): per key the last "
+                        "--last runs of the same board, variant, suite, load and campaign on --branch")
+    p.add_argument("--branch", default="main", help="baseline branch in the store (default main)")
+    p.add_argument("--last", type=int, default=5, metavar="K", help="baseline runs per key (default 5)")
+    p.add_argument("--pin", metavar="NAME", help="the baseline pinned as NAME (rtlab baseline pin)")
 
 
 def policy_for(args, candidate_dirs):
@@ -42,17 +58,42 @@ def policy_for(args, candidate_dirs):
 
 
 def run_comparison(args, candidate_dirs):
-    from ..compare import compare_runs, load_runs
+    from ..compare import compare_runs, compare_sides, load_runs, side_from_runs
     from ..errors import InputError
 
-    if not args.baseline:
-        raise InputError("--baseline", "no baseline runs given")
+    from_store = args.baseline_store or args.pin
+    if bool(args.baseline) == bool(from_store):
+        raise InputError("--baseline", "give baseline runs (--baseline RUN_DIR...) or --baseline-store/--pin, "
+                                       "one of them")
+    if not 1 <= args.last <= 1000:
+        raise InputError("--last", f"must be 1..1000, got {args.last}")
     candidate = load_runs(candidate_dirs)
-    baseline = load_runs(args.baseline)
     policy = policy_for(args, candidate_dirs)
-    return compare_runs(baseline, candidate, policy,
-                        baseline_source="runs " + ", ".join(str(d) for d in args.baseline),
-                        candidate_source="runs " + ", ".join(str(d) for d in candidate_dirs))
+    cand_source = "runs " + ", ".join(str(d) for d in candidate_dirs)
+    if args.baseline:
+        baseline = load_runs(args.baseline)
+        return compare_runs(baseline, candidate, policy,
+                            baseline_source="runs " + ", ".join(str(d) for d in args.baseline),
+                            candidate_source=cand_source)
+    from .. import baseline as bl
+
+    keys, campaigns = bl.keys_of(candidate)
+    if len(campaigns) != 1:
+        raise InputError(candidate_dirs[0], f"candidate runs of several campaigns: {', '.join(sorted(campaigns))}")
+    (campaign,) = campaigns
+    store = bl.open_store()  # down: BaselineUnavailable, exit 2 (never a silent pass)
+    pinned, branch = None, args.branch
+    if args.pin:
+        doc = bl.read_pin(store, args.pin)
+        pinned, branch = doc.get("runs", {}), doc.get("branch", branch)
+        if doc.get("campaign") != campaign:
+            raise bl.BaselineUnavailable(f"baseline pin {args.pin!r} is of campaign {doc.get('campaign')}, "
+                                         f"the candidate of {campaign}")
+    side = bl.read_baseline(store, keys, campaign, branch, args.last,
+                            exclude_runs=[r.run_id for r in candidate], pinned=pinned)
+    if args.pin:
+        side.source = f"store: baseline pinned as {args.pin} ({doc.get('pinned_at', '?')}), " + side.source[7:]
+    return compare_sides(side, side_from_runs(candidate, cand_source), policy)
 
 
 def write_outputs(cmp, args, candidate_dirs=()) -> None:
@@ -84,3 +125,20 @@ def compare(args) -> int:
         print(line)
     write_outputs(cmp, args, args.candidate)
     return cmp.exit_code
+
+
+def baseline_pin(args) -> int:
+    from .. import baseline as bl
+    from ..compare import load_runs
+    from ..errors import InputError
+
+    if not 1 <= args.last <= 1000:
+        raise InputError("--last", f"must be 1..1000, got {args.last}")
+    keys, campaigns = bl.keys_of(load_runs(args.like))
+    if len(campaigns) != 1:
+        raise InputError(args.like[0], f"runs of several campaigns: {', '.join(sorted(campaigns))}")
+    doc = bl.pin(bl.open_store(), args.name, keys, campaigns.pop(), args.branch, args.last)
+    print(f"baseline {args.name}: campaign {doc['campaign']}, branch {doc['branch']}, pinned {doc['pinned_at']}")
+    for label, ids in sorted(doc["runs"].items()):
+        print(f"  {label}: {len(ids)} runs ({', '.join(ids)})")
+    return 0

@@ -312,6 +312,14 @@ class _Builder:
                     vf[pct_field(p)] = _num(v)
             vf["share_over_budget"] = share
             vf.update(budget)
+            # what a baseline read back from the store needs (rtlab.baseline)
+            vf["campaign"] = self.ctx.run.campaign or None
+            vf["branch"] = str((self.ctx.run.commit or {}).get("branch") or "") or None
+            vf["repeat"] = int(job.repeat or 0)
+            vf["budget_class"] = job.budget_class or None
+            if allt is not None:
+                vf["cycles"] = _int(allt.cycles)
+                vf["bucket_us"] = _num(allt.histogram.bucket_us) if allt.histogram else None
             yield Point(VERDICT, dict(mtags, scope="measurement"), vf, ctx.time)
 
         metrics = {_field_name(k): _num(v) for k, v in (m.output.metrics or {}).items()
@@ -413,7 +421,9 @@ FIELDS = {
               **_RUN, "extra_*": float},
     HIST: {"count": int},
     VERDICT: {"verdict": str, "passed": int, "failed": int, "infra": int, "reason": str,
-              "max_us": float, **_PCT, "share_over_budget": float, **_BUDGET, **_RUN},
+              "max_us": float, **_PCT, "share_over_budget": float, **_BUDGET, **_RUN,
+              "campaign": str, "branch": str, "repeat": int, "budget_class": str, "cycles": int,
+              "bucket_us": float},
     JOB: {"infra": int, "error": str, "verdict": str, "duration_s": float, "measurements": int,
           "failed": int, "infra_measurements": int, "kernel_version": str, **_RUN},
     EVENTS: {"title": str, "text": str, "tags": str, "verdict": str, "started": str, "jobs": int,
