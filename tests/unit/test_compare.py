@@ -244,3 +244,22 @@ def test_unknowable_statistic_is_undecided_unless_another_regressed():
     worse = runs("w", [60, 66, 58])
     cmp = compare_runs(base, worse[:2] + [overflowing(worse[2])])
     assert cmp.exit_code == 1 and cmp.keys[0].line().endswith("REGRESSION")
+
+
+def test_gate_with_baseline_combines_budgets_and_regression(tmp_path, capsys):
+    budgets = tmp_path / "budgets.yaml"
+    budgets.write_text('budgets:\n  qemu-tcg: {"*": {"*": {"*": {max_us: 1000}}}}\n'
+                       'regression: {min_effect: {"*": {relative: 0.2, abs_us: 2}}}\n')
+    base = _write(tmp_path, runs("b", [23, 25, 24, 26, 22]))
+    worse = _write(tmp_path, runs("w", [50, 46, 52, 48, 55]))
+    same = _write(tmp_path, runs("s", [24, 22, 26, 25, 23]))
+    over = _write(tmp_path, runs("o", [24, 22, 26, 25, 400]))  # max 1200 us: over the budget
+    gate = ["gate", "--budgets", str(budgets)]
+    assert main([*gate, *same, "--baseline", *base]) == 0
+    assert main([*gate, *worse, "--baseline", *base]) == 1
+    out = capsys.readouterr().out
+    assert "gate: exit 1 (budgets PASS, regression verdict REGRESSION)" in out
+    assert main([*gate, *over, "--baseline", *base]) == 1
+    assert main([*gate, *same, "--baseline", *base[:2]]) == 2  # too few baseline runs
+    assert "need 3" in capsys.readouterr().out
+    assert main([*gate, *same]) == 0  # without a baseline: the budgets alone, as before
