@@ -263,3 +263,24 @@ def test_gate_with_baseline_combines_budgets_and_regression(tmp_path, capsys):
     assert main([*gate, *same, "--baseline", *base[:2]]) == 2  # too few baseline runs
     assert "need 3" in capsys.readouterr().out
     assert main([*gate, *same]) == 0  # without a baseline: the budgets alone, as before
+
+
+def test_pipeline_compares_merge_requests_against_the_target_branch_baseline():
+    import yaml
+    from pathlib import Path
+
+    ci = yaml.safe_load((Path(__file__).parents[2] / ".gitlab-ci.yml").read_text())
+    rules = {r.get("if", ""): r for r in ci["workflow"]["rules"]}
+    mr = rules['$CI_PIPELINE_SOURCE == "merge_request_event"']
+    push = rules['$CI_PIPELINE_SOURCE == "push" && $CI_COMMIT_BRANCH == $CI_DEFAULT_BRANCH']
+    # both sides of the comparison repeat enough for a verdict (min_runs 3)
+    assert int(mr["variables"]["RTLAB_REPEAT"]) >= 3 and int(push["variables"]["RTLAB_REPEAT"]) >= 3
+    assert '--repeat "$RTLAB_REPEAT"' in " ".join(ci["test"]["script"])
+    # every stored run is filed under its branch; the default branch's are published
+    assert any("RTLAB_KERNEL_BRANCH=" in line for line in ci[".rtlab"]["before_script"])
+    assert ci["publish"]["rules"] == [{"if": '$RTLAB_PUBLISH == "1"'}]
+    gate = "\n".join(ci["gate"]["script"])
+    assert '--baseline-store --branch "$CI_MERGE_REQUEST_TARGET_BRANCH_NAME"' in gate
+    assert '--pin "$RTLAB_BASELINE_PIN"' in gate
+    # the JUnit of the gate carries the regression verdict: written after it
+    assert gate.index("--baseline-store") < gate.index('junit $runs')
