@@ -186,3 +186,10 @@ def test_a_run_stopped_at_the_breach_is_judged_not_cut_short(tmp_path):
             assert m.verdict is None, m.reasons  # left to the gate, which judges the samples
         else:
             assert m.verdict == Verdict.INFRA and "cut short" in " ".join(m.reasons)
+
+
+def test_no_culprit_says_why():
+    m = failing_measurement({"dir": "cyclictest@idle/evidence", "summary": None,
+                             "why": "no kernel trace on this board (tracefs not writable)"})
+    assert m.reasons[-1] == ("evidence: no culprit named: no kernel trace on this board (tracefs not writable) "
+                             "(trace: cyclictest@idle/evidence)")
