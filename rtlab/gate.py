@@ -104,7 +104,8 @@ def judge(m: Measurement, budget: Budget | None, *, unbudgeted: bool = False,
             m.reasons.append(f"p{p} {value:g} us >= budget {limit:g} us")
     m.verdict = Verdict.FAIL if failed else Verdict.PASS
     if failed and m.evidence:  # what the trace at the breach says delayed the thread
-        summary = m.evidence.get("summary") or "no culprit named"
+        summary = m.evidence.get("summary") or \
+            ("no culprit named" + (f": {m.evidence['why']}" if m.evidence.get("why") else ""))
         m.reasons.append(f"evidence: {summary} (trace: {m.evidence['dir']})")
     return m
 

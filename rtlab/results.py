@@ -180,10 +180,14 @@ def collect(job_dir: Path, key: MeasurementKey, suite: Suite, run: SuiteRun, *,
                     if check is not None:
                         reasons += check(out)
                     from .gate import sample_problems  # a run cut short is INFRA, not a verdict
-                    reasons += sample_problems(out, suite.expected_samples(run))
+                    # ... unless it stopped itself at the breach (evidence armed): that short
+                    # run is the breach's record, judged on what it measured
+                    expected = None if suite.breached(host_dir, run) else suite.expected_samples(run)
+                    reasons += sample_problems(out, expected)
     reasons += after
     found = read_analysis(host_dir)
-    ev = {"dir": f"{run.id}/{EVIDENCE_DIR}", "summary": found.get("summary")} if found is not None else None
+    ev = ({"dir": f"{run.id}/{EVIDENCE_DIR}", "summary": found.get("summary"), "why": found.get("why")}
+          if found is not None else None)
     ms = [Measurement(dataclasses.replace(key, suite=f"{key.suite}-{suffix}") if suffix else key, out, raw)
           for suffix, out in outs.items()] or [Measurement(key, ToolOutput(path="", tool=suite.tool), raw)]
     for m in ms:
