@@ -12,6 +12,7 @@ import pytest
 
 from rtlab.campaign import load_campaign
 from rtlab.errors import InputError
+from rtlab.lava.boards import load_lava_boards
 from rtlab.lava.render import render_campaign
 from rtlab.lava.schema import validate_texts
 from rtlab.suites import SUITES
@@ -49,6 +50,11 @@ def test_campaign_loads_states_its_scaling_and_renders_valid_lava_jobs(path, tmp
     assert texts, index
     results, _ = validate_texts(texts)
     assert {k: e for k, e in results.items() if e} == {}
+    # the campaign's own boards, where they are LAVA devices (the twins), get jobs
+    lava = load_lava_boards()
+    for b in c.boards:
+        if b.name in lava:
+            assert any(j["board"] == b.name for j in index["jobs"]), (b.name, index["not_rendered"])
     # nothing is dropped silently: a job not rendered says why
     assert all(n["reason"] for n in index["not_rendered"] + index["not_available"])
 
@@ -106,3 +112,27 @@ def test_pinning_a_cpu_the_board_lacks_names_file_and_key(tmp_path):
                      f"  - name: cyclictest\n    params: {{cpus: {bad}}}\n")
         with pytest.raises(InputError, match=re.escape("suites[1].params.cpus: ") + ".*" + re.escape(why)):
             load_campaign(f)
+
+
+@pytest.mark.parametrize("path", VENDOR, ids=[p.stem for p in VENDOR])
+def test_every_measurement_has_a_budget_on_the_twins_and_the_local_board(path):
+    """Nothing unjudged: each suite run of the campaign, on its own boards and
+    on this machine (`--board local`), meets a budget whose percentiles its
+    histogram reaches."""
+    from rtlab.budgets import load_budgets
+
+    for boards in (None, ["local"]):
+        try:
+            c = load_campaign(path, boards=boards)
+        except InputError as e:  # pins a CPU this machine lacks (the OEE report's CPU 2)
+            assert boards and "do not exist on board local" in str(e)
+            continue
+        budgets = load_budgets(c.budgets)
+        for j in c.jobs():
+            for r in j.suites:
+                if r.suite in ("hackbench", "pi_stress", "rt-migrate-test"):
+                    continue  # whole-run results, not budgeted (budgets/default.yaml)
+                b = budgets.lookup(j.board.budget_class, j.variant.name, r.name, r.load)
+                assert b is not None, (path.stem, j.id, r.id)
+                for p, limit in (b.percentiles_us or {}).items():
+                    assert r.params["histogram_us"] >= limit, (path.stem, j.id, r.id, p)
