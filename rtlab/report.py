@@ -66,7 +66,6 @@ def _cells(m: Optional[Measurement], job: JobResult) -> dict[str, str]:
 
 def comparison_table(run: RunResult) -> str:
     # board -> (suite, load) -> variant -> measurement, in run order
-    blocks: "OrderedDict[tuple, OrderedDict[str, tuple]]" = OrderedDict()
     variants_by_board: "OrderedDict[str, list[str]]" = OrderedDict()
     for job in run.jobs:
         variants_by_board.setdefault(job.board, [])

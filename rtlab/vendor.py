@@ -611,9 +611,9 @@ def write_vendor_html(run: RunResult, path: Path, thresholds: Iterable[float] = 
                                    (b.cells.get(v) for v in variants)]))
         parts += ["<h2>Max latency per test and variant (µs)</h2>", _html_table(["", *variants], rows, "summary")]
     for b in blocks:
-        rows = block_rows(b, thresholds)
+        block = block_rows(b, thresholds)
         parts.append(f"<h2>{html.escape(b.title)}</h2>")
-        parts.append(_html_table(["", *b.variants], [(lab, [r[v] for v in b.variants]) for lab, r in rows],
+        parts.append(_html_table(["", *b.variants], [(lab, [r[v] for v in b.variants]) for lab, r in block],
                                  "block"))
         for v in b.variants:
             c = b.cells[v]

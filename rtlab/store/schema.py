@@ -188,7 +188,7 @@ class _Builder:
         return hit[1]
 
     def items(self, fast_hist: bool) -> Iterator[Any]:
-        ctx, run = self.ctx, self.ctx.run
+        run = self.ctx.run
         job_reps = _dedup((j.board, j.variant) for j in run.jobs)
         meas = [(j, m) for j in run.jobs for m in j.measurements]
         meas_reps = _dedup((m.key.board or j.board, m.key.variant or j.variant, m.key.suite,
@@ -322,7 +322,7 @@ class _Builder:
                                 {"count": int(c)}, self.ctx.time)
             return
         items = sorted(dict(tags, bucket="").items())
-        pre, post = [escape_measurement(HIST)], []
+        pre, post = [escape_measurement(HIST)], []  # type: list[str], list[str]
         cur = pre
         for k, v in items:
             if k == "bucket":
@@ -394,10 +394,10 @@ TAGS = {
     VERDICT: ("scope", "board", "arch", "variant", "kernel_release", "load", "suite", "tool",
               "pipeline", "rep"),
     JOB: ("board", "arch", "variant", "kernel_release", "budget_class", "pipeline", "rep"),
-    EVENTS: ("pipeline", "campaign"),
+    EVENTS: ("pipeline", "campaign", "kind", "board", "series"),
     METRICS: ("board", "arch", "variant", "kernel_release", "load", "suite", "tool", "pipeline", "rep"),
 }
-FIELDS = {
+FIELDS: dict[str, dict[str, Any]] = {
     LATENCY: {"min_us": float, "avg_us": float, "max_us": float, **_PCT, "cycles": int,
               "overflows": int, "share_over_budget": float, **_BUDGET, "kernel_version": str,
               **_RUN, "extra_*": float},
@@ -407,7 +407,8 @@ FIELDS = {
     JOB: {"infra": int, "error": str, "verdict": str, "duration_s": float, "measurements": int,
           "failed": int, "infra_measurements": int, "kernel_version": str, **_RUN},
     EVENTS: {"title": str, "text": str, "tags": str, "verdict": str, "started": str, "jobs": int,
-             "failed_jobs": int, "infra_jobs": int, "branch": str, "subject": str, **_RUN},
+             "failed_jobs": int, "infra_jobs": int, "branch": str, "subject": str,
+             "status": str, "effect_pct": float, "confidence": float, "last_good": str, **_RUN},
     METRICS: {"*": float, **_RUN},
 }
 
