@@ -45,16 +45,16 @@ def test_campaign_loads_states_its_scaling_and_renders_valid_lava_jobs(path, tmp
     # how much shorter than the report, in one line a reader finds
     scaled = re.search(r"^# Scaled: (.*)$", header, re.MULTILINE)
     assert scaled and "->" in scaled.group(1) and re.search(r"\d+ (s|min)\b", scaled.group(1))
-    index = render_campaign(c, tmp_path)
+    # the campaign's own boards, which are LAVA devices (the twins), each get jobs
+    lava = load_lava_boards()
+    own = [b.name for b in c.boards if b.name in lava]
+    assert own == [b.name for b in c.boards]
+    index = render_campaign(c, tmp_path, boards=own)
     texts = [(j["file"], (tmp_path / j["file"]).read_text()) for j in index["jobs"]]
-    assert texts, index
     results, _ = validate_texts(texts)
     assert {k: e for k, e in results.items() if e} == {}
-    # the campaign's own boards, where they are LAVA devices (the twins), get jobs
-    lava = load_lava_boards()
-    for b in c.boards:
-        if b.name in lava:
-            assert any(j["board"] == b.name for j in index["jobs"]), (b.name, index["not_rendered"])
+    for b in own:
+        assert any(j["board"] == b for j in index["jobs"]), (b, index["not_rendered"])
     # nothing is dropped silently: a job not rendered says why
     assert all(n["reason"] for n in index["not_rendered"] + index["not_available"])
 
@@ -104,7 +104,11 @@ def test_pinning_a_cpu_the_board_lacks_names_file_and_key(tmp_path):
                           "--board", "qemu-aarch64", "--results", str(tmp_path)],
                          cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert res.returncode == 2 and "vendor-rk3568-oee.yaml: suites[0].params.cpus: CPU(s) 2" in res.stderr
-    assert not any(tmp_path.iterdir())  # refused before anything ran
+    assert not list(tmp_path.iterdir())  # refused before anything ran
+    # a LAVA lab board rendered with the campaign: not rendered, and said why
+    index = render_campaign(load_campaign(oee), tmp_path / "lava", boards=["twin-am335x"])
+    assert not index["jobs"] and index["not_rendered"]
+    assert {n["reason"] for n in index["not_rendered"]} == {"pinned to CPU 2: the board has 1 CPU"}
     for bad, why in [("'2; reboot'", "a cpulist like"), ("true", "must be 'auto', 'all'"),
                      ("[1, x]", "must be 'auto', 'all'"), ("[0, 5]", "CPU(s) 5 do not exist")]:
         f = tmp_path / "c.yaml"
