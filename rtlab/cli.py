@@ -31,6 +31,7 @@ COMMAND_MODULES = [
     "rtlab.commands.ci",
     "rtlab.commands.regressions",
     "rtlab.commands.bisect",
+    "rtlab.commands.compare",
 ]
 
 

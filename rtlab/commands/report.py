@@ -26,6 +26,10 @@ def register(sub):
     g.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR",
                    help="one or more runs (e.g. every CI test job's): one verdict for all")
     g.add_argument("--budgets", type=Path, help="budget file (default: the one each run used)")
+    from .compare import add_baseline_args
+    add_baseline_args(g)  # --baseline RUN_DIR... | --baseline-store [--branch B] [--last K] | --pin NAME
+    g.add_argument("--html", type=Path, metavar="FILE",
+                   help="with a baseline: the comparison report (histograms overlaid, one point per run)")
     g.set_defaults(func=gate)
 
 
@@ -93,4 +97,28 @@ def gate(args) -> int:
     verdict = combine_verdicts(verdicts)
     n = len(args.run_dirs)
     print(f"gate: {verdict.value.upper()} over {n} run{'s' * (n != 1)}")
-    return EXIT_CODE[verdict]
+    if not (args.baseline or args.baseline_store or args.pin):
+        return EXIT_CODE[verdict]
+    # the regression verdict against the baseline, on top of the budgets: a
+    # broken budget or a regression fails (1); otherwise anything undecided
+    # or infra is 2 (a store that is down included); 0 only when both passed
+    from ..errors import RtlabError
+    from .compare import run_comparison, write_outputs
+
+    args.json = None
+    try:
+        cmp = run_comparison(args, args.run_dirs)
+    except RtlabError as e:
+        print(f"gate: regression verdict: cannot decide: {e}")
+        return 1 if verdict == Verdict.FAIL else 2
+    for line in cmp.lines():
+        print(f"gate: {line}")
+    write_outputs(cmp, args, args.run_dirs)
+    if verdict == Verdict.FAIL or cmp.exit_code == 1:
+        rc = 1
+    elif verdict == Verdict.INFRA or cmp.exit_code == 2:
+        rc = 2
+    else:
+        rc = 0
+    print(f"gate: exit {rc} (budgets {verdict.value.upper()}, regression verdict {cmp.outcome.upper()})")
+    return rc
