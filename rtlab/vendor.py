@@ -260,6 +260,8 @@ def _read_command(run_dir: RunDirs, job: JobResult, m: Measurement) -> Optional[
     if base is None:
         return None
     job_dir = Path(base, job.board, job.variant)
+    if job.repeat:  # a repeating campaign's job: <board>/<variant>/r<N> (rtlab/results.py)
+        job_dir = job_dir / f"r{job.repeat}"
     for rel in m.raw:
         if rel.endswith("command.txt"):
             try:

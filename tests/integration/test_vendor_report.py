@@ -156,3 +156,26 @@ def test_several_runs_merge_as_repeats(vendor_run):
     assert rep.stdout.count("command (host): cyclictest -q -m -p 99 -i 1000 ") == 1
     plain = rtlab("report", run_dir, run_dir)
     assert plain.returncode == 2 and "several only with --vendor" in plain.stderr
+
+
+def test_a_repeating_campaign_is_merged_per_thread(tmp_path):
+    budgets = tmp_path / "budgets.yaml"
+    budgets.write_text('budgets:\n  local: {"*": {"*": {"*": {max_us: 10000000}}}}\n')
+    camp = tmp_path / "campaign.yaml"
+    camp.write_text(f"name: vendor-repeat\nbudgets: {budgets}\nboards: [local]\nrepeat: 2\nsuites:\n"
+                    "  - name: cyclictest\n    params: {interval_us: 1000, duration_s: 1, histogram_us: 100}\n")
+    res = rtlab("run", "--campaign", camp, "--results", tmp_path / "results", "--no-publish", timeout=300)
+    assert res.returncode == 0, res.stdout + res.stderr
+    run_dir = Path(res.stdout.split("results: ")[-1].split()[0])
+    raws = [json.loads((run_dir / f"local/host/r{n}/cyclictest@idle/cyclictest.json").read_text())
+            for n in (1, 2)]
+    rep = rtlab("report", "--vendor", run_dir)
+    assert rep.returncode == 0, rep.stderr
+    rows = _block(rep.stdout, "local (x86_64) · cyclictest · idle · interval 1 ms")
+    assert rows["samples"] == fmt_samples(sum(t["cycles"] for r in raws for t in r["thread"].values()))
+    maxima = [fmt_us(max(t["max"] for t in r["thread"].values())) for r in raws]
+    assert rows["runs (max each)"] == f"2: {maxima[0]} / {maxima[1]}"
+    t0 = [r["thread"]["0"] for r in raws]
+    assert rows[f"T: 0 CPU {t0[0]['cpu']} min/avg/max"].split(" / ")[::2] == \
+        [fmt_us(min(t["min"] for t in t0)), fmt_us(max(t["max"] for t in t0))]
+    assert "command (host): cyclictest " in rep.stdout  # found in the repeat's own directory
