@@ -419,8 +419,10 @@ def block_rows(block: Block, thresholds: Iterable[float]) -> list[tuple[str, dic
                     block.notes.append(f">= {fmt_threshold(thr)} us unknown for {v}: {s.unknown}")
             rows.append((f">= {fmt_threshold(thr)} us", row))
     suite = Suite.for_tool(block.tool)
-    results = {v: (suite.result_cell(c.measurements[0].output) if suite is not None else None)
-               for v, c in cells.items()}
+    results = {}
+    for v, c in cells.items():  # one per run: repeats side by side
+        each = [suite.result_cell(m.output) for m in c.measurements] if suite is not None else []
+        results[v] = " / ".join(r or "-" for r in each) if any(each) else None
     if any(r is not None for r in results.values()):
         rows.append(("result", {v: (results.get(v) or "-") if v in cells else blank(v)
                                 for v in block.variants}))
