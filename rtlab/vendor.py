@@ -628,10 +628,20 @@ def write_vendor_html(run: RunResult, path: Path, thresholds: Iterable[float] = 
             parts.append(f"<div class='note'>{html.escape(n)}</div>")
         series = [(v, c.combined.histogram) for v, c in b.cells.items()
                   if isinstance(c, Cell) and c.combined is not None and c.combined.histogram is not None]
+        marks = [(f">= {fmt_threshold(t)} µs", t) for t in thresholds]
         if series:
             parts.append("<div>" + histogram_svg(series, f"{b.title} · samples per µs (log scale)",
-                                                  marks=[(f">= {fmt_threshold(t)} µs", t) for t in thresholds])
-                         + "</div>")
+                                                  marks=marks) + "</div>")
+        # one curve per thread (per CPU), as multi-core reports show them: folded
+        per_thread = []
+        for v, c in b.cells.items():
+            if isinstance(c, Cell) and c.tool not in PER_OPERATION_TOOLS and len(c.threads) > 1:
+                lines = [(lab, t.histogram) for lab, t in c.threads.items() if t.histogram is not None]
+                if lines:
+                    per_thread.append(histogram_svg(lines, f"{b.title} · {v} · per thread", marks=marks))
+        if per_thread:
+            parts.append("<details><summary>per thread (CPU)</summary>" + "".join(
+                f"<div>{svg}</div>" for svg in per_thread) + "</details>")
     missing = unmeasured_lines(run)
     if missing:
         parts.append("<h2>Not measured</h2><ul>" + "".join(f"<li>{html.escape(m)}</li>" for m in missing)
