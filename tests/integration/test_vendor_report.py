@@ -160,6 +160,8 @@ def test_several_runs_merge_as_repeats(vendor_run):
     assert rep.stdout.count("command (host): cyclictest -q -m -p 99 -i 1000 ") == 1
     plain = rtlab("report", run_dir, run_dir)
     assert plain.returncode == 2 and "several only with --vendor" in plain.stderr
+    bad = rtlab("report", "--vendor", run_dir, "--thresholds", "10,abc")
+    assert bad.returncode == 2 and "threshold 'abc' is not a number" in bad.stderr
 
 
 def test_a_repeating_campaign_is_merged_per_thread(tmp_path):
