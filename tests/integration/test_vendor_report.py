@@ -2,6 +2,7 @@
 number in the tables is checked against the tools' own raw JSON files, and
 the HTML is looked at in headless Chromium."""
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -120,6 +121,11 @@ def test_ipc_pairs_as_the_tool_names_them(vendor_run):
 def test_html_tables_and_histograms_are_drawn_in_chromium(vendor_run, tmp_path):
     run_dir, _, html = vendor_run
     page = html.read_text()
+    # every run writes the page itself (the report's programme in one command),
+    # with the default thresholds
+    own = (run_dir / "vendor.html").read_text()
+    assert re.findall(r"<h2>(.*?)</h2>", own) == re.findall(r"<h2>(.*?)</h2>", page)
+    assert "&gt;= 150 us" in page and "&gt;= 150 us" not in own and "&gt;= 100 us" in own
     # the two cyclictest blocks (sigwaittest keeps no histogram), each also per
     # thread (one per CPU of this machine), folded, where there are several
     raw = json.loads((run_dir / "local/host/cyclictest-1ms@idle/cyclictest.json").read_text())
