@@ -249,11 +249,14 @@ class ResultsDir:
         return jr
 
     def finish(self, run: RunResult) -> Path:
-        """run.json, report.html, and ``latest`` pointing here."""
+        """run.json, report.html, vendor.html (the vendor reports' tables,
+        `rtlab report --vendor`), and ``latest`` pointing here."""
         from .plot import write_html_report  # plot -> report -> model: heavy, only at the end
+        from .vendor import write_vendor_html
 
         (self.path / "run.json").write_text(json.dumps(run.to_json(), indent=2) + "\n")
         write_html_report(run, self.path / "report.html")
+        write_vendor_html(run, self.path / "vendor.html", run_dir=self.path)
         self.point_latest()
         return self.path
 

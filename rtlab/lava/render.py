@@ -406,7 +406,7 @@ def render_campaign(campaign: Campaign, out_dir: Path, *, boards: Optional[list[
             if missing:  # a lab board the campaign did not name (named ones are checked at load)
                 not_rendered.append({"board": job.board.name, "variant": job.variant.name, "suite": run.id,
                                      "reason": f"pinned to CPU {format_cpulist(missing)}: the board has "
-                                               f"{job.board.cpus} CPUs"})
+                                               f"{job.board.cpus} CPU{'s' * (job.board.cpus != 1)}"})
                 continue
             loads = lava_loads.plan(by_name[job.board.name], job.variant, run)
             if isinstance(loads, str):  # no LAVA form on this board: why
