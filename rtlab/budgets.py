@@ -8,6 +8,14 @@
               max_us: 100                     # every sample must stay below
               percentiles_us: {"99.9": 50}    # nearest-rank percentile below
 
+    unbudgeted:               # suites measured without a budget ON PURPOSE
+      <budget class | "*">: [<suite>, ...]   # ("*": every suite of the class)
+    regression: {...}          # the regression verdict's policy (rtlab/compare.py)
+
+A measurement that has no budget and is not listed under ``unbudgeted`` is
+an error naming its key (INFRA, exit 2): a typo in a budget class must not
+turn the gate green. Limits are finite numbers (``.nan``/``.inf`` rejected).
+
 The most specific entry wins: an exact variant beats "*", then an exact
 suite, then an exact load. A budget is a strict upper bound: a sample at the
 budget already breaks it, which matches "share of samples at or above".
@@ -43,9 +51,15 @@ class Budget:
 
 
 class Budgets:
-    def __init__(self, table: dict, path: Path):
+    def __init__(self, table: dict, path: Path, unbudgeted: Optional[dict] = None):
         self.table = table
         self.path = Path(path)
+        #: budget class (or "*") -> suites measured without a budget on purpose
+        self.unbudgeted_suites: dict[str, set[str]] = unbudgeted or {}
+
+    def unbudgeted(self, budget_class: str, suite: str) -> bool:
+        return any(suite in self.unbudgeted_suites.get(c, ()) or WILDCARD in self.unbudgeted_suites.get(c, ())
+                   for c in (budget_class, WILDCARD))
 
     def lookup(self, budget_class: str, variant: str, suite: str, load: str) -> Optional[Budget]:
         by_variant = self.table.get(budget_class)
@@ -61,7 +75,7 @@ class Budgets:
 
 def load_budgets(path) -> Budgets:
     path = Path(path)
-    root = open_node(path).only(["budgets"])
+    root = open_node(path).only(["budgets", "unbudgeted", "regression"])
     table: dict = {}
     for cls, cnode in root.req("budgets").items():
         for variant, vnode in cnode.items():
@@ -82,4 +96,8 @@ def load_budgets(path) -> Budgets:
                         source=f"{path.name}: {cls}.{variant}.{suite}.{load}")
                     table.setdefault(str(cls), {}).setdefault(str(variant), {}) \
                         .setdefault(str(suite), {})[str(load)] = budget
-    return Budgets(table, path)
+    unbudgeted = {str(cls): set(n.str_list()) for cls, n in root.child("unbudgeted").items()}
+    if root.child("regression").value is not None:  # checked here: a bad policy fails before any boot
+        from .compare import policy_from_node
+        policy_from_node(root.child("regression"), path)
+    return Budgets(table, path, unbudgeted)

@@ -6,6 +6,7 @@ suite runs (one per suite × load).
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -19,6 +20,8 @@ from .params import ParamError, check_cpus_on, check_name, cpus_of
 from .suites import SUITES, SuiteRun
 from .variants import HOST_VARIANT, Variant, load_variants
 
+#: repeats per job at most (each a boot): more is a soak, not a baseline
+MAX_REPEAT = 100
 CAMPAIGN_DIR = ROOT / "campaigns"
 DEFAULT_CAMPAIGN = CAMPAIGN_DIR / "default.yaml"
 
@@ -45,10 +48,12 @@ class Job:
     board: Board
     variant: Variant
     suites: tuple[SuiteRun, ...]
+    #: 1..N when the campaign repeats (each a fresh boot / fresh tool run), else 0
+    repeat: int = 0
 
     @property
     def id(self) -> str:
-        return f"{self.board.name}/{self.variant.name}"
+        return f"{self.board.name}/{self.variant.name}" + (f"#{self.repeat}" if self.repeat else "")
 
 
 @dataclass
@@ -60,6 +65,8 @@ class Campaign:
     boards: list[Board]
     variants: list[Variant]
     suites: list[SuiteEntry]
+    #: every job this many times (campaign key ``repeat:``, ``rtlab run --repeat``)
+    repeat: int = 1
     #: evidence at the breach (rtlab.evidence): True/False, None = on in CI only
     evidence: Optional[bool] = None
 
@@ -92,7 +99,11 @@ class Campaign:
                             load=load, params=params,
                             cpus=self.measured_cpus(board, variant, entry)))
                 jobs.append(Job(board=board, variant=variant, suites=tuple(runs)))
-        return jobs
+        if self.repeat <= 1:
+            return jobs
+        # repeats interleaved (all jobs once, then again): slow drift of the
+        # host or the lab spreads over every variant alike, not onto one
+        return [dataclasses.replace(j, repeat=r) for r in range(1, self.repeat + 1) for j in jobs]
 
 
 def _safe(name: str) -> bool:
@@ -104,12 +115,22 @@ def _safe(name: str) -> bool:
 
 
 def load_campaign(path: Optional[Path] = None, *, boards: Optional[list[str]] = None,
-                  variants: Optional[list[str]] = None) -> Campaign:
-    """Load a campaign; `boards`/`variants` narrow it (command-line filters)."""
+                  variants: Optional[list[str]] = None, repeat: Optional[int] = None) -> Campaign:
+    """Load a campaign; `boards`/`variants` narrow it and `repeat` overrides
+    its ``repeat:`` (command-line options)."""
     path = Path(path or DEFAULT_CAMPAIGN)
     if not path.exists() and (CAMPAIGN_DIR / f"{path}.yaml").exists():
         path = CAMPAIGN_DIR / f"{path}.yaml"  # a preset by name
-    root = open_node(path).only(["name", "description", "budgets", "boards", "variants", "suites", "evidence"])
+    root = open_node(path).only(["name", "description", "budgets", "boards", "variants", "suites", "evidence",
+                                 "repeat"])
+    rnode = root.child("repeat")
+    if repeat is not None:  # the command line's
+        if not 1 <= repeat <= MAX_REPEAT:
+            raise InputError(path, f"--repeat: must be 1..{MAX_REPEAT}, got {repeat}")
+    else:
+        repeat = rnode.integer(1, minimum=1)
+        if repeat > MAX_REPEAT:
+            raise rnode.error(f"must be <= {MAX_REPEAT}, got {repeat}")
     all_variants = load_variants()
 
     board_names = boards or root.req("boards").str_list()
@@ -180,6 +201,6 @@ def load_campaign(path: Optional[Path] = None, *, boards: Optional[list[str]] = 
         name=root.child("name").str(path.stem), path=path.resolve(),
         description=root.child("description").str(""),
         budgets=(path.parent / budgets).resolve(),
-        boards=board_list, variants=variant_list, suites=entries,
+        boards=board_list, variants=variant_list, suites=entries, repeat=repeat,
         evidence=None if root.child("evidence").value is None else root.child("evidence").boolean(),
     )

@@ -29,6 +29,9 @@ COMMAND_MODULES = [
     "rtlab.commands.lava",
     "rtlab.commands.rack",
     "rtlab.commands.ci",
+    "rtlab.commands.regressions",
+    "rtlab.commands.bisect",
+    "rtlab.commands.compare",
 ]
 
 

@@ -6,6 +6,7 @@ budget never turns into a confusing traceback in the middle of a run.
 from __future__ import annotations
 
 import builtins
+import math
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -84,6 +85,8 @@ class Node:
             return default
         if isinstance(self.value, bool) or not isinstance(self.value, (int, float)):
             raise self.error(f"must be a number, got {self.value!r}")
+        if not math.isfinite(self.value):  # YAML's .nan/.inf: a budget that always passes
+            raise self.error(f"must be a finite number, got {self.value!r}")
         if positive and self.value <= 0:
             raise self.error(f"must be a positive number, got {self.value!r}")
         return self.value

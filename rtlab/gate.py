@@ -6,12 +6,37 @@ never turned into a latency verdict, and a latency verdict never into INFRA.
 """
 from __future__ import annotations
 
+from typing import Optional
+
 from .budgets import Budget, Budgets
-from .model import PERCENTILES, Measurement, RunResult, Verdict
+from .model import PERCENTILES, Measurement, RunResult, ToolOutput, Verdict
 from .suites import METRICS, Suite
 
+#: a run whose threads took fewer samples than this share of duration ÷
+#: interval was cut short (a killed tool, a lost console): INFRA, never judged
+MIN_SAMPLE_SHARE = 0.9
 
-def judge(m: Measurement, budget: Budget | None) -> Measurement:
+
+def sample_problems(out: ToolOutput, expected: Optional[int]) -> list[str]:
+    """Why the samples of a latency output cannot be judged: a thread with
+    no cycles at all, or (where the suite knows how many a full run takes)
+    fewer than MIN_SAMPLE_SHARE of them."""
+    problems = []
+    for t in out.threads:
+        where = f"thread {t.thread}" + (f" (cpu {t.cpu})" if t.cpu is not None else "")
+        if t.cycles <= 0:
+            problems.append(f"{out.tool} {where} recorded 0 cycles")
+        elif expected and t.cycles < MIN_SAMPLE_SHARE * expected:
+            problems.append(f"{out.tool} {where} cut short: {t.cycles} of {expected} samples "
+                            f"(< {MIN_SAMPLE_SHARE:.0%} of duration / interval)")
+    return problems
+
+
+def judge(m: Measurement, budget: Budget | None, *, unbudgeted: bool = False,
+          where: str = "") -> Measurement:
+    """*unbudgeted*: the budget file says this suite has no budget on purpose
+    (shown, not judged against a limit); without that, a measurement with no
+    budget is an error naming the key (*where*: the budget file), never a pass."""
     if m.verdict == Verdict.INFRA:  # set by the runner: the lab failed here
         return m
     out = m.output
@@ -34,10 +59,20 @@ def judge(m: Measurement, budget: Budget | None) -> Measurement:
         m.verdict = Verdict.INFRA
         m.reasons.append(f"{out.tool} produced no measurements")
         return m
+    empty = sample_problems(out, None)
+    if empty:
+        m.verdict = Verdict.INFRA
+        m.reasons.extend(empty)
+        return m
     m.budget = budget
     if budget is None:
-        m.verdict = Verdict.PASS
-        m.reasons.append("no budget for this board class, variant, suite and load")
+        if unbudgeted:
+            m.verdict = Verdict.PASS
+            m.reasons.append(f"unbudgeted by {where or 'the budget file'}: shown, not judged")
+        else:
+            m.verdict = Verdict.INFRA
+            m.reasons.append(f"no budget for {m.key.label()} in {where or 'the budget file'}: "
+                             "add one, or list the suite under unbudgeted:")
         return m
     allt = out.combined()
     failed = False
@@ -78,7 +113,9 @@ def judge_run(run: RunResult, budgets: Budgets) -> RunResult:
     for job in run.jobs:
         for m in job.measurements:
             k = m.key
-            judge(m, budgets.lookup(job.budget_class, k.variant, k.suite, k.load))
+            judge(m, budgets.lookup(job.budget_class, k.variant, k.suite, k.load),
+                  unbudgeted=budgets.unbudgeted(job.budget_class, k.suite),
+                  where=f"{budgets.path.name} (budget class {job.budget_class or '?'})")
     return run
 
 

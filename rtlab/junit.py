@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import xml.etree.ElementTree as ET
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Optional
 
 from .model import JobResult, Measurement, RunResult, Verdict
 
@@ -33,7 +33,9 @@ def _case(suite_el: ET.Element, classname: str, name: str, time_s: float = 0.0) 
 
 def job_suite(run: RunResult, job: JobResult) -> ET.Element:
     classname = f"{job.board}.{job.variant}"
-    el = ET.Element("testsuite", name=f"{run.run_id}/{job.board}/{job.variant}",
+    rep = f"/r{job.repeat}" if job.repeat else ""
+    classname += f".r{job.repeat}" if job.repeat else ""
+    el = ET.Element("testsuite", name=f"{run.run_id}/{job.board}/{job.variant}{rep}",
                     timestamp=run.started, time=f"{job.duration_s:.3f}")
     counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
     if job.build_error:
@@ -75,10 +77,47 @@ def job_suite(run: RunResult, job: JobResult) -> ET.Element:
     return el
 
 
-def junit_xml(runs: Iterable[RunResult]) -> ET.ElementTree:
+def regression_suite(run: RunResult, verdict: dict) -> ET.Element:
+    """The regression verdict against the baseline (``compare.json`` that
+    ``rtlab compare``/``rtlab gate --baseline`` left in the run dir): one
+    testcase per key, <failure> for a regression, <error> where it could not
+    be decided; the text names the baseline and links the comparison report."""
+    el = ET.Element("testsuite", name=f"{run.run_id}/regression", timestamp=run.started, time="0")
+    counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
+    where = verdict.get("html")
+    base = (verdict.get("baseline") or {}).get("source") or ", ".join((verdict.get("baseline") or {}).get("runs", []))
+    for k in verdict.get("keys", []):
+        tc = _case(el, "regression", k.get("label", "?"))
+        counts["tests"] += 1
+        text = f"{k.get('line', '')}\nbaseline: {base}" + (f"\nreport: {where}" if where else "")
+        if k.get("outcome") == "regression":
+            ET.SubElement(tc, "failure", message=k.get("line", "regression")[:200], type="regression").text = text
+            counts["failures"] += 1
+        elif k.get("outcome") != "no-regression":
+            ET.SubElement(tc, "error", message=k.get("line", "undecided")[:200], type="undecided").text = text
+            counts["errors"] += 1
+        else:
+            ET.SubElement(tc, "system-out").text = text
+    for p in verdict.get("problems", []):
+        tc = _case(el, "regression", "comparison")
+        ET.SubElement(tc, "error", message=p[:200], type="undecided").text = f"{p}\nbaseline: {base}"
+        counts["tests"] += 1
+        counts["errors"] += 1
+    for key, n in counts.items():
+        el.set(key, str(n))
+    return el
+
+
+def junit_xml(runs: Iterable[RunResult], verdicts: Optional[dict] = None) -> ET.ElementTree:
+    """*verdicts*: run id -> its compare.json (the regression verdict), if any."""
     root = ET.Element("testsuites", name="rtlab")
     totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
     for run in runs:
+        if (verdicts or {}).get(run.run_id):
+            s = regression_suite(run, verdicts[run.run_id])
+            root.append(s)
+            for k in totals:
+                totals[k] += int(s.get(k, 0))
         for job in run.jobs:
             s = job_suite(run, job)
             root.append(s)
@@ -97,8 +136,8 @@ def junit_xml(runs: Iterable[RunResult]) -> ET.ElementTree:
     return ET.ElementTree(root)
 
 
-def write_junit(runs: Iterable[RunResult], path: Path) -> Path:
+def write_junit(runs: Iterable[RunResult], path: Path, verdicts: Optional[dict] = None) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    junit_xml(runs).write(path, encoding="utf-8", xml_declaration=True)
+    junit_xml(runs, verdicts).write(path, encoding="utf-8", xml_declaration=True)
     return path

@@ -348,6 +348,9 @@ class JobResult:
     #: set when the commit under test could not be built into this variant
     #: (an option dropped by olddefconfig, a compile error): a FAIL
     build_error: Optional[str] = None
+    #: which repeat of the job this is (1..N, each a fresh boot or a fresh
+    #: tool run); 0: the campaign does not repeat
+    repeat: int = 0
     #: suites this board could not run at all ({"suite", "load", "reason"}:
     #: rtla timerlat on a kernel without the tracer): neither pass nor fail
     not_available: list[dict[str, str]] = field(default_factory=list)
@@ -373,7 +376,7 @@ class JobResult:
             "measurements": [m.to_json() for m in self.measurements],
             "infra_error": self.infra_error, "duration_s": self.duration_s,
             "build_error": self.build_error, "not_available": self.not_available,
-            "verdict": self.verdict.value,
+            "verdict": self.verdict.value, "repeat": self.repeat,
         }
 
     @classmethod
@@ -384,6 +387,7 @@ class JobResult:
             measurements=[Measurement.from_json(m) for m in d.get("measurements", [])],
             infra_error=d.get("infra_error"), duration_s=d.get("duration_s", 0.0),
             build_error=d.get("build_error"), not_available=d.get("not_available", []),
+            repeat=int(d.get("repeat") or 0),
         )
 
 

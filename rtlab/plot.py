@@ -143,7 +143,106 @@ def write_html_report(run: RunResult, path: Path) -> Path:
         parts.append(f"<div>{svg}</div>")
     parts += evidence_html(run)
     parts += snapshot_html(run, Path(path).parent)
+    parts += regression_html(Path(path).parent)
     path = Path(path)
+    path.write_text("\n".join(parts) + "\n")
+    return path
+
+
+def regression_html(run_dir: Path) -> list[str]:
+    """The regression verdict against a baseline, where `rtlab compare` or
+    `rtlab gate --baseline` judged this run (compare.json), with a link to
+    the comparison report."""
+    import json
+
+    f = Path(run_dir) / "compare.json"
+    try:
+        v = json.loads(f.read_text())
+    except (OSError, ValueError):
+        return []
+    out = [f"<h2>Regression verdict: {html.escape(str(v.get('outcome', '?')).upper())}</h2>",
+           f"<p>baseline: {html.escape(str((v.get('baseline') or {}).get('source', '')))}</p>"]
+    if v.get("html"):
+        out.append(f"<p><a href='{html.escape(str(v['html']), quote=True)}'>comparison report</a></p>")
+    out.append("<pre>" + html.escape("\n".join(k.get("line", "") for k in v.get("keys", []))) + "</pre>")
+    return out
+
+
+def _summed(hists) -> Optional[Histogram]:
+    """Histograms of several runs as one (same bucket layout only)."""
+    hists = [h for h in hists if h is not None]
+    if not hists or len({h.bucket_us for h in hists}) != 1:
+        return None
+    counts: dict[int, int] = {}
+    for h in hists:
+        for k, v in h.counts.items():
+            counts[k] = counts.get(k, 0) + v
+    return Histogram(counts=counts, bucket_us=hists[0].bucket_us,
+                     size=max((h.size or 0) for h in hists) or None,
+                     overflows=sum(h.overflows for h in hists))
+
+
+def runs_svg(stat, width: int = 760, height: int = 150) -> str:
+    """One point per run of the run-level statistic, baseline above
+    candidate, medians as ticks: the spread the verdict had to see through."""
+    left, right = 110, 20
+    vals = stat.baseline + stat.candidate
+    lo, hi = min(vals), max(vals)
+    pad = (hi - lo) * 0.08 or max(hi * 0.1, 1)
+    lo, hi = max(0.0, lo - pad), hi + pad
+    pw = width - left - right
+
+    def x(v):
+        return left + pw * (v - lo) / (hi - lo)
+
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+           f'font-family="sans-serif" font-size="11">', f'<rect width="{width}" height="{height}" fill="white"/>',
+           f'<text x="{width / 2}" y="14" text-anchor="middle" font-size="12">{html.escape(stat.name)} '
+           f'of each run (µs)</text>']
+    for row, (label, values, colour) in enumerate((("baseline", stat.baseline, COLOURS[0]),
+                                                   ("candidate", stat.candidate, COLOURS[1]))):
+        yy = 45 + row * 45
+        out.append(f'<text x="{left - 8}" y="{yy + 4}" text-anchor="end">{label} ({len(values)})</text>'
+                   f'<line x1="{left}" y1="{yy}" x2="{left + pw}" y2="{yy}" stroke="#eee"/>')
+        for i, v in enumerate(values):
+            jitter = ((i % 5) - 2) * 3
+            out.append(f'<circle cx="{x(v):.1f}" cy="{yy + jitter}" r="4" fill="{colour}" fill-opacity="0.7">'
+                       f'<title>{v:g} us</title></circle>')
+        med = sorted(values)[len(values) // 2] if len(values) % 2 else \
+            (sorted(values)[len(values) // 2 - 1] + sorted(values)[len(values) // 2]) / 2
+        out.append(f'<line x1="{x(med):.1f}" y1="{yy - 12}" x2="{x(med):.1f}" y2="{yy + 12}" '
+                   f'stroke="{colour}" stroke-width="2"/>')
+    for t in _nice_ticks(lo, hi):
+        out.append(f'<text x="{x(t):.1f}" y="{height - 8}" text-anchor="middle">{_fmt(t)}</text>')
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+def write_compare_html(cmp, path: Path) -> Path:
+    """The comparison report: per key, baseline and candidate histograms
+    overlaid (log counts), one point per run of each gating statistic, and
+    the verdict with its effect and interval."""
+    colour = {"regression": "#c00", "no-regression": "#070", "undecided": "#a60"}
+    parts = ["<!doctype html><meta charset='utf-8'>",
+             f"<title>rtlab compare — {html.escape(cmp.outcome)}</title>",
+             "<style>body{font-family:sans-serif;margin:2em} pre{background:#f6f6f6;padding:1em}"
+             " h2{margin-top:2em}</style>",
+             f"<h1 style='color:{colour[cmp.outcome]}'>rtlab compare — {html.escape(cmp.outcome.upper())}</h1>",
+             f"<pre>{html.escape(chr(10).join(cmp.lines()))}</pre>",
+             f"<p>policy: {html.escape(str(cmp.policy.to_json()))}</p>"]
+    for k in cmp.keys:
+        anchor = html.escape(k.key.label().replace("/", "-"), quote=True)
+        parts.append(f"<h2 id='{anchor}' style='color:{colour[k.outcome]}'>{html.escape(k.key.label())}: "
+                     f"{html.escape(k.outcome.upper())}</h2><p>{html.escape(k.line())}</p>")
+        base = _summed(r.histogram for r in k.baseline)
+        cand = _summed(r.histogram for r in k.candidate)
+        series = [(f"baseline ({len(k.baseline)} runs)", base), (f"candidate ({len(k.candidate)} runs)", cand)]
+        parts.append(f"<div>{histogram_svg(series, k.key.label() + ' · all runs summed')}</div>")
+        for s in k.stats:
+            if s.gates:
+                parts.append(f"<div>{runs_svg(s)}</div>")
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(parts) + "\n")
     return path
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections import OrderedDict
 from typing import Optional
 
-from .model import JobResult, Measurement, RunResult, Verdict
+from .model import JobResult, Measurement, RunResult, Verdict, combine_verdicts
 
 
 def _us(v: Optional[float]) -> str:
@@ -64,6 +64,40 @@ def _cells(m: Optional[Measurement], job: JobResult) -> dict[str, str]:
     }
 
 
+def _repeat_cells(pairs: list[tuple[Optional[Measurement], JobResult]]) -> dict[str, str]:
+    """A campaign's repeats of one measurement in one column: the median
+    across repeats with its min-max, the verdict of them all."""
+    if len(pairs) == 1:
+        return _cells(*pairs[0])
+    import statistics
+
+    first = next((m for m, _ in pairs if m is not None), None)
+    cells = _cells(first, pairs[0][1])
+    got = {"min": [], "avg": [], "max": [], "p99.9": [], "cycles": [], ">= budget": []}
+    verdicts = []
+    for m, job in pairs:
+        if m is None:
+            verdicts.append(Verdict.FAIL if job.build_error else Verdict.INFRA)
+            continue
+        verdicts.append(m.verdict or Verdict.INFRA)
+        c = m.output.combined()
+        if c is None:
+            continue
+        for row, v in (("min", c.min_us), ("avg", c.avg_us), ("max", c.max_us),
+                       ("p99.9", c.percentiles_us.get("99.9")), ("cycles", c.cycles),
+                       (">= budget", m.share_over_budget)):
+            if v is not None:
+                got[row].append(v)
+    for row, vals in got.items():
+        if not vals or cells.get(row) == "-":
+            continue
+        fmt = (lambda x: f"{x:,.0f}") if row == "cycles" else (_share if row == ">= budget" else _us)
+        med = statistics.median(vals)
+        cells[row] = f"{fmt(med)} ({fmt(min(vals))}-{fmt(max(vals))})"
+    cells["verdict"] = f"{combine_verdicts(verdicts).value.upper()} x{len(pairs)}"
+    return cells
+
+
 def comparison_table(run: RunResult) -> str:
     # board -> (suite, load) -> variant -> measurement, in run order
     variants_by_board: "OrderedDict[str, list[str]]" = OrderedDict()
@@ -83,6 +117,9 @@ def comparison_table(run: RunResult) -> str:
         if n["variant"] not in variants_by_board[n["board"]]:
             variants_by_board[n["board"]].append(n["variant"])
     jobs = {(j.board, j.variant): j for j in run.jobs}
+    repeats: dict[tuple[str, str], list[JobResult]] = {}
+    for j in run.jobs:  # a repeating campaign: one column per variant, every repeat in it
+        repeats.setdefault((j.board, j.variant), []).append(j)
     out = []
     for board, variants in variants_by_board.items():
         sample_job = next((jobs[(board, v)] for v in variants if (board, v) in jobs), None)
@@ -96,8 +133,9 @@ def comparison_table(run: RunResult) -> str:
                 if job is None:
                     cols.append((v, {r: "n/a" for r in ROWS}))
                     continue
-                m = next((m for m in job.measurements if (m.key.suite, m.key.load) == (suite, load)), None)
-                cols.append((v, _cells(m, job)))
+                pairs = [(next((m for m in j.measurements if (m.key.suite, m.key.load) == (suite, load)), None), j)
+                         for j in repeats[(board, v)]]
+                cols.append((v, _repeat_cells(pairs)))
             rows = ROWS[:-1] + tuple(r for r in EXTRA_ROWS if any(r in c for _, c in cols)) + ROWS[-1:]
             width0 = max(len(r) for r in rows)
             widths = [max(len(v), *(len(c.get(r, "-")) for r in rows)) for v, c in cols]

@@ -18,6 +18,8 @@ Layout::
     <root>/<run_id>/run.json, report.html, campaign.yaml, budgets.yaml
     <root>/<run_id>/<board>/<variant>/job-spec.json, job.json, kernel.json
     <root>/<run_id>/<board>/<variant>/<suite>@<load>/   raw tool outputs
+    <root>/<run_id>/<board>/<variant>/r<N>/...          the same, per repeat N
+                                                        (campaign repeat: > 1)
     <root>/latest -> <run_id>                            the run finished last
 """
 from __future__ import annotations
@@ -177,6 +179,8 @@ def collect(job_dir: Path, key: MeasurementKey, suite: Suite, run: SuiteRun, *,
                         out.path = str(Path(out.path).relative_to(job_dir))
                     if check is not None:
                         reasons += check(out)
+                    from .gate import sample_problems  # a run cut short is INFRA, not a verdict
+                    reasons += sample_problems(out, suite.expected_samples(run))
     reasons += after
     found = read_analysis(host_dir)
     ev = {"dir": f"{run.id}/{EVIDENCE_DIR}", "summary": found.get("summary")} if found is not None else None
@@ -215,12 +219,14 @@ class ResultsDir:
             return cls(root, run_id)
         raise OSError(f"{root}: no free run id for {stem}{suffix}")
 
-    def job_dir(self, board: str, variant: str) -> Path:
-        return self.path / board / variant
+    def job_dir(self, board: str, variant: str, repeat: int = 0) -> Path:
+        """``<board>/<variant>``, plus ``r<N>`` for repeat N of a repeating campaign."""
+        d = self.path / board / variant
+        return d / f"r{repeat}" if repeat else d
 
-    def new_job_dir(self, board: str, variant: str) -> Path:
+    def new_job_dir(self, board: str, variant: str, repeat: int = 0) -> Path:
         """An empty directory for the job (what an earlier attempt left is gone)."""
-        d = self.job_dir(board, variant)
+        d = self.job_dir(board, variant, repeat)
         if d.exists():
             shutil.rmtree(d)
         d.mkdir(parents=True)
@@ -233,7 +239,7 @@ class ResultsDir:
     def finish_job(self, jr: JobResult, budgets: Budgets) -> JobResult:
         """Judge the job's measurements (raw files are on disk) and write job.json."""
         judge_run(RunResult(self.run_id, "", "", jobs=[jr]), budgets)
-        d = self.job_dir(jr.board, jr.variant)
+        d = self.job_dir(jr.board, jr.variant, jr.repeat)
         d.mkdir(parents=True, exist_ok=True)
         (d / "job.json").write_text(json.dumps(jr.to_json(), indent=2) + "\n")
         return jr

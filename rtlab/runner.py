@@ -188,9 +188,9 @@ def run_job(job: Job, rd: ResultsDir, images: dict, progress: Callable[[str], No
     the job holds (rack boards; rtlab.lab.scheduler). *on_spawn(proc)* is told
     the pytest process (its process group holds everything the job started)."""
     board, variant = job.board, job.variant
-    job_dir = rd.new_job_dir(board.name, variant.name)
+    job_dir = rd.new_job_dir(board.name, variant.name, job.repeat)
     result = JobResult(board=board.name, variant=variant.name, arch=board.arch,
-                       budget_class=board.budget_class)
+                       budget_class=board.budget_class, repeat=job.repeat)
     t0 = time.monotonic()
     bk = (built or {}).get((board.name, variant.name))
     if isinstance(bk, KernelBuildFailed):

@@ -17,7 +17,17 @@ def junit(args) -> int:
     from ..junit import write_junit
     from ..results import load_run
 
+    import json
+
     runs = [load_run(d) for d in args.run_dirs]
-    print(f"junit: {write_junit(runs, args.output)} "
+    verdicts = {}  # the regression verdict, where rtlab compare/gate --baseline left one
+    for run, d in zip(runs, args.run_dirs):
+        f = Path(d) / "compare.json"
+        if f.is_file():
+            try:
+                verdicts[run.run_id] = json.loads(f.read_text())
+            except ValueError:
+                pass
+    print(f"junit: {write_junit(runs, args.output, verdicts)} "
           f"({sum(len(r.jobs) for r in runs)} jobs, {sum(1 for r in runs for _ in r.measurements())} measurements)")
     return 0

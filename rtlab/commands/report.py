@@ -10,7 +10,9 @@ from ..results import load_run
 
 def register(sub):
     p = sub.add_parser("report", help="print the variant comparison table of a run")
-    p.add_argument("run_dir", type=Path, help="results/<run_id> (or results/latest)")
+    p.add_argument("run_dir", type=Path, nargs="+", metavar="RUN_DIR",
+                   help="results/<run_id> (or results/latest); with --vendor several runs of a "
+                        "campaign, merged as repeats")
     p.add_argument("--html", type=Path, metavar="FILE",
                    help="also write an HTML report: the table plus latency histograms (log-scale counts)")
     p.add_argument("--vendor", action="store_true",
@@ -24,6 +26,10 @@ def register(sub):
     g.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR",
                    help="one or more runs (e.g. every CI test job's): one verdict for all")
     g.add_argument("--budgets", type=Path, help="budget file (default: the one each run used)")
+    from .compare import add_baseline_args
+    add_baseline_args(g)  # --baseline RUN_DIR... | --baseline-store [--branch B] [--last K] | --pin NAME
+    g.add_argument("--html", type=Path, metavar="FILE",
+                   help="with a baseline: the comparison report (histograms overlaid, one point per run)")
     g.set_defaults(func=gate)
 
 
@@ -41,17 +47,21 @@ def _thresholds(text: str):
 def report(args) -> int:
     from ..report import comparison_table
 
-    run = load_run(args.run_dir)
     if args.vendor:
-        from ..vendor import DEFAULT_THRESHOLDS, vendor_tables, write_vendor_html
+        from ..vendor import DEFAULT_THRESHOLDS, merge_runs, vendor_tables, write_vendor_html
 
         thresholds = args.thresholds or DEFAULT_THRESHOLDS
-        print(vendor_tables(run, thresholds, run_dir=args.run_dir))
+        # raw files (command lines) beside each run.json, also when run.json itself is given
+        run, dirs = merge_runs([(load_run(d), d.parent if d.is_file() else d) for d in args.run_dir])
+        print(vendor_tables(run, thresholds, run_dir=dirs))
         if args.html:
-            print(f"report: {write_vendor_html(run, args.html, thresholds, run_dir=args.run_dir)}")
+            print(f"report: {write_vendor_html(run, args.html, thresholds, run_dir=dirs)}")
         return 0
     if args.thresholds:
         raise InputError("--thresholds", "only with --vendor")
+    if len(args.run_dir) != 1:
+        raise InputError(" ".join(map(str, args.run_dir)), "one RUN_DIR (several only with --vendor)")
+    run = load_run(args.run_dir[0])
     print(comparison_table(run))
     if args.html:
         from ..plot import write_html_report
@@ -87,4 +97,28 @@ def gate(args) -> int:
     verdict = combine_verdicts(verdicts)
     n = len(args.run_dirs)
     print(f"gate: {verdict.value.upper()} over {n} run{'s' * (n != 1)}")
-    return EXIT_CODE[verdict]
+    if not (args.baseline or args.baseline_store or args.pin):
+        return EXIT_CODE[verdict]
+    # the regression verdict against the baseline, on top of the budgets: a
+    # broken budget or a regression fails (1); otherwise anything undecided
+    # or infra is 2 (a store that is down included); 0 only when both passed
+    from ..errors import RtlabError
+    from .compare import run_comparison, write_outputs
+
+    args.json = None
+    try:
+        cmp = run_comparison(args, args.run_dirs)
+    except RtlabError as e:
+        print(f"gate: regression verdict: cannot decide: {e}")
+        return 1 if verdict == Verdict.FAIL else 2
+    for line in cmp.lines():
+        print(f"gate: {line}")
+    write_outputs(cmp, args, args.run_dirs)
+    if verdict == Verdict.FAIL or cmp.exit_code == 1:
+        rc = 1
+    elif verdict == Verdict.INFRA or cmp.exit_code == 2:
+        rc = 2
+    else:
+        rc = 0
+    print(f"gate: exit {rc} (budgets {verdict.value.upper()}, regression verdict {cmp.outcome.upper()})")
+    return rc

@@ -27,6 +27,9 @@ def register(sub):
     ev.add_argument("--no-evidence", dest="evidence", action="store_false", help="never trace at the budget")
     p.add_argument("--places", type=int, default=1, metavar="N",
                    help="run up to N jobs at once, never two on one place/board (default 1)")
+    p.add_argument("--repeat", type=int, metavar="N",
+                   help="run every job N times, each a fresh boot (a fresh tool run on the local "
+                        "board): the runs a regression verdict needs (default: the campaign's repeat:, 1)")
     p.add_argument("--lock-timeout", type=float, metavar="S",
                    help="seconds a job waits for a board another job holds, then INFRA "
                         "(default: $RTLAB_LOCK_TIMEOUT_S or 3600)")
@@ -49,7 +52,8 @@ def run(args) -> int:
 
     from ..joblife import become_subreaper
 
-    campaign = load_campaign(args.campaign, boards=args.board, variants=args.variant)
+    campaign = load_campaign(args.campaign, boards=args.board, variants=args.variant,
+                             repeat=args.repeat)
     # what the jobs start in sessions of their own comes back to us when its
     # parent dies, so a cancelled or finished job leaves nothing running
     become_subreaper()

@@ -117,7 +117,8 @@ class Scheduler:
 
     def _infra(self, job, msg: str) -> JobResult:
         return JobResult(board=job.board.name, variant=job.variant.name, arch=job.board.arch,
-                         budget_class=job.board.budget_class, infra_error=f"board {job.board.name}: {msg}")
+                         budget_class=job.board.budget_class, infra_error=f"board {job.board.name}: {msg}",
+                         repeat=getattr(job, "repeat", 0))
 
     def _run(self, i: int) -> None:
         job = self.jobs[i]

@@ -111,7 +111,8 @@ class TFTPStagingDriver(Driver):
         """An iPXE script (x86 boards whose PXE firmware is, or chainloads,
         iPXE: DHCP's boot file names ``<subdir>/boot.ipxe``). Relative names
         resolve against the script's own TFTP URI."""
-        return f"#!ipxe\nkernel kernel {self.bootargs}\ninitrd initrd\nboot\n"
+        args = " ".join(self.bootargs.split())
+        return f"#!ipxe\nkernel kernel {args}\ninitrd initrd\nboot\n"
 
     def uenv_path(self) -> str:
         """uEnv.txt as the board's TFTP client names it."""

@@ -35,6 +35,7 @@ import yaml
 
 from .. import ROOT
 from ..campaign import Campaign, Job
+from ..config import format_cpulist
 from ..errors import InputError, RtlabError
 from ..fsutil import atomic_write, sha256_file
 from ..images import PROMPT_RE, ImageSet
@@ -47,6 +48,8 @@ from . import onboard
 from .boards import LavaBoard, load_lava_boards
 
 FORMAT = 1
+#: what a board that cannot run a suite (rtla without the tracer) writes: the reason
+NOT_AVAILABLE_TEXT = "not_available.txt"
 BOOT_DEFINITION = "rtlab-boot"
 #: lava-test-case names of the boot definition
 CASE_FACTS = "kernel-facts"
@@ -95,8 +98,14 @@ def suite_steps(suite: Suite, run: SuiteRun, board: dict,
     wd = f"{BOARD_WORKDIR}/{run.id}"
     argv = suite.command(run, board=board)
     outputs = ["stdout.txt", "stderr.txt", *suite.outputs(run), "exit_code"]
+    tool = onboard.tool_step(argv)
+    check = suite.board_check()
+    if check:  # a board that cannot run it says why (not_available.txt), never a failure
+        outputs.append(NOT_AVAILABLE_TEXT)
+        tool = (f"if why=$( {check} ); then {tool}; "
+                f"else echo \"$why\" > {NOT_AVAILABLE_TEXT}; echo 0 > exit_code; fi")
     steps = [onboard.load_step(), f"rm -rf {shlex.quote(wd)} && mkdir -p {shlex.quote(wd)} && cd {shlex.quote(wd)}",
-             *start, onboard.announce_step(run.id, shell_line(argv)), onboard.tool_step(argv), *stop]
+             *start, onboard.announce_step(run.id, shell_line(argv)), tool, *stop]
     steps += [f"rtlab_emit {shlex.quote(run.id)} {shlex.quote(f)} {shlex.quote(f)}" for f in outputs]
     steps.append(f"rtlab_exit_case {shlex.quote(suite.tool)}")
     if suite.lava_thread_cases and suite.json_file:
@@ -248,6 +257,12 @@ def render_job(lb: LavaBoard, variant: Variant, run: SuiteRun, images: ImageSet,
             "ramdisk": {"url": r_url, "sha256sum": r_sum, "image_arg": "-initrd {ramdisk}",
                         "compression": "gz", "format": "cpio.newc", "overlays": {"lava": True}},
         }}
+        if lb.dtb:  # a twin's device tree, from the kernel package (copied beside the kernel)
+            dtb = Path(kernel.get("dtb_dir") or kernel_path.parent) / lb.dtb
+            if not dtb.is_file():
+                raise RtlabError(f"{lb.name}: no device tree {dtb}")
+            deploy["images"]["dtb"] = {"url": artifacts.url(dtb, board.arch), "sha256sum": sha256_file(dtb),
+                                       "image_arg": "-dtb {dtb}"}
         boot = {"method": "qemu", "media": "tmpfs", "timeout": _seconds_to_timeout(BOOT_TIMEOUT_S),
                 "prompts": [PROMPT_RE]}
     else:
@@ -387,6 +402,12 @@ def render_campaign(campaign: Campaign, out_dir: Path, *, boards: Optional[list[
             not_available.append({"board": job.board.name, "variant": job.variant.name, "reason": why})
             continue
         for run in job.suites:
+            missing = [c for c in run.cpus if c >= job.board.cpus]
+            if missing:  # a lab board the campaign did not name (named ones are checked at load)
+                not_rendered.append({"board": job.board.name, "variant": job.variant.name, "suite": run.id,
+                                     "reason": f"pinned to CPU {format_cpulist(missing)}: the board has "
+                                               f"{job.board.cpus} CPUs"})
+                continue
             loads = lava_loads.plan(by_name[job.board.name], job.variant, run)
             if isinstance(loads, str):  # no LAVA form on this board: why
                 not_rendered.append({"board": job.board.name, "variant": job.variant.name, "suite": run.id,

@@ -154,6 +154,12 @@ def _dedup(keys: Iterable[tuple]) -> list[Optional[str]]:
     return out
 
 
+def _with_repeat(repeat: int, dup: Optional[str]) -> Optional[str]:
+    if not repeat:
+        return dup
+    return str(repeat) if dup is None else f"{repeat}.{dup}"
+
+
 def _budget_fields(budget: Optional[Budget]) -> dict[str, Any]:
     if not budget:
         return {}
@@ -189,10 +195,14 @@ class _Builder:
 
     def items(self, fast_hist: bool) -> Iterator[Any]:
         run = self.ctx.run
-        job_reps = _dedup((j.board, j.variant) for j in run.jobs)
+        # a campaign's repeats (JobResult.repeat 1..N) are tagged rep=N, so
+        # each repeat is its own series; other duplicates get rep=2, 3...
+        job_reps = [_with_repeat(j.repeat, r) for j, r in
+                    zip(run.jobs, _dedup((j.board, j.variant, j.repeat) for j in run.jobs))]
         meas = [(j, m) for j in run.jobs for m in j.measurements]
-        meas_reps = _dedup((m.key.board or j.board, m.key.variant or j.variant, m.key.suite,
-                            m.key.load, m.output.tool) for j, m in meas)
+        meas_reps = [_with_repeat(j.repeat, r) for (j, _), r in zip(meas, _dedup(
+            (m.key.board or j.board, m.key.variant or j.variant, m.key.suite,
+             m.key.load, m.output.tool, j.repeat) for j, m in meas))]
         mi = 0
         for job, job_rep in zip(run.jobs, job_reps):
             yield from self._job_points(job, job_rep)
@@ -302,6 +312,14 @@ class _Builder:
                     vf[pct_field(p)] = _num(v)
             vf["share_over_budget"] = share
             vf.update(budget)
+            # what a baseline read back from the store needs (rtlab.baseline)
+            vf["campaign"] = self.ctx.run.campaign or None
+            vf["branch"] = str((self.ctx.run.commit or {}).get("branch") or "") or None
+            vf["repeat"] = int(job.repeat or 0)
+            vf["budget_class"] = job.budget_class or None
+            if allt is not None:
+                vf["cycles"] = _int(allt.cycles)
+                vf["bucket_us"] = _num(allt.histogram.bucket_us) if allt.histogram else None
             yield Point(VERDICT, dict(mtags, scope="measurement"), vf, ctx.time)
 
         metrics = {_field_name(k): _num(v) for k, v in (m.output.metrics or {}).items()
@@ -394,7 +412,7 @@ TAGS = {
     VERDICT: ("scope", "board", "arch", "variant", "kernel_release", "load", "suite", "tool",
               "pipeline", "rep"),
     JOB: ("board", "arch", "variant", "kernel_release", "budget_class", "pipeline", "rep"),
-    EVENTS: ("pipeline", "campaign"),
+    EVENTS: ("pipeline", "campaign", "kind", "board", "series"),
     METRICS: ("board", "arch", "variant", "kernel_release", "load", "suite", "tool", "pipeline", "rep"),
 }
 FIELDS: dict[str, dict[str, Any]] = {
@@ -403,11 +421,14 @@ FIELDS: dict[str, dict[str, Any]] = {
               **_RUN, "extra_*": float},
     HIST: {"count": int},
     VERDICT: {"verdict": str, "passed": int, "failed": int, "infra": int, "reason": str,
-              "max_us": float, **_PCT, "share_over_budget": float, **_BUDGET, **_RUN},
+              "max_us": float, **_PCT, "share_over_budget": float, **_BUDGET, **_RUN,
+              "campaign": str, "branch": str, "repeat": int, "budget_class": str, "cycles": int,
+              "bucket_us": float},
     JOB: {"infra": int, "error": str, "verdict": str, "duration_s": float, "measurements": int,
           "failed": int, "infra_measurements": int, "kernel_version": str, **_RUN},
     EVENTS: {"title": str, "text": str, "tags": str, "verdict": str, "started": str, "jobs": int,
-             "failed_jobs": int, "infra_jobs": int, "branch": str, "subject": str, **_RUN},
+             "failed_jobs": int, "infra_jobs": int, "branch": str, "subject": str,
+             "status": str, "effect_pct": float, "confidence": float, "last_good": str, **_RUN},
     METRICS: {"*": float, **_RUN},
 }
 

@@ -154,6 +154,12 @@ class Suite:
         """How long the tool runs, for console timeouts and progress."""
         return float(run.params.get("duration_s", 60))
 
+    def expected_samples(self, run: SuiteRun) -> Optional[int]:
+        """Samples each measuring thread takes in a full run (duration ÷
+        interval), None where the tool's count does not follow from its
+        parameters. A run well short of it was cut off: INFRA, not a verdict."""
+        return None
+
     def accepts_exit(self, rc: int, host_dir: Path) -> bool:
         """Whether a run that exited with *rc* still produced a result (a
         kernel failure the gate judges as FAIL) rather than an infra error."""
@@ -170,6 +176,12 @@ class Suite:
     def breached(self, host_dir: Path, run: SuiteRun) -> bool:
         """Whether the tool, armed with run.evidence, stopped at a sample over it."""
         return False
+
+    def board_check(self) -> str | None:
+        """The same check as :meth:`unavailable` as one shell line for boards
+        without a host-side console (LAVA): prints the reason and fails
+        when the board cannot run the suite; None: nothing to check."""
+        return None
 
     def unavailable(self, sh) -> str | None:
         """Why the board (a BoardShell) cannot run this suite at all, or None.
@@ -290,6 +302,9 @@ class Cyclictest(Suite):
             return "# Break thread:" in (host_dir / "stdout.txt").read_text(errors="replace")
         except OSError:
             return False
+
+    def expected_samples(self, run: SuiteRun) -> Optional[int]:
+        return int(float(run.params["duration_s"]) * 1e6 / float(run.params["interval_us"]))
 
 
 def _import_suite_modules() -> None:

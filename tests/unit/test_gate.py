@@ -104,3 +104,68 @@ def test_run_result_round_trips_through_json():
     again = RunResult.from_json(run.to_json())
     assert again.to_json() == run.to_json()
     assert again.jobs[0].measurements[0].output.threads[0].histogram.counts == {10: 990, 40: 10}
+
+
+# -- holes found by fault injection: no budget, runs cut short, nan/inf -----
+def _run_with(m, budget_class="k"):
+    return RunResult(run_id="r", started="2026-11-23T00:00:00Z", campaign="c",
+                     jobs=[JobResult(board="b", variant="rt", budget_class=budget_class, measurements=[m])])
+
+
+def test_no_budget_is_an_error_naming_the_key_unless_declared_unbudgeted(tmp_path):
+    from rtlab.budgets import load_budgets
+    from rtlab.gate import judge_run
+
+    f = tmp_path / "budgets.yaml"
+    # a typo in the class name: nothing matches the board's class "k"
+    f.write_text('budgets:\n  kk: {"*": {"*": {"*": {max_us: 100}}}}\n')
+    run = judge_run(_run_with(meas(thread({10: 100}))), load_budgets(f))
+    m = run.jobs[0].measurements[0]
+    assert m.verdict == Verdict.INFRA and run.verdict == Verdict.INFRA
+    assert "no budget for b/rt/cyclictest/idle in budgets.yaml (budget class k)" in m.reasons[0]
+    # an empty budget file: the same, never a green gate
+    f.write_text("budgets: {}\n")
+    assert judge_run(_run_with(meas(thread({10: 100}))), load_budgets(f)).verdict == Verdict.INFRA
+    # said on purpose: shown, passed
+    f.write_text("budgets: {}\nunbudgeted:\n  k: [cyclictest]\n")
+    run = judge_run(_run_with(meas(thread({10: 100}))), load_budgets(f))
+    assert run.verdict == Verdict.PASS and "unbudgeted by budgets.yaml" in run.jobs[0].measurements[0].reasons[0]
+    f.write_text('budgets: {}\nunbudgeted:\n  "*": [other]\n')
+    assert judge_run(_run_with(meas(thread({10: 100}))), load_budgets(f)).verdict == Verdict.INFRA
+
+
+def test_zero_cycles_is_infra_never_pass_or_fail():
+    t = ThreadResult(thread=0, cpu=1, cycles=0, min_us=0, avg_us=0, max_us=0)
+    m = judge(meas(t), Budget(max_us=100))
+    assert m.verdict == Verdict.INFRA and "thread 0 (cpu 1) recorded 0 cycles" in m.reasons[0]
+
+
+def test_run_cut_short_is_infra(tmp_path):
+    from rtlab.gate import sample_problems
+    from rtlab.suites import SUITES, SuiteRun
+
+    suite = SUITES["cyclictest"]
+    run = SuiteRun(id="c@idle", name="cyclictest", suite="cyclictest", load="idle",
+                   params=suite.params({"duration_s": 20, "interval_us": 1000}), cpus=(0,))
+    assert suite.expected_samples(run) == 20000
+    # cyclictest got SIGTERM at 3 s of 20 s and exited 0 with what it had
+    short = ToolOutput(path="x", tool="cyclictest", threads=[thread({10: 3326})])
+    (why,) = sample_problems(short, suite.expected_samples(run))
+    assert "cut short: 3326 of 20000 samples" in why
+    assert sample_problems(ToolOutput(path="x", tool="cyclictest", threads=[thread({10: 18500})]), 20000) == []
+
+
+def test_nan_and_inf_limits_are_rejected_at_load(tmp_path):
+    import pytest
+
+    from rtlab.budgets import load_budgets
+    from rtlab.errors import InputError
+
+    f = tmp_path / "budgets.yaml"
+    for bad in (".nan", ".inf", "-.inf"):
+        f.write_text(f'budgets:\n  k: {{"*": {{"*": {{"*": {{max_us: {bad}}}}}}}}}\n')
+        with pytest.raises(InputError, match=r"budgets.yaml: budgets.k.\*.\*.\*.max_us: must be a finite number"):
+            load_budgets(f)
+        f.write_text(f'budgets:\n  k: {{"*": {{"*": {{"*": {{percentiles_us: {{"99": {bad}}}}}}}}}}}\n')
+        with pytest.raises(InputError, match=r'percentiles_us.99: must be a finite number'):
+            load_budgets(f)

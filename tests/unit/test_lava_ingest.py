@@ -47,7 +47,8 @@ def jobs(tmp_path_factory):
         variants: [rt, rt-iso]
         suites:
           - name: cyclictest
-            params: {{duration_s: 2, histogram_us: 400}}
+          # the fixture ran 1000 loops of 1 ms: a 1 s run (a longer one would be cut short)
+            params: {{duration_s: 1, histogram_us: 400}}
     """))
     index = render_campaign(load_campaign(c), out, lab_boards=False)
     return {j["variant"]: out / j["file"] for j in index["jobs"]}

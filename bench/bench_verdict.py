@@ -1,0 +1,175 @@
+"""The regression verdict's false-alarm rate and power, measured on real runs.
+
+    python bench/bench_verdict.py                      # local board, N=5 (pools of 10)
+    python bench/bench_verdict.py --small              # N=3, pools of 6, 2 s runs: ~2-3 min
+    python bench/bench_verdict.py --board qemu-aarch64 --variant rt \
+        --bad-tree KERNEL_TREE [--good-tree KERNEL_TREE]   # a kernel-side regression
+
+What it does:
+
+1. a baseline pool: ``rtlab run --repeat POOL`` of one cyclictest campaign
+   (each repeat a fresh tool run on the local board, a fresh boot on QEMU);
+2. a regressed pool of the same size: on the local board with an injected
+   regression (bench/stealer.py: a SCHED_FIFO thread per CPU spinning
+   SPIN_US every PERIOD_MS, roughly doubling p99 at the defaults), on a
+   booting board with the kernel built from --bad-tree;
+3. A/A: COMPARISONS random disjoint N vs N subsets of the baseline pool
+   through ``rtlab.compare.compare_runs`` with the shipped policy: the share
+   that says "regression" is the false-alarm rate per comparison (every key
+   of the campaign at once: a campaign-level rate);
+4. power: COMPARISONS random N-subsets of the baseline against random
+   N-subsets of the regressed pool: the share that says "regression".
+
+Subsets of one pool are not independent comparisons (they share runs): the
+rates are estimates for this host at this time, with that caveat; the pools
+are what keeps 20+ comparisons cheap. Prints N, both rates, the p99 ratio the
+injection achieved, the wall time of one repeat and of one comparison
+(N repeats on the candidate side plus the statistics), and the host's load.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from rtlab.compare import REGRESSION, UNDECIDED, compare_runs, load_policy  # noqa: E402
+from rtlab.model import RunResult  # noqa: E402
+from rtlab.stats import median  # noqa: E402
+
+
+def campaign_file(tmp: Path, board: str, variant: str, duration: int) -> Path:
+    p = tmp / "campaign.yaml"
+    p.write_text(textwrap.dedent(f"""
+        name: bench-verdict
+        budgets: {ROOT / 'budgets' / 'default.yaml'}
+        boards: [{board}]
+        variants: [{variant}]
+        suites:
+          - name: cyclictest
+            params: {{interval_us: 1000, duration_s: {duration}, histogram_us: 20000}}
+    """))
+    return p
+
+
+def run_pool(camp: Path, results: Path, repeat: int, extra=()) -> tuple[Path, float]:
+    t0 = time.monotonic()
+    res = subprocess.run([sys.executable, "-m", "rtlab.cli", "run", "--campaign", str(camp),
+                          "--results", str(results), "--no-publish", "--repeat", str(repeat), *extra],
+                         cwd=ROOT, capture_output=True, text=True)
+    wall = time.monotonic() - t0
+    if "results: " not in res.stdout:
+        sys.exit(f"rtlab run failed (exit {res.returncode}):\n{res.stdout[-2000:]}\n{res.stderr[-2000:]}")
+    return Path(res.stdout.split("results: ")[-1].split()[0]), wall
+
+
+def repeats_of(run_dir: Path) -> list[RunResult]:
+    """One RunResult per valid repeat (the unit the verdict counts)."""
+    run = RunResult.from_json(json.loads((run_dir / "run.json").read_text()))
+    out = []
+    for j in run.jobs:
+        if j.verdict.value == "infra":
+            continue
+        out.append(RunResult(run_id=f"{run.run_id}#{j.repeat}", started=run.started,
+                             campaign=run.campaign, commit=run.commit, jobs=[j]))
+    return out
+
+
+def p99s(runs: list[RunResult]) -> list[float]:
+    return [m.output.combined().percentiles_us["99"] for r in runs for m in r.measurements()]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description="false alarms and power of rtlab compare")
+    ap.add_argument("--board", default="local")
+    ap.add_argument("--variant", default="host")
+    ap.add_argument("--n", type=int, default=5, help="repeats per side of one comparison")
+    ap.add_argument("--pool", type=int, help="repeats per pool (default 2N)")
+    ap.add_argument("--comparisons", type=int, default=20)
+    ap.add_argument("--duration", type=int, default=5, help="seconds per cyclictest run")
+    ap.add_argument("--spin-us", type=float, default=60, help="injected regression (local board)")
+    ap.add_argument("--period-ms", type=float, default=3)
+    ap.add_argument("--good-tree", type=Path, help="kernel tree of the baseline (booting boards)")
+    ap.add_argument("--bad-tree", type=Path, help="kernel tree with the regression (booting boards)")
+    ap.add_argument("--small", action="store_true", help="N=3, pools of 6, 2 s runs")
+    ap.add_argument("--seed", type=int, default=1)
+    a = ap.parse_args(argv)
+    if a.small:
+        a.n, a.duration = 3, 2
+    pool = a.pool or 2 * a.n
+    if pool < 2 * a.n:
+        sys.exit("--pool must hold two disjoint sides (>= 2N)")
+    if a.board != "local" and not a.bad_tree:
+        sys.exit("a booting board needs --bad-tree (a kernel with the regression)")
+    rng = random.Random(a.seed)
+    policy = load_policy(ROOT / "budgets" / "default.yaml")
+    load0 = os.getloadavg()
+    with tempfile.TemporaryDirectory(prefix="bench-verdict-") as tmp:
+        tmp = Path(tmp)
+        camp = campaign_file(tmp, a.board, a.variant, a.duration)
+        good_extra = ("--kernel-tree", str(a.good_tree)) if a.good_tree else ()
+        print(f"baseline pool: {pool} repeats of {a.board}/{a.variant} cyclictest {a.duration} s ...", flush=True)
+        base_dir, base_wall = run_pool(camp, tmp / "r", pool, good_extra)
+        if a.board == "local":
+            from stealer import stealing
+            print(f"regressed pool: {pool} repeats with a SCHED_FIFO spin of {a.spin_us:g} us "
+                  f"every {a.period_ms:g} ms per CPU ...", flush=True)
+            with stealing(spin_us=a.spin_us, period_ms=a.period_ms):
+                bad_dir, bad_wall = run_pool(camp, tmp / "r", pool)
+            what = f"SCHED_FIFO spin {a.spin_us:g} us / {a.period_ms:g} ms per CPU"
+        else:
+            print(f"regressed pool: {pool} repeats of the kernel from {a.bad_tree} ...", flush=True)
+            bad_dir, bad_wall = run_pool(camp, tmp / "r", pool, ("--kernel-tree", str(a.bad_tree)))
+            what = f"kernel from {a.bad_tree}"
+        base, bad = repeats_of(base_dir), repeats_of(bad_dir)
+        if len(base) < 2 * a.n or len(bad) < a.n:
+            sys.exit(f"too few valid repeats: {len(base)} baseline, {len(bad)} regressed (INFRA on a loaded host?)")
+
+        def tally(pairs):
+            out = {REGRESSION: 0, UNDECIDED: 0}
+            t0 = time.monotonic()
+            for b, c in pairs:
+                o = compare_runs(b, c, policy).outcome
+                if o in out:
+                    out[o] += 1
+            return out, (time.monotonic() - t0) / len(pairs)
+
+        aa_pairs, pw_pairs = [], []
+        for _ in range(a.comparisons):
+            s = rng.sample(base, 2 * a.n)
+            aa_pairs.append((s[:a.n], s[a.n:]))
+            pw_pairs.append((rng.sample(base, a.n), rng.sample(bad, a.n)))
+        aa, stat_s = tally(aa_pairs)
+        pw, _ = tally(pw_pairs)
+    per_repeat = (base_wall + bad_wall) / (2 * pool)
+    ratio = median(p99s(bad)) / median(p99s(base))
+    load1 = os.getloadavg()
+    print()
+    print(f"board {a.board}/{a.variant}, cyclictest {a.duration} s per repeat, N={a.n} per side, "
+          f"pools of {pool}, {a.comparisons} comparisons each, policy {policy.source}")
+    print(f"baseline p99 per repeat (us): {sorted(p99s(base))}")
+    print(f"regressed p99 per repeat (us): {sorted(p99s(bad))}  ({what})")
+    print(f"p99 ratio regressed/baseline (medians): {ratio:.2f}x")
+    print(f"A/A false alarms: {aa[REGRESSION]}/{a.comparisons} = {aa[REGRESSION] / a.comparisons:.0%} "
+          f"(undecided {aa[UNDECIDED]})   target <= 5 %")
+    print(f"power: {pw[REGRESSION]}/{a.comparisons} = {pw[REGRESSION] / a.comparisons:.0%} "
+          f"(undecided {pw[UNDECIDED]})   target >= 95 % for 2x p99")
+    print(f"wall time: {per_repeat:.1f} s per repeat ({a.duration} s of it cyclictest; "
+          f"{per_repeat / a.duration:.2f}x the tool time), {a.n * per_repeat + stat_s:.0f} s per comparison "
+          f"(N repeats + {stat_s * 1000:.0f} ms of statistics)")
+    print(f"host load average (1 min) {load0[0]:.1f} at start, {load1[0]:.1f} at end, on {os.cpu_count()} CPUs")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,153 @@
+"""Baselines from the store: the last K runs of a branch, or a pinned set.
+
+What a baseline needs is stored with every judged run (``verdict`` points,
+scope ``measurement``; dashboards/SCHEMA.md): per repeat and key the
+run-level statistics (``p50_us`` ... ``max_us``), ``cycles``, ``bucket_us``,
+and the run's ``run_id``, ``commit``, ``branch``, ``campaign``. Read back
+here into the comparison's :class:`~rtlab.compare.Side`: for every key of
+the candidate, the last K runs of the same board × variant × suite × load
+and campaign on the branch (never the candidate's own runs).
+
+A pin (``rtlab baseline pin NAME --branch B --last K --campaign C``) stores
+the run ids chosen now (measurement ``baseline_pin``); ``--pin NAME`` then
+compares against exactly those runs, so a drifting or noisy history cannot
+move the reference (LKFT's lesson). Every verdict names the baseline it
+used (``Comparison.baseline_source``, compare.json).
+
+A store that is down or refuses the query raises: the caller exits 2
+(cannot decide), never passes silently.
+"""
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from typing import Iterable, Optional
+
+from .compare import Replicate, Side
+from .errors import RtlabError
+from .model import MeasurementKey, RunResult
+from .store.base import StoreError, rows
+from .store.lineproto import Point, timestamp
+from .store.schema import VERDICT, pct_field
+from .stats import RUN_STATISTICS
+
+PIN = "baseline_pin"
+#: how many summary rows one key's query may return (K runs × repeats)
+ROW_LIMIT = 5000
+
+
+class BaselineUnavailable(RtlabError):
+    """The store cannot give a baseline (down, refused, nothing there)."""
+
+
+def _q(s: str) -> str:
+    """An InfluxQL string literal (single quotes; backslash and quote escaped)."""
+    return "'" + str(s).replace("\\", "\\\\").replace("'", "\\'") + "'"
+
+
+def _field_of(stat: str) -> str:
+    return "max_us" if stat == "max" else pct_field(stat[1:])
+
+
+def _query(store, q: str) -> list[dict]:
+    try:
+        return rows(store.query(q))
+    except StoreError as e:
+        raise BaselineUnavailable(f"store: {e}") from None
+
+
+def keys_of(runs: Iterable[RunResult]) -> tuple[set[MeasurementKey], set[str]]:
+    keys, campaigns = set(), set()
+    for r in runs:
+        campaigns.add(r.campaign)
+        for m in r.measurements():
+            keys.add(m.key)
+    return keys, campaigns
+
+
+def _replicate(row: dict) -> Replicate:
+    values = {s: (float(row[_field_of(s)]) if row.get(_field_of(s)) is not None else None)
+              for s in RUN_STATISTICS}
+    return Replicate(run_id=str(row.get("run_id") or "?"), repeat=int(row.get("repeat") or 0),
+                     campaign=str(row.get("campaign") or ""), budget_class=str(row.get("budget_class") or ""),
+                     values=values, bucket_us=row.get("bucket_us"), histogram=None,
+                     commit=str(row.get("commit") or ""))
+
+
+def read_baseline(store, keys: Iterable[MeasurementKey], campaign: str, branch: str, last: int,
+                  exclude_runs: Iterable[str] = (), pinned: Optional[dict[str, list[str]]] = None) -> Side:
+    """The baseline side for these keys: per key the last `last` runs of
+    `campaign` on `branch` (or, with `pinned`, label -> run ids, exactly those)."""
+    exclude = set(exclude_runs)
+    where = "pinned runs " if pinned is not None else f"last {last} runs of "
+    side = Side(source=f"store: {where}branch {branch}, campaign {campaign}")
+    for key in sorted(keys, key=lambda k: k.label()):
+        q = (f'SELECT * FROM "{VERDICT}" WHERE "scope" = \'measurement\' AND "board" = {_q(key.board)} '
+             f'AND "variant" = {_q(key.variant)} AND "suite" = {_q(key.suite)} AND "load" = {_q(key.load)} '
+             f'AND "campaign" = {_q(campaign)} AND "branch" = {_q(branch)} ORDER BY time DESC LIMIT {ROW_LIMIT}')
+        found = [r for r in _query(store, q) if r.get("run_id") not in exclude]
+        if pinned is not None:
+            want = set(pinned.get(key.label(), []))
+            chosen = [r for r in found if r.get("run_id") in want]
+        else:
+            order: list[str] = []
+            for r in found:  # newest first
+                if r.get("run_id") not in order:
+                    order.append(r.get("run_id"))
+            keep = set(order[:last])
+            chosen = [r for r in found if r.get("run_id") in keep]
+        for r in chosen:
+            rid = str(r.get("run_id"))
+            if rid not in side.campaign_of:
+                side.runs.append(rid)
+                side.campaign_of[rid] = str(r.get("campaign") or campaign)
+            if r.get("verdict") == "infra":
+                side.dropped.setdefault(key, []).append(f"{rid}: infra ({r.get('reason') or ''})")
+                continue
+            side.keys.setdefault(key, []).append(_replicate(r))
+    return side
+
+
+def pin(store, name: str, keys: Iterable[MeasurementKey], campaign: str, branch: str, last: int) -> dict:
+    """Choose the baseline now (last K runs per key) and store the choice."""
+    side = read_baseline(store, keys, campaign, branch, last)
+    chosen = {k.label(): sorted({r.run_id for r in reps}) for k, reps in side.keys.items()}
+    if not chosen:
+        raise BaselineUnavailable(f"no runs of campaign {campaign} on branch {branch} to pin")
+    now = datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
+    doc = {"name": name, "campaign": campaign, "branch": branch, "last": last, "pinned_at": now,
+           "runs": chosen}
+    point = Point(PIN, {"name": name}, {"pin": json.dumps(doc), "campaign": campaign, "branch": branch},
+                  timestamp(now, getattr(store, "precision", "s")))
+    try:
+        store.write([point.to_line()])
+    except StoreError as e:
+        raise BaselineUnavailable(f"store: {e}") from None
+    return doc
+
+
+def read_pin(store, name: str) -> dict:
+    found = _query(store, f'SELECT * FROM "{PIN}" WHERE "name" = {_q(name)} ORDER BY time DESC LIMIT 1')
+    if not found:
+        raise BaselineUnavailable(f"no baseline pinned as {name!r} (rtlab baseline pin {name} ...)")
+    try:
+        return json.loads(found[0]["pin"])
+    except (KeyError, TypeError, ValueError):
+        raise BaselineUnavailable(f"baseline pin {name!r}: unreadable") from None
+
+
+def open_store():
+    """The configured store (env/store.yaml); a comparison never starts a
+    local influxd of its own: no store configured is no baseline."""
+    from .store.config import StoreConfig
+    from .store.influx import store_from_config
+
+    cfg = StoreConfig.load()
+    if not cfg.configured:
+        raise BaselineUnavailable("no store configured (RTLAB_INFLUX_URL or store.yaml): no baseline")
+    store = store_from_config(cfg)
+    try:
+        store.ping()
+    except StoreError as e:
+        raise BaselineUnavailable(f"store {cfg.describe()}: {e}") from None
+    return store

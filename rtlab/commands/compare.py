@@ -1,0 +1,144 @@
+"""`rtlab compare --baseline RUN_DIR... --candidate RUN_DIR...`: did the
+candidate's latency get worse than the baseline's?
+
+Exit codes: 0 no regression, 1 regression (key, statistic and effect named),
+2 cannot decide (too few valid runs, keys on one side only, runs of
+different campaigns or histogram buckets, no baseline, store down).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+
+def register(sub):
+    b = sub.add_parser("baseline", help="pin the baseline a branch is compared against")
+    bsub = b.add_subparsers(dest="baseline_command", required=True, metavar="ACTION")
+    pin = bsub.add_parser("pin", help="store the last K runs per key of a branch as baseline NAME")
+    pin.add_argument("name", help="the pin's name (e.g. main-6.12)")
+    pin.add_argument("--like", nargs="+", type=Path, required=True, metavar="RUN_DIR",
+                     help="runs whose keys and campaign the baseline covers")
+    pin.add_argument("--branch", default="main")
+    pin.add_argument("--last", type=int, default=5, metavar="K")
+    pin.set_defaults(func=baseline_pin)
+
+    p = sub.add_parser("compare", help="regression verdict: candidate runs against baseline runs "
+                                       "(exit 0 none, 1 regression, 2 cannot decide)")
+    add_baseline_args(p)
+    p.add_argument("--candidate", nargs="+", type=Path, required=True, metavar="RUN_DIR",
+                   help="the runs under test (results/<run_id>)")
+    p.add_argument("--budgets", type=Path, metavar="FILE",
+                   help="budget file whose regression: section sets the policy "
+                        "(default: the one the first candidate run used)")
+    p.add_argument("--json", type=Path, metavar="FILE", help="also write the comparison as JSON")
+    p.add_argument("--html", type=Path, metavar="FILE",
+                   help="also write an HTML report: histograms overlaid, one point per run")
+    p.set_defaults(func=compare)
+
+
+def add_baseline_args(p) -> None:
+    p.add_argument("--baseline", nargs="+", type=Path, metavar="RUN_DIR",
+                   help="baseline runs (results/<run_id>)")
+    p.add_argument("--baseline-store", action="store_true",
+                   help="the baseline from the store (RTLAB_INFLUX_URL/store.yaml): per key the last "
+                        "--last runs of the same board, variant, suite, load and campaign on --branch")
+    p.add_argument("--branch", default="main", help="baseline branch in the store (default main)")
+    p.add_argument("--last", type=int, default=5, metavar="K", help="baseline runs per key (default 5)")
+    p.add_argument("--pin", metavar="NAME", help="the baseline pinned as NAME (rtlab baseline pin)")
+
+
+def policy_for(args, candidate_dirs):
+    from ..compare import load_policy
+
+    budgets = args.budgets or Path(candidate_dirs[0]) / "budgets.yaml"
+    if not Path(budgets).exists():
+        from ..compare import Policy
+        return Policy(source="built-in defaults (no budget file)")
+    return load_policy(budgets)
+
+
+def run_comparison(args, candidate_dirs):
+    from ..compare import compare_runs, compare_sides, load_runs, side_from_runs
+    from ..errors import InputError
+
+    from_store = args.baseline_store or args.pin
+    if bool(args.baseline) == bool(from_store):
+        raise InputError("--baseline", "give baseline runs (--baseline RUN_DIR...) or --baseline-store/--pin, "
+                                       "one of them")
+    if not 1 <= args.last <= 1000:
+        raise InputError("--last", f"must be 1..1000, got {args.last}")
+    candidate = load_runs(candidate_dirs)
+    policy = policy_for(args, candidate_dirs)
+    cand_source = "runs " + ", ".join(str(d) for d in candidate_dirs)
+    if args.baseline:
+        baseline = load_runs(args.baseline)
+        return compare_runs(baseline, candidate, policy,
+                            baseline_source="runs " + ", ".join(str(d) for d in args.baseline),
+                            candidate_source=cand_source)
+    from .. import baseline as bl
+
+    keys, campaigns = bl.keys_of(candidate)
+    if len(campaigns) != 1:
+        raise InputError(candidate_dirs[0], f"candidate runs of several campaigns: {', '.join(sorted(campaigns))}")
+    (campaign,) = campaigns
+    store = bl.open_store()  # down: BaselineUnavailable, exit 2 (never a silent pass)
+    pinned, branch = None, args.branch
+    if args.pin:
+        doc = bl.read_pin(store, args.pin)
+        pinned, branch = doc.get("runs", {}), doc.get("branch", branch)
+        if doc.get("campaign") != campaign:
+            raise bl.BaselineUnavailable(f"baseline pin {args.pin!r} is of campaign {doc.get('campaign')}, "
+                                         f"the candidate of {campaign}")
+    side = bl.read_baseline(store, keys, campaign, branch, args.last,
+                            exclude_runs=[r.run_id for r in candidate], pinned=pinned)
+    if args.pin:
+        side.source = f"store: baseline pinned as {args.pin} ({doc.get('pinned_at', '?')}), " + side.source[7:]
+    return compare_sides(side, side_from_runs(candidate, cand_source), policy)
+
+
+def write_outputs(cmp, args, candidate_dirs=()) -> None:
+    """--json, --html, and in every candidate run dir compare.json (the
+    verdict and the baseline it used) and a report.html that shows it."""
+    verdict = cmp.to_json()
+    if getattr(args, "html", None):
+        from ..plot import write_compare_html
+        html = write_compare_html(cmp, args.html)
+        verdict["html"] = str(Path(html).absolute())
+        print(f"compare report: {html}")
+    if getattr(args, "json", None):
+        Path(args.json).write_text(json.dumps(verdict, indent=2) + "\n")
+    from ..plot import write_html_report
+    from ..results import load_run
+
+    for d in candidate_dirs:
+        d = Path(d)
+        if not d.is_dir():
+            continue
+        (d / "compare.json").write_text(json.dumps(verdict, indent=2) + "\n")
+        if (d / "report.html").exists():
+            write_html_report(load_run(d), d / "report.html")
+
+
+def compare(args) -> int:
+    cmp = run_comparison(args, args.candidate)
+    for line in cmp.lines():
+        print(line)
+    write_outputs(cmp, args, args.candidate)
+    return cmp.exit_code
+
+
+def baseline_pin(args) -> int:
+    from .. import baseline as bl
+    from ..compare import load_runs
+    from ..errors import InputError
+
+    if not 1 <= args.last <= 1000:
+        raise InputError("--last", f"must be 1..1000, got {args.last}")
+    keys, campaigns = bl.keys_of(load_runs(args.like))
+    if len(campaigns) != 1:
+        raise InputError(args.like[0], f"runs of several campaigns: {', '.join(sorted(campaigns))}")
+    doc = bl.pin(bl.open_store(), args.name, keys, campaigns.pop(), args.branch, args.last)
+    print(f"baseline {args.name}: campaign {doc['campaign']}, branch {doc['branch']}, pinned {doc['pinned_at']}")
+    for label, ids in sorted(doc["runs"].items()):
+        print(f"  {label}: {len(ids)} runs ({', '.join(ids)})")
+    return 0

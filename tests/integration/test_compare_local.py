@@ -1,0 +1,82 @@
+"""The regression verdict on the local board, end to end: real cyclictest
+runs, `rtlab run --repeat`, `rtlab compare`. An A/A comparison (same kernel,
+interleaved repeats) says no regression; an injected regression (a
+SCHED_FIFO thread stealing 150 us every 3 ms on each CPU, bench/stealer.py)
+is named with its key and effect."""
+import json
+import sys
+import textwrap
+from pathlib import Path
+
+from conftest import ROOT, rtlab
+
+sys.path.insert(0, str(ROOT / "bench"))
+from stealer import stealing  # noqa: E402
+
+BUDGETS = """
+    budgets:
+      local: {"*": {"*": {"*": {max_us: 10000000}}}}
+    regression:
+      statistics: [p99, p99.9]
+      # 1 %: this test must not flap (5 % is the shipped policy's campaign rate)
+      alpha: 0.01
+      min_runs: 3
+      min_effect: {"*": {relative: 0.2, abs_us: 2}}
+"""
+# a 20 ms histogram: a ~7 ms host stall must not make p99.9 unknowable
+SUITES = """
+    - name: cyclictest
+      params: {interval_us: 1000, duration_s: 2, histogram_us: 20000}
+"""
+
+
+def run_dir_of(res):
+    # a repeat the lab broke is INFRA (exit 2): the comparison leaves it out
+    assert "results: " in res.stdout, res.stdout + res.stderr
+    return Path(res.stdout.split("results: ")[-1].split()[0])
+
+
+def valid_repeats(run_dir: Path) -> list[int]:
+    run = json.loads((run_dir / "run.json").read_text())
+    return [j["repeat"] for j in run["jobs"] if j["verdict"] != "infra"]
+
+
+def split(run_dir: Path, out: Path, keep) -> Path:
+    """A run made of some of a run's repeats (its own run id)."""
+    run = json.loads((run_dir / "run.json").read_text())
+    run["jobs"] = [j for j in run["jobs"] if j["repeat"] in keep]
+    run["run_id"] += "-" + out.name
+    out.mkdir()
+    (out / "run.json").write_text(json.dumps(run))
+    (out / "budgets.yaml").write_text((run_dir / "budgets.yaml").read_text())
+    return out
+
+
+def test_a_a_is_no_regression_and_injected_regression_is_named(tmp_path, campaign):
+    c = campaign(["local"], budgets=textwrap.dedent(BUDGETS), suites=SUITES)
+    # 7 repeats: one may be lost to the loaded host (INFRA) and 6 remain
+    base = run_dir_of(rtlab("run", "--campaign", c, "--results", tmp_path / "r", "--no-publish",
+                            "--repeat", "7", timeout=600))
+    assert sorted(p.name for p in (base / "local/host").iterdir() if p.is_dir()) == [f"r{i}" for i in range(1, 8)]
+    valid = valid_repeats(base)
+    assert len(valid) >= 6, valid
+    # A/A: alternate valid repeats of the same kernel against each other
+    # (interleaved in time, so the host's drift hits both sides alike)
+    odd = split(base, tmp_path / "odd", set(valid[0::2]))
+    even = split(base, tmp_path / "even", set(valid[1::2]))
+    aa = rtlab("compare", "--baseline", odd, "--candidate", even)
+    assert aa.returncode == 0, aa.stdout + aa.stderr
+    assert "local/host/cyclictest/idle: p99" in aa.stdout and " runs vs " in aa.stdout
+
+    with stealing(spin_us=150, period_ms=3):
+        cand = run_dir_of(rtlab("run", "--campaign", c, "--results", tmp_path / "r", "--no-publish",
+                                "--repeat", "3", timeout=600))
+    html = tmp_path / "compare.html"
+    reg = rtlab("compare", "--baseline", base, "--candidate", cand, "--html", html)
+    assert reg.returncode == 1, reg.stdout + reg.stderr
+    line = next(l for l in reg.stdout.splitlines() if l.startswith("local/host/cyclictest/idle:"))
+    assert line.endswith(": REGRESSION") and f"runs vs {len(valid)}" in line
+    # the effect, with its interval: p99 went up by well over the minimum effect
+    effect = float(line.split(" +")[1].split(" %")[0])
+    assert effect > 50, line
+    assert "local/host/cyclictest/idle" in html.read_text()

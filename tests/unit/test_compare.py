@@ -1,0 +1,286 @@
+"""The regression verdict on synthetic run sets with known answers."""
+import json
+
+import numpy as np
+import pytest
+
+from rtlab import stats
+from rtlab.cli import main
+from rtlab.compare import (NO_REGRESSION, REGRESSION, UNDECIDED, MinEffect, Policy, compare_runs,
+                           load_policy)
+from rtlab.errors import InputError
+from rtlab.model import (Histogram, JobResult, Measurement, MeasurementKey, RunResult, ThreadResult,
+                         ToolOutput, Verdict)
+
+KEY = MeasurementKey("qemu-aarch64", "rt", "cyclictest", "idle")
+
+
+def hist(p50, p99, p999, mx, bucket=1.0):
+    """1000 samples: p50, p99 and p99.9 (nearest rank) and max as given (us)."""
+    b = lambda us: int(round(us / bucket))  # noqa: E731
+    counts = {}
+    for idx, n in ((b(p50), 985), (b(p99), 10), (b(p999), 4), (b(mx), 1)):
+        counts[idx] = counts.get(idx, 0) + n
+    return Histogram(counts=counts, bucket_us=bucket, size=100000)
+
+
+def run(run_id, p99, *, campaign="c", keys=(KEY,), bucket=1.0, infra=False, p999=None, mx=None,
+        budget_class="qemu-tcg"):
+    jobs = {}
+    for k in keys:
+        h = hist(10, p99, p999 or p99 * 1.5, mx or p99 * 3, bucket)
+        t = ThreadResult(thread=0, cpu=0, cycles=1000, min_us=1, avg_us=11, max_us=mx or p99 * 3,
+                         histogram=h)
+        m = Measurement(k, ToolOutput(path="x", tool="cyclictest", threads=[t]),
+                        verdict=Verdict.INFRA if infra else Verdict.PASS,
+                        reasons=["load died"] if infra else [])
+        jobs.setdefault((k.board, k.variant), JobResult(board=k.board, variant=k.variant,
+                                                        budget_class=budget_class)).measurements.append(m)
+    return RunResult(run_id=run_id, started="2026-11-23T00:00:00Z", campaign=campaign,
+                     jobs=list(jobs.values()))
+
+
+def runs(prefix, p99s, **kw):
+    return [run(f"{prefix}{i}", v, **kw) for i, v in enumerate(p99s)]
+
+
+def noisy(rng, n, level, sd=0.15):
+    return list(np.round(level * np.exp(rng.normal(0, sd, n))))
+
+
+def test_no_change_is_no_regression():
+    rng = np.random.default_rng(1)
+    cmp = compare_runs(runs("b", noisy(rng, 5, 24)), runs("c", noisy(rng, 5, 24)))
+    assert cmp.outcome == NO_REGRESSION and cmp.exit_code == 0
+    (k,) = cmp.keys
+    assert k.outcome == NO_REGRESSION and k.line().endswith(": ok")
+    assert "5 runs vs 5" in k.line()
+
+
+def test_doubled_p99_is_a_regression_named_with_its_effect():
+    rng = np.random.default_rng(2)
+    cmp = compare_runs(runs("b", noisy(rng, 5, 24)), runs("c", noisy(rng, 5, 48)))
+    assert cmp.outcome == REGRESSION and cmp.exit_code == 1
+    line = cmp.keys[0].line()
+    assert line.startswith("qemu-aarch64/rt/cyclictest/idle: p99") and line.endswith("REGRESSION")
+    assert "5 runs vs 5" in line and " -> " in line
+    s = cmp.keys[0].deciding
+    assert 1.6 < s.test.ratio < 2.5 and s.test.ratio_low > 1
+    assert s.p_adjusted < 0.05
+
+
+def test_improvement_is_not_a_regression():
+    rng = np.random.default_rng(3)
+    cmp = compare_runs(runs("b", noisy(rng, 5, 48)), runs("c", noisy(rng, 5, 24)))
+    assert cmp.outcome == NO_REGRESSION
+
+
+def test_one_wild_outlier_run_is_no_false_alarm():
+    # one candidate boot hit a host stall: its p99 is 20x, the other four unchanged
+    rng = np.random.default_rng(4)
+    cand = noisy(rng, 5, 24)
+    cand[2] = 24 * 20
+    base = runs("b", noisy(rng, 5, 24))
+    # the plain Welch test (the default) does not call it a shift: the stall
+    # inflates the candidate's variance
+    cmp = compare_runs(base, runs("c", cand))
+    assert cmp.outcome == NO_REGRESSION, cmp.lines()
+    # Yuen's trimmed test drops it altogether
+    cmp = compare_runs(base, runs("c", cand), Policy(trim=0.2))
+    assert cmp.outcome == NO_REGRESSION, cmp.lines()
+
+
+def test_different_run_counts_5_vs_20():
+    rng = np.random.default_rng(5)
+    base = runs("b", noisy(rng, 20, 24))
+    cmp = compare_runs(base, runs("c", noisy(rng, 5, 44)))
+    assert cmp.outcome == REGRESSION
+    assert "5 runs vs 20" in cmp.keys[0].line()
+    cmp = compare_runs(base, runs("c", noisy(rng, 5, 24)))
+    assert cmp.outcome == NO_REGRESSION
+
+
+def test_below_minimum_effect_never_gates():
+    # +10 % that is perfectly consistent: significant, but under +20 %
+    cmp = compare_runs(runs("b", [100, 101, 99, 100, 100]), runs("c", [110, 111, 109, 110, 110]))
+    assert cmp.outcome == NO_REGRESSION
+    assert "below the minimum effect" in cmp.keys[0].line()
+    # +100 % of 1 us is under the absolute minimum of +2 us
+    cmp = compare_runs(runs("b", [1, 1, 1, 1, 1], p999=1, mx=1), runs("c", [2, 2, 2, 2, 2], p999=2, mx=2),
+                       Policy(statistics=("p99",), min_effect={"*": MinEffect(0.2, 2.0)}))
+    assert cmp.outcome == NO_REGRESSION
+
+
+def test_constant_values_fall_back_to_the_exact_rank_test():
+    cmp = compare_runs(runs("b", [24] * 5), runs("c", [48] * 5), Policy(statistics=("p99",)))
+    s = cmp.keys[0].deciding
+    assert "Mann-Whitney" in s.test.method
+    assert s.test.p == pytest.approx(1 / 252)
+    assert cmp.outcome == REGRESSION
+
+
+def test_campaign_wide_false_alarm_rate_on_synthetic_a_a():
+    # 100 A/A campaigns of 10 keys, 5 vs 5 runs: BH over 20 tests holds 5 %
+    # (bench/bench_verdict.py measures it on real runs)
+    rng = np.random.default_rng(6)
+    keys = [MeasurementKey("b", "v", f"s{i}", "idle") for i in range(10)]
+    alarms = 0
+    for c in range(100):
+        def side(prefix):
+            out = []
+            for i in range(5):
+                r = run(f"{prefix}{i}", 24, keys=keys)
+                for j in r.jobs:
+                    for m in j.measurements:
+                        v = float(np.round(24 * np.exp(rng.normal(0, 0.2))))
+                        t = m.output.threads[0]
+                        t.histogram = hist(10, v, v * np.exp(rng.normal(0.4, 0.3)), v * 3)
+                        t.max_us = v * 3
+                out.append(r)
+            return out
+        alarms += compare_runs(side("b"), side("c")).outcome == REGRESSION
+    assert alarms / 100 <= 0.05
+
+
+def test_infra_runs_are_left_out_and_too_few_is_undecided():
+    base = runs("b", [24, 25, 23])
+    cand = runs("c", [50, 52]) + [run("c9", 50, infra=True)]
+    cmp = compare_runs(base, cand)
+    assert cmp.outcome == UNDECIDED and cmp.exit_code == 2
+    line = cmp.keys[0].line()
+    assert "~" in line and "2 valid candidate runs, need 3" in line and "c9: infra" in line
+
+
+def test_empty_baseline_is_undecided():
+    cmp = compare_runs([], runs("c", [24, 25, 26]))
+    assert cmp.exit_code == 2 and "empty baseline" in cmp.lines()[2]
+
+
+def test_key_on_one_side_only_names_run_and_key():
+    other = MeasurementKey("qemu-aarch64", "rt", "cyclictest", "hackbench")
+    base = runs("b", [24, 25, 23])
+    cand = runs("c", [24, 25, 23], keys=(KEY, other))
+    cmp = compare_runs(base, cand)
+    assert cmp.exit_code == 2
+    (k,) = [k for k in cmp.keys if k.key == other]
+    assert k.outcome == UNDECIDED
+    assert "qemu-aarch64/rt/cyclictest/hackbench" in k.line() and "c0, c1, c2" in k.line()
+
+
+def test_different_campaigns_and_bucket_sizes_are_undecided():
+    cmp = compare_runs(runs("b", [24, 25, 23], campaign="x"), runs("c", [24, 25, 23], campaign="y"))
+    assert cmp.exit_code == 2
+    assert "campaign x: runs b0, b1, b2" in cmp.problems[0] and "campaign y" in cmp.problems[0]
+    cmp = compare_runs(runs("b", [24, 25, 23], bucket=10), runs("c", [20, 30, 20], bucket=1))
+    assert cmp.exit_code == 2
+    assert "bucket sizes differ: 1 us in c0, c1, c2; 10 us in b0, b1, b2" in cmp.keys[0].line()
+
+
+def test_regression_wins_over_undecided_keys():
+    other = MeasurementKey("qemu-aarch64", "rt", "cyclictest", "hackbench")
+    rng = np.random.default_rng(7)
+    base = runs("b", noisy(rng, 5, 24))
+    cand = [run(f"c{i}", v, keys=(KEY, other)) for i, v in enumerate(noisy(rng, 5, 60))]
+    assert compare_runs(base, cand).exit_code == 1
+
+
+def test_policy_from_budget_file(tmp_path):
+    f = tmp_path / "b.yaml"
+    f.write_text("budgets: {}\nregression:\n  statistics: [p99]\n  alpha: 0.01\n"
+                 "  min_effect: {local: {relative: 0.5, abs_us: 5}}\n")
+    p = load_policy(f)
+    assert p.statistics == ("p99",) and p.alpha == 0.01 and p.effect_for("local") == MinEffect(0.5, 5)
+    assert p.effect_for("other") == MinEffect()
+    for bad, what in (("statistics: [p98]", "regression.statistics: unknown statistic"),
+                      ("alpha: .nan", "regression.alpha"), ("trim: 0.5", "regression.trim"),
+                      ("min_runs: 1", "regression.min_runs"), ("bogus: 1", "regression.bogus")):
+        f.write_text(f"budgets: {{}}\nregression:\n  {bad}\n")
+        with pytest.raises(InputError, match=what):
+            load_policy(f)
+
+
+def _write(tmp_path, rs):
+    dirs = []
+    for r in rs:
+        d = tmp_path / r.run_id
+        d.mkdir()
+        (d / "run.json").write_text(json.dumps(r.to_json()))
+        dirs.append(str(d))
+    return dirs
+
+
+def test_cli_exit_codes_and_lines(tmp_path, capsys):
+    rng = np.random.default_rng(8)
+    base = _write(tmp_path, runs("b", [23, 25, 24, 26, 22]))
+    same = _write(tmp_path, runs("s", [24, 22, 26, 25, 23]))
+    worse = _write(tmp_path, runs("w", noisy(rng, 5, 50)))
+    assert main(["compare", "--baseline", *base, "--candidate", *same]) == 0
+    out = capsys.readouterr().out
+    assert "compare: NO-REGRESSION" in out
+    js = tmp_path / "cmp.json"
+    assert main(["compare", "--baseline", *base, "--candidate", *worse, "--json", str(js)]) == 1
+    out = capsys.readouterr().out
+    assert "qemu-aarch64/rt/cyclictest/idle: p99 +" in out and ": REGRESSION" in out
+    assert json.loads(js.read_text())["keys"][0]["outcome"] == "regression"
+    assert main(["compare", "--baseline", str(tmp_path / "nope"), "--candidate", *same]) == 2
+    assert "nope/run.json" in capsys.readouterr().err
+
+
+def test_shift_test_needs_two_runs():
+    with pytest.raises(ValueError):
+        stats.shift_test([1.0], [1.0, 2.0])
+
+
+def test_unknowable_statistic_is_undecided_unless_another_regressed():
+    # p99.9 of one candidate run lies beyond the histogram range (overflows)
+    def overflowing(r):
+        t = r.jobs[0].measurements[0].output.threads[0]
+        t.histogram = Histogram(counts={10: 985, int(t.histogram.percentile(99)): 10}, size=200, overflows=5)
+        return r
+    base = runs("b", [24, 25, 23, 24])
+    same = runs("c", [24, 26, 23])
+    cmp = compare_runs(base, same[:2] + [overflowing(same[2])])
+    assert cmp.exit_code == 2 and "p99.9 unknowable (beyond the histogram range) in c2" in cmp.keys[0].line()
+    worse = runs("w", [60, 66, 58])
+    cmp = compare_runs(base, worse[:2] + [overflowing(worse[2])])
+    assert cmp.exit_code == 1 and cmp.keys[0].line().endswith("REGRESSION")
+
+
+def test_gate_with_baseline_combines_budgets_and_regression(tmp_path, capsys):
+    budgets = tmp_path / "budgets.yaml"
+    budgets.write_text('budgets:\n  qemu-tcg: {"*": {"*": {"*": {max_us: 1000}}}}\n'
+                       'regression: {min_effect: {"*": {relative: 0.2, abs_us: 2}}}\n')
+    base = _write(tmp_path, runs("b", [23, 25, 24, 26, 22]))
+    worse = _write(tmp_path, runs("w", [50, 46, 52, 48, 55]))
+    same = _write(tmp_path, runs("s", [24, 22, 26, 25, 23]))
+    over = _write(tmp_path, runs("o", [24, 22, 26, 25, 400]))  # max 1200 us: over the budget
+    gate = ["gate", "--budgets", str(budgets)]
+    assert main([*gate, *same, "--baseline", *base]) == 0
+    assert main([*gate, *worse, "--baseline", *base]) == 1
+    out = capsys.readouterr().out
+    assert "gate: exit 1 (budgets PASS, regression verdict REGRESSION)" in out
+    assert main([*gate, *over, "--baseline", *base]) == 1
+    assert main([*gate, *same, "--baseline", *base[:2]]) == 2  # too few baseline runs
+    assert "need 3" in capsys.readouterr().out
+    assert main([*gate, *same]) == 0  # without a baseline: the budgets alone, as before
+
+
+def test_pipeline_compares_merge_requests_against_the_target_branch_baseline():
+    import yaml
+    from pathlib import Path
+
+    ci = yaml.safe_load((Path(__file__).parents[2] / ".gitlab-ci.yml").read_text())
+    rules = {r.get("if", ""): r for r in ci["workflow"]["rules"]}
+    mr = rules['$CI_PIPELINE_SOURCE == "merge_request_event"']
+    push = rules['$CI_PIPELINE_SOURCE == "push" && $CI_COMMIT_BRANCH == $CI_DEFAULT_BRANCH']
+    # both sides of the comparison repeat enough for a verdict (min_runs 3)
+    assert int(mr["variables"]["RTLAB_REPEAT"]) >= 3 and int(push["variables"]["RTLAB_REPEAT"]) >= 3
+    assert '--repeat "$RTLAB_REPEAT"' in " ".join(ci["test"]["script"])
+    # every stored run is filed under its branch; the default branch's are published
+    assert any("RTLAB_KERNEL_BRANCH=" in line for line in ci[".rtlab"]["before_script"])
+    assert ci["publish"]["rules"] == [{"if": '$RTLAB_PUBLISH == "1"'}]
+    gate = "\n".join(ci["gate"]["script"])
+    assert '--baseline-store --branch "$CI_MERGE_REQUEST_TARGET_BRANCH_NAME"' in gate
+    assert '--pin "$RTLAB_BASELINE_PIN"' in gate
+    # the JUnit of the gate carries the regression verdict: written after it
+    assert gate.index("--baseline-store") < gate.index('junit $runs')
