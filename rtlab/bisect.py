@@ -130,7 +130,7 @@ def fallback_compare(baseline: list, candidate: list, suite: str, load: str,
 def compare(baseline: list, candidate: list, suite: str, load: str) -> Verdict:
     """i12's rtlab.compare verdict where it exists, else the stand-in."""
     try:
-        from .compare import compare_runs  # type: ignore[import-not-found]
+        from .compare import compare_runs
     except ImportError:
         return fallback_compare(baseline, candidate, suite, load)
     cmp = compare_runs(baseline, candidate)
@@ -234,7 +234,7 @@ def measure(s: Settings, label: str, n: int) -> tuple[list, dict[str, Any]]:
 
 def load_runs(dirs: list[str]) -> list:
     from .store.publish import load_run
-    return [load_run(d) for d in dirs]
+    return [load_run(Path(d)) for d in dirs]
 
 
 def subject(tree: Path, sha: str) -> str:

@@ -381,7 +381,7 @@ def analyse_timerlat_trace(text: str, run_evidence: dict[str, float],
     else:
         return {"events": len(events), "summary": None,
                 "why": "no timerlat sample over the threshold in the trace, and no summary to name the CPU"}
-    r: dict[str, Any] = {"events": len(events), "context": kind, "latency_us": lat, "cpu": cpu}
+    r = {"events": len(events), "context": kind, "latency_us": lat, "cpu": cpu}
     wakes = [e for e in events if e.cpu == cpu and e.event == "sched_wakeup"
              and e.fields().get("comm") == f"timerlat/{cpu}"]
     on_cpu = [e for e in events if e.cpu == cpu]

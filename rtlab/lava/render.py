@@ -251,7 +251,7 @@ def render_job(lb: LavaBoard, variant: Variant, run: SuiteRun, images: ImageSet,
                                                                      else (f"-machine {q.machine}", f"-cpu {q.cpu}"))]
         context.update({"machine": q.machine, "cpu": q.cpu, "memory": q.memory_mb,
                         "no_kvm": True, "extra_options": extra})
-        deploy = {"to": "tmpfs", "timeout": _seconds_to_timeout(DEPLOY_TIMEOUT_S), "images": {
+        deploy: dict[str, Any] = {"to": "tmpfs", "timeout": _seconds_to_timeout(DEPLOY_TIMEOUT_S), "images": {
             "kernel": {"url": k_url, "sha256sum": k_sum,
                        "image_arg": f'-kernel {{kernel}} -append "{kernel_args}"'},
             "ramdisk": {"url": r_url, "sha256sum": r_sum, "image_arg": "-initrd {ramdisk}",
