@@ -38,13 +38,17 @@ def job_workdir() -> str:
 
 
 from ..errors import SuiteFailure  # noqa: E402,F401 - raised here, defined below loads and suites
+from .transfer import BULK_MIN_BYTES, Channel, Transfers  # noqa: E402
 
 
 class BoardShell:
-    """A thin, explicit wrapper over labgrid's CommandProtocol."""
+    """A thin, explicit wrapper over labgrid's CommandProtocol; *bulk* a
+    faster path for raw files than the console (rtlab.suites.transfer)."""
 
-    def __init__(self, command):
+    def __init__(self, command, bulk: Optional[Channel] = None):
         self.command = command
+        self.bulk = bulk
+        self.transfers = Transfers()
 
     def run(self, cmd: str, timeout: float = 30.0) -> tuple[list[str], int]:
         """(output lines, exit code); a console failure is one line (SuiteFailure),
@@ -110,10 +114,17 @@ class BoardShell:
         if rc != 0:
             return None
         size = int(out[-1].strip())
+        t0 = time.monotonic()
+        if self.bulk is not None and size >= BULK_MIN_BYTES:
+            fast = self.bulk.fetch(self, path, size, timeout)
+            if fast is not None:
+                self.transfers.note(path, self.bulk.name, size, t0)
+                return fast
         lines = self.check(f"gzip -c {q} | base64", timeout=timeout)
         data = gzip.decompress(base64.b64decode("".join(line.strip() for line in lines)))
         if len(data) != size:
             raise SuiteFailure(f"fetching {path}: got {len(data)} bytes, the board has {size}")
+        self.transfers.note(path, "console", size, t0)
         return data
 
 
@@ -300,7 +311,10 @@ def run_tool(sh: BoardShell, run_id: str, argv: Sequence[str], host_dir: Path,
                            f"{(str(e).splitlines() or [''])[0][:200]}") from None
     code_text = sh.read(f"{wd}/exit_code", "")
     rc = int(code_text) if code_text.strip().lstrip("-").isdigit() else -1
-    (host_dir / "exit.json").write_text(json.dumps({"exit_code": rc, "elapsed_s": round(elapsed, 3)}) + "\n")
+    fetched = {name: sh.transfers.files[f"{wd}/{name}"] for name in ["stdout.txt", "stderr.txt", *outputs]
+               if f"{wd}/{name}" in sh.transfers.files}
+    (host_dir / "exit.json").write_text(json.dumps({"exit_code": rc, "elapsed_s": round(elapsed, 3),
+                                                    "fetched": fetched}) + "\n")
     if not finished:
         raise failure
     return rc
