@@ -10,7 +10,7 @@ STAMPS := .cache/stamps
 GCL := .cache/gitlab-ci-local/bin/gitlab-ci-local
 PYTHON ?= python3
 
-.PHONY: all setup images rtbench run test test-pipeline bench clean gitlab-ci-local
+.PHONY: all setup images rtbench run test test-rack test-pipeline lint reference-jobs bench clean gitlab-ci-local
 all: run
 
 setup: $(STAMPS)/host $(VENV)/.installed
@@ -21,7 +21,7 @@ $(STAMPS)/host: env/apt-packages.txt env/setup-host.sh
 
 $(VENV)/.installed: pyproject.toml | $(STAMPS)/host
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
-	@$(PY) -m pip install -q --disable-pip-version-check -e . 
+	@$(PY) -m pip install -q --disable-pip-version-check -e '.[dev]'
 	@touch $@
 
 # rtbench (our POSIX primitive benchmarks), native and cross-built for boards
@@ -41,6 +41,21 @@ run: images
 
 test: images $(GCL)
 	@$(PY) -m pytest $(PYTEST_ARGS)
+
+# ruff and mypy over rtlab/ (also part of make test: tests/unit/test_lint.py)
+lint: setup
+	@$(VENV)/bin/ruff check rtlab && $(VENV)/bin/mypy --cache-dir .cache/mypy
+
+# rewrite tests/reference/lava from the renderer, after an intended change (review the diff)
+reference-jobs: images
+	@RTLAB_UPDATE_REFERENCE=1 $(PY) -m pytest -q tests/unit/test_lava_reference.py
+
+# every variant of every virtual twin in the rack (labgrid/README.md "Virtual
+# twins"): builds the kernels Debian does not ship once (armv7l none/preempt:
+# a cold cross build is 20-40 min here, then cached), then boots each variant
+# through PDU, ser2net, lease and lock. Not part of make test.
+test-rack: images
+	@$(PY) -m pytest -m rack tests/integration/test_rack_twins.py $(PYTEST_ARGS)
 
 # only the GitLab pipelines on real kernel commits (part of make test too)
 test-pipeline: images $(GCL)

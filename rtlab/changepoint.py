@@ -252,7 +252,7 @@ class Drift:
 def find_drift(reference: dict[SeriesKey, list[Observation]], **kw) -> list[Drift]:
     """Changes in the reference series (one element per run: the kernel is
     the same pinned one, only the lab can change), both directions."""
-    out = []
+    out: list[Drift] = []
     for key, obs in sorted(reference.items()):
         out.extend(Drift(c) for c in find_changes(key, obs, by="run", **kw))
     return out

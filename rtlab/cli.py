@@ -30,6 +30,8 @@ COMMAND_MODULES = [
     "rtlab.commands.rack",
     "rtlab.commands.ci",
     "rtlab.commands.compare",
+    "rtlab.commands.regressions",
+    "rtlab.commands.bisect",
 ]
 
 

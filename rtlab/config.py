@@ -5,6 +5,7 @@ budget never turns into a confusing traceback in the middle of a run.
 """
 from __future__ import annotations
 
+import builtins
 import math
 from pathlib import Path
 from typing import Any, Iterable
@@ -110,7 +111,7 @@ class Node:
             raise self.error(f"must be true or false, got {self.value!r}")
         return self.value
 
-    def str_list(self, default=None) -> list[str]:
+    def str_list(self, default=None) -> list[builtins.str]:  # Node.str shadows str here
         if self.value is None:
             if default is None:
                 raise self.error("missing value")

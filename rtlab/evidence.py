@@ -126,8 +126,9 @@ def fetch_trace(sh, host_dir: Path, lines: int = 6000) -> Optional[Path]:
 # ---------------------------------------------------------------- analysis
 
 # "  cyclictest-312   [001] d..2.  123.456789: sched_switch: prev_comm=..."
+# the timerlat tracer's own lines carry no event name: "... 131.476767: #5205 context irq timer_latency 8836464 ns"
 _LINE = re.compile(r"^\s*(?P<task>.+?)-(?P<pid>\d+)\s+\[(?P<cpu>\d+)\]\s+\S+\s+(?P<ts>\d+\.\d+):\s+"
-                   r"(?P<event>[\w]+):\s?(?P<body>.*)$")
+                   r"(?:(?P<event>\w+):\s?)?(?P<body>.*)$")
 _FIELDS = re.compile(r"(\w+)=(\S+)")
 
 
@@ -151,8 +152,8 @@ def parse_trace(text: str) -> list[Event]:
             continue
         m = _LINE.match(line)
         if m:
-            out.append(Event(float(m["ts"]), int(m["cpu"]), m["task"].strip(), int(m["pid"]),
-                             m["event"], m["body"]))
+            event = m["event"] or ("timerlat" if m["body"].startswith("#") else "")
+            out.append(Event(float(m["ts"]), int(m["cpu"]), m["task"].strip(), int(m["pid"]), event, m["body"]))
     return out
 
 
@@ -268,12 +269,7 @@ def analyse_sched_trace(text: str, latency_us: Optional[float] = None,
         return result
     top = result["candidates"][0]
     result["culprit"] = top
-    if top["kind"] == "task":
-        prio = f", RT prio {top['rt_prio']}" if top["rt_prio"] is not None else ", SCHED_OTHER"
-        result["summary"] = (f"preempted by {top['name']} (pid {top['pid']}{prio}) for "
-                             f"{top['duration_us']:.0f} us on CPU {cpu}")
-    else:
-        result["summary"] = f"blocked by {top['name']} (irq {top['irq']}) for {top['duration_us']:.0f} us on CPU {cpu}"
+    result["summary"] = _say(top, cpu)
     return result
 
 
@@ -291,14 +287,76 @@ def read_analysis(host_dir: Path) -> Optional[dict[str, Any]]:
         return None
 
 
-def analyse_timerlat_trace(text: str, run_evidence: dict[str, float]) -> dict[str, Any]:
+def _stretches(events: list[Event], cpu: int, start: float, end: float, first: tuple[str, int],
+               victim_pid: int) -> list[dict[str, Any]]:
+    """What ran on *cpu* from *start* to *end*: task stretches between
+    sched_switches (*first* = the task running at *start*) and IRQ handlers."""
+    out: list[dict[str, Any]] = []
+    comm, pid = first
+    prio: Optional[int] = None
+    t0 = start
+    open_irq: dict[str, Event] = {}
+    for e in events:
+        if e.cpu != cpu or e.ts < start or e.ts > end:
+            continue
+        f = e.fields()
+        if e.event == "sched_switch":
+            if f.get("prev_pid") == str(pid) and f.get("prev_prio"):
+                prio = _rt_prio(f["prev_prio"])
+            if pid not in (0, victim_pid) and e.ts > t0:
+                out.append({"kind": "task", "name": comm, "pid": pid, "rt_prio": prio,
+                            "duration_us": round((e.ts - t0) * 1e6, 1)})
+            comm, pid, t0 = f.get("next_comm", "?"), int(f.get("next_pid", "0") or 0), e.ts
+            prio = _rt_prio(f.get("next_prio", ""))
+        elif e.event == "irq_handler_entry":
+            open_irq[f.get("irq", "?")] = e
+        elif e.event == "irq_handler_exit" and f.get("irq") in open_irq:
+            entry = open_irq.pop(f["irq"])
+            name = re.search(r"name=(\S+)", entry.body)
+            out.append({"kind": "irq", "name": name[1] if name else f"irq {f['irq']}",
+                        "irq": int(f["irq"]) if f["irq"].isdigit() else f["irq"],
+                        "duration_us": round((e.ts - entry.ts) * 1e6, 1)})
+    if pid not in (0, victim_pid) and end > t0:
+        out.append({"kind": "task", "name": comm, "pid": pid, "rt_prio": prio,
+                    "duration_us": round((end - t0) * 1e6, 1)})
+    return out
+
+
+def _merge(candidates: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    merged: dict[tuple, dict[str, Any]] = {}
+    for c in candidates:
+        k = (c["kind"], c.get("pid", c.get("irq")))
+        if k in merged:
+            merged[k]["duration_us"] = round(merged[k]["duration_us"] + c["duration_us"], 1)
+            merged[k]["stretches"] += 1
+            if merged[k].get("rt_prio") is None:
+                merged[k]["rt_prio"] = c.get("rt_prio")
+        else:
+            merged[k] = {**c, "stretches": 1}
+    return sorted(merged.values(), key=lambda c: -c["duration_us"])
+
+
+def _say(top: dict[str, Any], cpu: int) -> str:
+    if top["kind"] == "task":
+        # a task that is not RT held the CPU without preemption (a kernel
+        # section with preemption off: "preempted" in the wide sense)
+        prio = f", RT prio {top['rt_prio']}" if top.get("rt_prio") is not None else ", SCHED_OTHER"
+        return f"preempted by {top['name']} (pid {top['pid']}{prio}) for {top['duration_us']:.0f} us on CPU {cpu}"
+    return f"blocked by {top['name']} (irq {top['irq']}) for {top['duration_us']:.0f} us on CPU {cpu}"
+
+
+def analyse_timerlat_trace(text: str, run_evidence: dict[str, float],
+                           worst: Optional[tuple[str, int, float]] = None) -> dict[str, Any]:
     """Who delayed the timerlat thread (or IRQ), from rtla's saved trace.
 
     rtla 6.1 prints each sample as ``#<seq> context <irq|thread>
-    timer_latency <N> ns``; the last sample over its threshold is the breach.
-    A late thread is analysed like cyclictest's (the timerlat/N thread is
-    the victim); a late IRQ means interrupts or preemption were off on the
-    CPU: the task that was running there is named."""
+    timer_latency <N> ns``. When the breaching sample is in the trace, it is
+    analysed like cyclictest's. The kernel stops tracing as the late thread
+    runs, so the breaching thread sample is often not in the trace: then
+    *worst* (kind, cpu, latency_us; from rtla's summary) names the CPU, and
+    the window is from that CPU's timerlat thread's last wake-up to the end
+    of the trace: what ran there meanwhile (the task interrupted by the
+    wake-up, each task switched in after it, the IRQ handlers)."""
     events = parse_trace(text)
     late = None
     for e in events:
@@ -309,29 +367,72 @@ def analyse_timerlat_trace(text: str, run_evidence: dict[str, float]) -> dict[st
         limit = run_evidence.get(f"{kind}_us")
         if limit and ns / 1000 >= limit - 1:
             late = (e, kind, ns / 1000)
-    if late is None:
-        return {"events": len(events), "summary": None, "why": "no timerlat sample over the threshold in the trace"}
-    e, kind, lat = late
-    if kind == "thread":
+    if late is not None and late[1] == "thread":
+        e, kind, lat = late
         r = analyse_sched_trace(text, latency_us=lat, victim_pid=e.pid)
         r.update(context="thread", latency_us=lat)
         if r.get("summary"):
             r["summary"] = f"timerlat thread {lat:.0f} us: " + r["summary"]
         return r
-    # IRQ latency: the timer interrupt itself was late; what ran on the CPU
-    before = [x for x in events if x.cpu == e.cpu and x.ts <= e.ts and x.event == "sched_switch"]
-    r: dict[str, Any] = {"events": len(events), "context": "irq", "latency_us": lat, "cpu": e.cpu}
-    if before:
-        f = before[-1].fields()
-        prio = _rt_prio(f.get("next_prio", ""))
-        r["culprit"] = {"kind": "task", "name": f.get("next_comm", "?"), "pid": int(f.get("next_pid", "0")),
-                        "rt_prio": prio, "duration_us": lat}
-        r["summary"] = (f"timerlat IRQ {lat:.0f} us late on CPU {e.cpu}: interrupts off while "
-                        f"{f.get('next_comm', '?')} (pid {f.get('next_pid', '?')}) ran")
+    if late is not None:
+        kind, cpu, lat = "irq", late[0].cpu, late[2]
+    elif worst is not None:
+        kind, cpu, lat = worst
     else:
-        r["summary"] = None
-        r["why"] = "no task switch on the CPU before the late IRQ in the trace"
+        return {"events": len(events), "summary": None,
+                "why": "no timerlat sample over the threshold in the trace, and no summary to name the CPU"}
+    r: dict[str, Any] = {"events": len(events), "context": kind, "latency_us": lat, "cpu": cpu}
+    wakes = [e for e in events if e.cpu == cpu and e.event == "sched_wakeup"
+             and e.fields().get("comm") == f"timerlat/{cpu}"]
+    on_cpu = [e for e in events if e.cpu == cpu]
+    if not on_cpu:
+        r.update(summary=None, why=f"the trace has no event on CPU {cpu}")
+        return r
+    if wakes:
+        # the wake-up comes from the timer IRQ: the line's task is the one it interrupted
+        start, first = wakes[-1].ts, (wakes[-1].task, wakes[-1].pid)
+        victim = int(wakes[-1].fields().get("pid", "0") or 0)
+    else:
+        # the wake-up is older than the CPU's part of the trace (the ring
+        # buffer kept the last events): the thread waited through all of it
+        start, first = on_cpu[0].ts, (on_cpu[0].task, on_cpu[0].pid)
+        victim = -1
+    end = max(x.ts for x in on_cpu)
+    switch_in = next((x for x in on_cpu if x.ts >= start and x.event == "sched_switch"
+                      and x.fields().get("next_comm") == f"timerlat/{cpu}"), None)
+    if switch_in is not None:
+        end = switch_in.ts
+    cands = _merge(_stretches(events, cpu, start, end, first, victim))
+    r.update(victim=f"timerlat/{cpu}", window_us=round((end - start) * 1e6, 1),
+             wake_up_in_trace=bool(wakes), candidates=cands[:10])
+    if not cands:
+        r.update(summary=None, why="nothing else ran on the CPU in the window")
+        return r
+    r["culprit"] = top = cands[0]
+    said = _say(top, cpu)
+    if not wakes:  # only the traced part of the wait is known
+        said = said.replace(f" for {top['duration_us']:.0f} us", f" for at least {top['duration_us']:.0f} us")
+    r["summary"] = f"timerlat {kind} {lat:.0f} us: " + said
     return r
+
+
+def _timerlat_worst(host_dir: Path, run) -> Optional[tuple[str, int, float]]:
+    """(kind, cpu, max_us) of the worst column over its threshold in rtla's summary."""
+    from .errors import InputError
+    from .parsers.rtla import parse_timerlat_hist
+
+    try:
+        irq, thread = parse_timerlat_hist((host_dir / "stdout.txt").read_text(errors="replace"),
+                                          host_dir / "stdout.txt")
+    except (OSError, InputError):
+        return None
+    over = [(t.max_us / run.evidence[f"{kind}_us"], kind, t.cpu, t.max_us)
+            for kind, out in (("thread", thread), ("irq", irq)) if run.evidence.get(f"{kind}_us")
+            for t in out.threads if t.cpu is not None and t.max_us >= run.evidence[f"{kind}_us"] - 1]
+    if not over:
+        return None
+    _, kind, cpu, lat = max(over)
+    return kind, cpu, lat
 
 
 def collect(sh, suite, run, host_dir: Path, traced: bool) -> Optional[dict[str, Any]]:
@@ -345,7 +446,8 @@ def collect(sh, suite, run, host_dir: Path, traced: bool) -> Optional[dict[str, 
     if saved:  # the tool saved its own trace (rtla -t)
         trace = d / TRACE_FILE
         saved[0].replace(trace)
-        analysis = analyse_timerlat_trace(trace.read_text(errors="replace"), run.evidence)
+        analysis = analyse_timerlat_trace(trace.read_text(errors="replace"), run.evidence,
+                                          worst=_timerlat_worst(host_dir, run))
     elif traced:
         trace = fetch_trace(sh, host_dir)
         analysis = analyse_sched_trace(trace.read_text(errors="replace")) if trace else \

@@ -266,10 +266,10 @@ def kernel_banner(path: Path) -> tuple[str, str]:
         data = gzip.decompress(data)
     elif len(data) > 0x28 and struct.unpack_from("<I", data, 0x24)[0] == 0x016F2818:
         data = _arm_zimage_payload(data, path)
-    m = _BANNER_RE.search(data)
-    if not m:
+    banner = _BANNER_RE.search(data)
+    if not banner:
         raise ImageError(f"{path}: no 'Linux version' banner in the kernel image")
-    return m.group(1).decode(), m.group(2).decode().strip()
+    return banner.group(1).decode(), banner.group(2).decode().strip()
 
 
 def preempt_model(config_text: str) -> str:
@@ -1275,7 +1275,7 @@ def _build(cfg: ArchConfig, cache: Path, adir: Path, ovl: Sequence[Mapping[str, 
         _atomic_write(initramfs, blob)
     say(f"{label}: {initramfs.name} {len(blob) / 1e6:.1f} MB")
     return ImageSet(arch, kernels, initramfs, digest, tuple(sorted([*kpkgs.values(), *userland])),
-                    tuple(ovl), key, {"initramfs": len(blob),
+                    tuple(dict(o) for o in ovl), key, {"initramfs": len(blob),
                                       **{f: k.path.stat().st_size for f, k in kernels.items()}})
 
 

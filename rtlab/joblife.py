@@ -215,7 +215,7 @@ def salvage_local(workdir: str, job_dir: Path, suite_ids: list[str]) -> list[str
     wrote but no fetch brought home (a cancelled or hung job), then remove
     it. Returns the files copied (relative to job_dir)."""
     src_root = Path(workdir)
-    copied = []
+    copied: list[str] = []
     if not src_root.is_dir():
         return copied
     for sid in suite_ids:

@@ -612,7 +612,7 @@ def prune_builds(cache_dir: Optional[Path] = None, *, max_bytes: int = 2 << 30, 
     """
     cache = Path(cache_dir) if cache_dir is not None else kernel_cache()
     now = time.time() if now is None else now
-    entries = []
+    entries: list[dict[str, Any]] = []
     for kind in ("builds", "configs"):
         for arch_dir in sorted((cache / kind).glob("*")):
             for bdir in sorted(p for p in arch_dir.iterdir() if p.is_dir()):
@@ -915,7 +915,7 @@ def build_kernel(tree: Union[Path, str], arch: str, fragments: Sequence[Union[st
             except RtlabError:
                 uname_v = ""
             counts = _ccache_counts(statslog)
-            info = {
+            info: dict[str, Any] = {
                 "format": FORMAT, "key": key,
                 "tree": str(state.path), "commit": state.commit, "describe": state.describe,
                 "dirty": ({"sha256": state.dirty_hash, "files": list(state.dirty_files)}

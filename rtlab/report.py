@@ -100,7 +100,6 @@ def _repeat_cells(pairs: list[tuple[Optional[Measurement], JobResult]]) -> dict[
 
 def comparison_table(run: RunResult) -> str:
     # board -> (suite, load) -> variant -> measurement, in run order
-    blocks: "OrderedDict[tuple, OrderedDict[str, tuple]]" = OrderedDict()
     variants_by_board: "OrderedDict[str, list[str]]" = OrderedDict()
     for job in run.jobs:
         variants_by_board.setdefault(job.board, [])

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Callable, Optional
 
-from . import ROOT
+from . import ROOT, WORKDIR
 from .budgets import load_budgets
 from .campaign import Campaign, Job
 from .errors import Cancelled, InfraError, RtlabError
@@ -33,7 +33,7 @@ from .suites.board import WORKDIR_ENV
 
 #: the board-side pytest files (shipped in the package, so an installed rtlab runs them)
 SUITES_DIR = Path(__file__).resolve().parent / "boardtests"
-RESULTS_DIR = ROOT / "results"
+RESULTS_DIR = WORKDIR / "results"
 #: seconds a board may take from power-on to a shell prompt, on top of suites
 BOOT_ALLOWANCE_S = 180
 
@@ -158,7 +158,7 @@ def build_kernels(jobs: list[Job], images: dict, kernel_tree: Optional[Path],
             else:
                 bk = kbuild.ensure_built_kernel(arch, list(frags), progress=progress)
         except RtlabError as e:
-            bk = KernelBuildFailed(f"kernel build failed ({what}): {e}")
+            bk = KernelBuildFailed(f"kernel build failed ({what}): {e}")  # type: ignore[assignment]
             progress(str(bk))
         for job in group:
             out[(job.board.name, job.variant.name)] = bk
@@ -499,7 +499,7 @@ def run_campaign(campaign: Campaign, *, results_root: Path = RESULTS_DIR,
             run.jobs.append(JobResult(board="-", variant="-", arch="-", budget_class="-",
                                       infra_error=f"run cancelled ({why}) before any job finished"))
         rd.finish(run)
-        e.run_dir = run_dir  # type: ignore[attr-defined]
+        e.run_dir = run_dir  # type: ignore[union-attr]
         raise
     rd.finish(run)
     return run, run_dir

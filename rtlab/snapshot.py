@@ -42,11 +42,6 @@ _CONFIG_CMD = ("if [ -r /proc/config.gz ]; then echo /proc/config.gz; zcat /proc
                "sha256sum < /boot/config-$(uname -r); else echo none; fi")
 
 
-def _lines(sh, cmd: str) -> list[str]:
-    out, rc = sh.run(cmd, timeout=60)
-    return [l.rstrip() for l in out] if rc == 0 else []
-
-
 def parse_interrupts(lines: list[str]) -> dict[str, dict[str, Any]]:
     """/proc/interrupts: {irq: {"name", "counts": [per CPU]}} (named lines
     like NMI/LOC keep their per-CPU counts too)."""
@@ -80,55 +75,123 @@ def parse_softirqs(lines: list[str]) -> dict[str, list[int]]:
 
 
 def counters(sh) -> dict[str, Any]:
-    return {"interrupts": parse_interrupts(_lines(sh, "cat /proc/interrupts")),
-            "softirqs": parse_softirqs(_lines(sh, "cat /proc/softirqs"))}
+    secs = _sections(sh, {"interrupts": "cat /proc/interrupts", "softirqs": "cat /proc/softirqs"})
+    return {"interrupts": parse_interrupts(secs["interrupts"]), "softirqs": parse_softirqs(secs["softirqs"])}
+
+
+_CS = "/sys/devices/system/clocksource/clocksource0"
+#: section -> shell command; all run in ONE console round trip (a TCG
+#: board's console answers a command in ~0.3 s)
+COMMANDS = {
+    "release": "uname -r",
+    "version": "uname -v",
+    "config": _CONFIG_CMD,
+    "cmdline": "cat /proc/cmdline",
+    "clocksource": f"cat {_CS}/current_clocksource; cat {_CS}/available_clocksource",
+    "affinity": "for d in /proc/irq/[0-9]*; do echo \"${d##*/} $(cat $d/smp_affinity_list 2>/dev/null)\"; done",
+    "interrupts": "cat /proc/interrupts",
+    "softirqs": "cat /proc/softirqs",
+    "cpufreq": ("for c in /sys/devices/system/cpu/cpu[0-9]*; do f=$c/cpufreq; [ -d $f ] && "
+                "echo \"${c##*cpu} $(cat $f/scaling_governor) $(cat $f/scaling_driver) "
+                "$(cat $f/scaling_cur_freq)\"; done"),
+    "idle": ("for s in /sys/devices/system/cpu/cpu[0-9]*/cpuidle/state*; do [ -d $s ] || continue; "
+             "c=${s%/cpuidle/*}; echo \"${c##*cpu} $(cat $s/name) $(cat $s/disable) $(cat $s/latency)\"; done"),
+    "rt": "cat /proc/sys/kernel/sched_rt_runtime_us /proc/sys/kernel/sched_rt_period_us",
+    "modules": "cat /proc/modules",
+    "dmesg": f"dmesg | tail -n {DMESG_LINES}",
+}
+_MARK = "==rtlab-snapshot=="
+
+
+#: longest console line sent (a console line editor mangles long lines)
+MAX_LINE = 800
+
+
+def _sections(sh, commands: dict[str, str]) -> dict[str, list[str]]:
+    parts = [f"echo '{_MARK} {name}'; {{ {cmd} ; }} 2>/dev/null" for name, cmd in commands.items()]
+    lines, cur_line = [], ""
+    for p in parts:  # as few round trips as lines of at most MAX_LINE characters allow
+        if cur_line and len(cur_line) + 2 + len(p) > MAX_LINE:
+            lines.append(cur_line)
+            cur_line = ""
+        cur_line = f"{cur_line}; {p}" if cur_line else p
+    lines.append(cur_line)
+    out = []
+    for line in lines:
+        o, _ = sh.run(line, timeout=60)
+        out += o
+    secs: dict[str, list[str]] = {name: [] for name in commands}
+    cur = None
+    for line in out:
+        if line.startswith(_MARK):
+            cur = line[len(_MARK):].strip()
+            continue
+        if cur in secs:
+            secs[cur].append(line.rstrip())
+    return secs
 
 
 def take(sh) -> dict[str, Any]:
     """Everything but the after-measurement counters."""
+    sec = _sections(sh, COMMANDS)
     snap: dict[str, Any] = {}
-    cfg = _lines(sh, _CONFIG_CMD)
+    cfg = sec["config"]
     snap["kernel"] = {
-        "release": " ".join(_lines(sh, "uname -r")),
-        "version": " ".join(_lines(sh, "uname -v")),
+        "release": " ".join(sec["release"]).strip(),
+        "version": " ".join(sec["version"]).strip(),
         "config_source": cfg[0] if cfg else "none",
         "config_sha256": cfg[1].split()[0] if len(cfg) > 1 and cfg[1].split() else None,
     }
-    snap["cmdline"] = " ".join(_lines(sh, "cat /proc/cmdline"))
-    cs = "/sys/devices/system/clocksource/clocksource0"
-    snap["clocksource"] = {"current": " ".join(_lines(sh, f"cat {cs}/current_clocksource")),
-                           "available": " ".join(_lines(sh, f"cat {cs}/available_clocksource")).split()}
+    snap["cmdline"] = " ".join(sec["cmdline"]).strip()
+    cs = sec["clocksource"]
+    snap["clocksource"] = {"current": cs[0].strip() if cs else "", "available": cs[1].split() if len(cs) > 1 else []}
     aff = {}
-    for l in _lines(sh, "for d in /proc/irq/[0-9]*; do echo \"${d##*/} $(cat $d/smp_affinity_list 2>/dev/null)\"; done"):
+    for l in sec["affinity"]:
         irq, _, cpus = l.partition(" ")
         if irq.isdigit():
             aff[irq] = cpus.strip()
     snap["irq_affinity"] = dict(sorted(aff.items(), key=lambda kv: int(kv[0])))
-    snap.update(counters(sh))
+    snap["interrupts"] = parse_interrupts(sec["interrupts"])
+    snap["softirqs"] = parse_softirqs(sec["softirqs"])
     freq: dict[str, dict[str, Any]] = {}
-    for l in _lines(sh, "for c in /sys/devices/system/cpu/cpu[0-9]*; do f=$c/cpufreq; [ -d $f ] && "
-                        "echo \"${c##*cpu} $(cat $f/scaling_governor) $(cat $f/scaling_driver) "
-                        "$(cat $f/scaling_cur_freq)\"; done; true"):
+    for l in sec["cpufreq"]:
         t = l.split()
         if len(t) >= 2 and t[0].isdigit():
             freq[t[0]] = {"governor": t[1], "driver": t[2] if len(t) > 2 else None,
                           "cur_khz": int(t[3]) if len(t) > 3 and t[3].isdigit() else None}
     snap["cpufreq"] = freq
     idle: dict[str, list[dict[str, Any]]] = {}
-    for l in _lines(sh, "for s in /sys/devices/system/cpu/cpu[0-9]*/cpuidle/state*; do c=${s%/cpuidle/*}; "
-                        "echo \"${c##*cpu} $(cat $s/name) $(cat $s/disable) $(cat $s/latency)\"; done 2>/dev/null; true"):
+    for l in sec["idle"]:
         t = l.split()
         if len(t) == 4 and t[0].isdigit():
             idle.setdefault(t[0], []).append({"name": t[1], "disable": t[2] == "1",
                                               "latency_us": int(t[3]) if t[3].isdigit() else None})
     snap["idle"] = idle
-    rt = {}
-    for k in ("sched_rt_runtime_us", "sched_rt_period_us"):
-        v = " ".join(_lines(sh, f"cat /proc/sys/kernel/{k}"))
-        rt[k] = int(v) if re.fullmatch(r"-?\d+", v) else None
-    snap["rt_throttling"] = rt
-    snap["modules"] = sorted(l.split()[0] for l in _lines(sh, "cat /proc/modules") if l.split())
-    snap["dmesg_tail"] = _lines(sh, f"dmesg 2>/dev/null | tail -n {DMESG_LINES}")
+    rt = [l.strip() for l in sec["rt"]]
+    snap["rt_throttling"] = {k: int(rt[i]) if len(rt) > i and re.fullmatch(r"-?\d+", rt[i]) else None
+                             for i, k in enumerate(("sched_rt_runtime_us", "sched_rt_period_us"))}
+    snap["modules"] = sorted(l.split()[0] for l in sec["modules"] if l.split())
+    snap["dmesg_tail"] = sec["dmesg"]
+    return snap
+
+
+def config_from_staged(snap: dict[str, Any], kernel: dict[str, Any]) -> dict[str, Any]:
+    """A kernel without /proc/config.gz or /boot/config (Debian's in the
+    initramfs): the config staged beside the kernel image on the host, once
+    the boot test proved the running kernel is the staged one."""
+    import hashlib
+
+    k = snap.get("kernel", {})
+    path = kernel.get("path")
+    if k.get("config_sha256") or not path:
+        return snap
+    img = Path(path)
+    for cand in (img.parent / f"config-{kernel.get('release') or k.get('release')}", img.parent / ".config",
+                 img.parent / "config"):
+        if cand.is_file():
+            k["config_sha256"] = hashlib.sha256(cand.read_bytes()).hexdigest()
+            k["config_source"] = f"staged {cand.name} (host)"
+            break
     return snap
 
 
@@ -164,6 +227,8 @@ def load(path: Path) -> Optional[dict[str, Any]]:
 
 def summary_lines(snap: dict[str, Any]) -> list[str]:
     """A few lines for the report."""
+    if "error" in snap:
+        return [f"no snapshot: {snap['error']}"]
     k = snap.get("kernel", {})
     out = [f"kernel {k.get('release')} (config {str(k.get('config_sha256') or 'unknown')[:12]} "
            f"from {k.get('config_source')})",
@@ -246,4 +311,37 @@ def diff_snapshots(base: dict[str, Any], cand: dict[str, Any]) -> list[str]:
         for cpu, (x, y) in enumerate(zip(bd[irq], cd[irq])):
             if abs(y - x) >= MIN_DELTA and (min(x, y) == 0 or max(x, y) / max(1, min(x, y)) >= RATE_FACTOR):
                 out.append(f"{irq_label(irq)} on CPU {cpu}: {x} -> {y} interrupts during the measurement")
+    return out
+
+
+def run_snapshots(run_dir: Path) -> dict[tuple[str, str], dict[str, Any]]:
+    """(board, variant) -> the first snapshot of that job in a run dir
+    (repeats keep one job dir each; their systems are the same job's)."""
+    out: dict[tuple[str, str], dict[str, Any]] = {}
+    for p in sorted(Path(run_dir).glob(f"**/{SNAPSHOT_FILE}")):
+        rel = p.relative_to(run_dir).parts
+        if len(rel) < 3:
+            continue
+        snap = load(p)
+        if snap is not None:
+            out.setdefault((rel[0], rel[1]), snap)
+    return out
+
+
+def run_differences(base_dirs, cand_dirs) -> list[str]:
+    """What changed in the systems from the baseline runs to the candidate
+    runs, per board/variant ("qemu-aarch64/rt: clocksource tsc -> hpet"):
+    the first snapshot of each side. Jobs snapshotted on one side only are
+    said so; jobs without snapshots (older runs) are skipped."""
+    base: dict[tuple[str, str], dict[str, Any]] = {}
+    cand: dict[tuple[str, str], dict[str, Any]] = {}
+    for d in base_dirs:
+        for k, v in run_snapshots(d).items():
+            base.setdefault(k, v)
+    for d in cand_dirs:
+        for k, v in run_snapshots(d).items():
+            cand.setdefault(k, v)
+    out = []
+    for key in sorted(set(base) & set(cand)):
+        out += [f"{key[0]}/{key[1]}: {line}" for line in diff_snapshots(base[key], cand[key])]
     return out

@@ -3,7 +3,7 @@ arguments, and what the boot test must find on the running kernel."""
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 

@@ -355,7 +355,7 @@ def block_rows(block: Block, thresholds: Iterable[float]) -> list[tuple[str, dic
     """(row label, {variant: cell}) for one block; unknown shares add notes."""
     from .suites import Suite
 
-    def result_cell(tool: str, out) -> Optional[str]:
+    def result_cell(tool: str, out) -> Optional[str]:  # the suite's own whole-run cell
         suite = Suite.for_tool(tool)
         return suite.result_cell(out) if suite is not None else None
 
@@ -546,9 +546,9 @@ def write_vendor_html(run: RunResult, path: Path, thresholds: Iterable[float] = 
                                    (b.cells.get(v) for v in variants)]))
         parts += ["<h2>Max latency per test and variant (µs)</h2>", _html_table(["", *variants], rows, "summary")]
     for b in blocks:
-        rows = block_rows(b, thresholds)
+        block = block_rows(b, thresholds)
         parts.append(f"<h2>{html.escape(b.title)}</h2>")
-        parts.append(_html_table(["", *b.variants], [(lab, [r[v] for v in b.variants]) for lab, r in rows],
+        parts.append(_html_table(["", *b.variants], [(lab, [r[v] for v in b.variants]) for lab, r in block],
                                  "block"))
         for v in b.variants:
             c = b.cells[v]

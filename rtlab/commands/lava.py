@@ -13,6 +13,7 @@ job, failed boot, missing declared measurements) or bad input.
 """
 from __future__ import annotations
 
+import functools
 import json
 import sys
 from pathlib import Path
@@ -87,6 +88,10 @@ def _server_args(p):
     g = p.add_mutually_exclusive_group()
     g.add_argument("--identity", "-i", help="lavacli identity (~/.config/lavacli.yaml)")
     g.add_argument("--uri", help="LAVA server RPC2 URI (https://user:token@host/RPC2)")
+
+
+def _numbered(progress, prefix: str, msg: str) -> None:
+    progress(f"{prefix} {msg}")
 
 
 def _progress():
@@ -178,10 +183,10 @@ def validate(args) -> int:
         status = status or (2 if e else 0)
     print(f"LAVA schema: lava-common {version}, strict")
     if args.pipeline:
-        for f in files:
+        for job_file in files:
             with tempfile.TemporaryDirectory(prefix="rtlab-lava-validate-") as tmp:
-                ok, tail = validate_pipeline(f, workdir=Path(tmp))
-            print(f"{'pipeline ok' if ok else 'PIPELINE INVALID'} {f}" + ("" if ok else f"\n{tail}"))
+                ok, tail = validate_pipeline(job_file, workdir=Path(tmp))
+            print(f"{'pipeline ok' if ok else 'PIPELINE INVALID'} {job_file}" + ("" if ok else f"\n{tail}"))
             status = status or (0 if ok else 2)
     return status
 
@@ -212,7 +217,7 @@ def run(args) -> int:
     records = []
     for i, (f, spec) in enumerate(selected, 1):
         outcome = run_job(f, out / record_name(spec), device=args.device, verbose=args.verbose,
-                          progress=lambda m, i=i: progress(f"[{i}/{len(selected)}] {m}"))
+                          progress=functools.partial(_numbered, progress, f"[{i}/{len(selected)}]"))
         records.append(outcome.record)
     if args.no_ingest:
         print(f"records: {out}")

@@ -6,6 +6,7 @@ can report "no boot" or "no prompt" as an infra error naming the cause.
 """
 import enum
 import os
+from typing import Any
 
 import attr
 from labgrid.factory import target_factory
@@ -33,7 +34,7 @@ def speed_up_console(console) -> None:
         expect.maxread = CONSOLE_MAXREAD
 
 
-def wanted_status(strategy: Strategy, status, statuses: type, step):
+def wanted_status(strategy: Strategy, status, statuses: Any, step):
     """labgrid's strategy prologue, shared by rtlab's strategies: the state
     asked for (a name or a member of *statuses*), or None when the strategy
     is there already (the step is marked skipped)."""

@@ -111,7 +111,8 @@ class TFTPStagingDriver(Driver):
         """An iPXE script (x86 boards whose PXE firmware is, or chainloads,
         iPXE: DHCP's boot file names ``<subdir>/boot.ipxe``). Relative names
         resolve against the script's own TFTP URI."""
-        return f"#!ipxe\nkernel kernel {self.bootargs}\ninitrd initrd\nboot\n"
+        args = " ".join(self.bootargs.split())
+        return f"#!ipxe\nkernel kernel {args}\ninitrd initrd\nboot\n"
 
     def uenv_path(self) -> str:
         """uEnv.txt as the board's TFTP client names it."""
@@ -274,7 +275,7 @@ class RtlabUBootStrategy(Strategy):
             except Exception as e:  # noqa: BLE001 - the flash step failed: infra, no retry
                 raise StrategyError(f"staging the boot files failed: {type(e).__name__}: {e}") from e
         t0 = time.monotonic()
-        errors = []
+        errors: list[str] = []
         for attempt in range(1 + self.power_cycle_retries):
             self._step = "power off"
             self.timings = {}

@@ -115,6 +115,33 @@ def _qemu_machine(board: Board) -> QemuMachine:
                        boot_args_template=text(drv.get("boot_args")))
 
 
+def _twin_machine(twin: Board, where: Node) -> QemuMachine:
+    """The QEMU machine of a rack twin (labgrid/rack.yaml board type of the
+    place tagged board=<twin>) and the kernel command line its env file stages."""
+    from labgrid.util.yaml import load as lg_load
+
+    from ..rack.config import load_rack_config
+
+    cfg = load_rack_config()
+    groups = [m.split("/")[1] for p in cfg.places.values() if p.tags.get("board") == twin.name
+              for m in p.matches]
+    spec = next((cfg.boards[g] for g in groups if g in cfg.boards), None)
+    if spec is None:
+        raise where.error(f"no rack board has a place tagged board={twin.name} ({cfg.places_file})")
+    t = spec.type
+    with open(twin.env_file) as f:
+        env = lg_load(f)
+    staging = Node(twin.env_file, env).req("targets").req("main").req("drivers").req("TFTPStagingDriver")
+    args = staging.mapping().get("bootargs")
+    template = args.template if isinstance(args, string.Template) else str(args or "")
+    nic = "user" if t.nic == "onboard" else f"user,model={t.nic}"
+    # the console UART on stdio (LAVA's serial), earlier UARTs unconnected
+    serial = ["-serial null"] * t.console_uart + (["-serial mon:stdio"] if t.console_uart else [])
+    return QemuMachine(binary=t.qemu, machine=t.machine, cpu=t.cpu, memory=t.memory,
+                       extra=(f"-smp {t.smp}", "-accel tcg", "-no-reboot", f"-nic {nic}", *serial),
+                       boot_args_template=template)
+
+
 def load_lava_boards(path: Path = BOARDS_FILE) -> dict[str, LavaBoard]:
     """Every board LAVA can run, by rtlab board name."""
     root = open_node(path).only(["qemu", "lab"])
@@ -146,8 +173,13 @@ def load_lava_boards(path: Path = BOARDS_FILE) -> dict[str, LavaBoard]:
                           isolate_cpu=isolate, budget_class=b.req("budget_class").str(), kind="remote",
                           features=("lava",), options=dict(b.mapping()))
         boot = n.req("boot").str()
-        if boot != "u-boot":
-            raise n.child("boot").error(f"lab boards boot with u-boot (got {boot!r})")
+        if boot not in ("u-boot", "qemu"):
+            raise n.child("boot").error(f"lab boards boot with u-boot, or qemu for a rack twin (got {boot!r})")
+        qemu = None
+        if boot == "qemu":  # a rack twin whose boot path LAVA cannot drive: its machine, direct boot
+            if not isinstance(n.req("board").value, str) or "twin" not in same.features:
+                raise n.child("boot").error("boot: qemu is for the rack's twins (board: twin-...)")
+            qemu = _twin_machine(same, n.child("board"))
         kernel_type = n.child("kernel_type").str("image")
         if kernel_type not in ("image", "zimage", "uimage"):
             raise n.child("kernel_type").error(f"must be image, zimage or uimage, got {kernel_type!r}")
@@ -157,6 +189,6 @@ def load_lava_boards(path: Path = BOARDS_FILE) -> dict[str, LavaBoard]:
                               lava_arch=n.child("arch").str(lava_arch_name(board.arch)),
                               boot=boot, kernel_type=kernel_type,
                               dtb=n.child("dtb").value and n.child("dtb").str(), lab=True,
-                              runs_here=n.child("runs_here").boolean(False),
+                              runs_here=n.child("runs_here").boolean(False), qemu=qemu,
                               dispatcher=(path.parent / dispatcher.str()).resolve() if dispatcher.value else None)
     return out

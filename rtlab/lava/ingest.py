@@ -56,7 +56,7 @@ from ..variants import Variant
 from . import loads as lava_loads
 from . import onboard
 from .logs import LavaLog, RawBlock, job_outcome, raw_blocks, results_from_server
-from .render import spec_of
+from .render import NOT_AVAILABLE_TEXT, spec_of
 
 LOG_NAMES = ("lava-run.log", "log.yaml")
 
@@ -326,6 +326,11 @@ def _ingest_one(rec: LavaRecord, jr: JobResult, spec: JobSpec) -> list[Measureme
         text = (suite_dir / "exit_code").read_text().strip()
         rc = int(text) if text.lstrip("-").isdigit() else None
         (suite_dir / "exit.json").write_text(json.dumps({"exit_code": rc}) + "\n")
+    na = suite_dir / NOT_AVAILABLE_TEXT
+    if na.is_file():  # the board could not run it (rtla without the tracer): not judged
+        jr.not_available.append({"suite": run.name, "load": run.load,
+                                 "reason": na.read_text(errors="replace").strip() or "not available"})
+        return []
     # the loads' raw files are on disk now: the labgrid path's health check
     load_problems: list[str] = []
     for part in s.get("loads") or []:

@@ -209,9 +209,9 @@ def raw_blocks(lines: Iterable[str]) -> dict[tuple[str, str], RawBlock]:
             parts = line.split()
             if len(parts) < 6:
                 continue
-            key, name, size, digest, rc = parts[1:6]
-            blk = RawBlock(key, name, rc=int(rc) if re.fullmatch(r"-?\d+", rc) else None)
-            cur = (blk, int(size) if size.isdigit() else -1, digest, [])
+            key, name, size_text, digest, rc_text = parts[1:6]
+            blk = RawBlock(key, name, rc=int(rc_text) if re.fullmatch(r"-?\d+", rc_text) else None)
+            cur = (blk, int(size_text) if size_text.isdigit() else -1, digest, [])
         elif line.startswith(MARK_ABSENT + " "):
             parts = line.split()
             if len(parts) >= 3:

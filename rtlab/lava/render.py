@@ -29,7 +29,7 @@ import os
 import re
 import shlex
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence, Union
 
 import yaml
 
@@ -47,6 +47,8 @@ from . import onboard
 from .boards import LavaBoard, load_lava_boards
 
 FORMAT = 1
+#: what a board that cannot run a suite (rtla without the tracer) writes: the reason
+NOT_AVAILABLE_TEXT = "not_available.txt"
 BOOT_DEFINITION = "rtlab-boot"
 #: lava-test-case names of the boot definition
 CASE_FACTS = "kernel-facts"
@@ -95,8 +97,14 @@ def suite_steps(suite: Suite, run: SuiteRun, board: dict,
     wd = f"{BOARD_WORKDIR}/{run.id}"
     argv = suite.command(run, board=board)
     outputs = ["stdout.txt", "stderr.txt", *suite.outputs(run), "exit_code"]
+    tool = onboard.tool_step(argv)
+    check = suite.board_check()
+    if check:  # a board that cannot run it says why (not_available.txt), never a failure
+        outputs.append(NOT_AVAILABLE_TEXT)
+        tool = (f"if why=$( {check} ); then {tool}; "
+                f"else echo \"$why\" > {NOT_AVAILABLE_TEXT}; echo 0 > exit_code; fi")
     steps = [onboard.load_step(), f"rm -rf {shlex.quote(wd)} && mkdir -p {shlex.quote(wd)} && cd {shlex.quote(wd)}",
-             *start, onboard.announce_step(run.id, shell_line(argv)), onboard.tool_step(argv), *stop]
+             *start, onboard.announce_step(run.id, shell_line(argv)), tool, *stop]
     steps += [f"rtlab_emit {shlex.quote(run.id)} {shlex.quote(f)} {shlex.quote(f)}" for f in outputs]
     steps.append(f"rtlab_exit_case {shlex.quote(suite.tool)}")
     if suite.lava_thread_cases and suite.json_file:
@@ -191,7 +199,7 @@ class RenderedJob:
 
 def render_job(lb: LavaBoard, variant: Variant, run: SuiteRun, images: ImageSet, *,
                campaign: Campaign, artifacts: Artifacts,
-               loads: Optional[list[lava_loads.LavaLoadPart]] = None) -> tuple[dict, dict]:
+               loads: Union[list[lava_loads.LavaLoadPart], str, None] = None) -> tuple[dict, dict]:
     """One LAVA job definition and its rtlab spec (also in its metadata);
     *loads* is the run's lava_loads.plan when the caller made it already."""
     suite = SUITES[run.suite]
@@ -248,6 +256,12 @@ def render_job(lb: LavaBoard, variant: Variant, run: SuiteRun, images: ImageSet,
             "ramdisk": {"url": r_url, "sha256sum": r_sum, "image_arg": "-initrd {ramdisk}",
                         "compression": "gz", "format": "cpio.newc", "overlays": {"lava": True}},
         }}
+        if lb.dtb:  # a twin's device tree, from the kernel package (copied beside the kernel)
+            dtb = Path(kernel.get("dtb_dir") or kernel_path.parent) / lb.dtb
+            if not dtb.is_file():
+                raise RtlabError(f"{lb.name}: no device tree {dtb}")
+            deploy["images"]["dtb"] = {"url": artifacts.url(dtb, board.arch), "sha256sum": sha256_file(dtb),
+                                       "image_arg": "-dtb {dtb}"}
         boot = {"method": "qemu", "media": "tmpfs", "timeout": _seconds_to_timeout(BOOT_TIMEOUT_S),
                 "prompts": [PROMPT_RE]}
     else:

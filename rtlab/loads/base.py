@@ -119,12 +119,7 @@ class LoadEnv:
     window: Optional[tuple[float, float]] = None     # board uptime of the two snapshots
 
     def __post_init__(self) -> None:
-        if isinstance(self.board, dict):
-            d = self.board
-            self.board = Board(name=d.get("name", ""), env_file=Path(d.get("env_file", "")),
-                               arch=d.get("arch", ""), cpus=int(d.get("cpus") or len(self.cpus) or 1),
-                               isolate_cpu=d.get("isolate_cpu"), budget_class=d.get("budget_class", ""),
-                               kind=d.get("kind", ""), features=tuple(d.get("features", ())))
+        self.board = as_board(self.board, len(self.cpus))
 
     @property
     def cpulist(self) -> str:
@@ -139,6 +134,17 @@ class LoadEnv:
         """An emulated (TCG) board: the QEMU boards, and the rack's virtual
         boards, which are remote places but QEMU machines all the same."""
         return self.board.emulated
+
+
+def as_board(board: Union[Board, dict, None], ncpus: int = 1) -> Board:
+    """The job's board; a dict (a LAVA spec's, a test's) may name only some fields."""
+    if isinstance(board, Board):
+        return board
+    d = board or {}
+    return Board(name=d.get("name", ""), env_file=Path(d.get("env_file", "")), arch=d.get("arch", ""),
+                 cpus=int(d.get("cpus") or ncpus or 1), isolate_cpu=d.get("isolate_cpu"),
+                 budget_class=d.get("budget_class", ""), kind=d.get("kind", ""),
+                 features=tuple(d.get("features", ())))
 
 
 def probe_board(sh) -> dict:
@@ -199,8 +205,8 @@ REGISTERED: dict[str, "Load"] = {}
 class Load:
     """A named scenario a suite runs under; ``running()`` brackets the measurement."""
 
-    name: ClassVar[str]
-    description: ClassVar[str] = ""
+    name: str  # class attributes; a Composite sets them per instance
+    description: str = ""
     #: what the health check of this load really measures (README, report)
     measures: ClassVar[str] = ""
     #: options a campaign may set under ``load_opts: {<load>: {...}}``, with defaults
@@ -243,7 +249,7 @@ class Load:
         started, problems, measured, reniced = [], [], False, False
         try:
             for load in self.parts():
-                env = LoadEnv(sh=sh, host_dir=Path(host_dir), run=run, board=board or {},
+                env = LoadEnv(sh=sh, host_dir=Path(host_dir), run=run, board=as_board(board),
                               cpus=cpus, opts={**load.options, **all_opts.get(load.name, {})},
                               **info)
                 started.append((load, env, load.start(env)))  # LoadDied if it never got going

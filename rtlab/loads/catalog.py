@@ -81,8 +81,8 @@ class Idle(Load):
 
     def stop(self, env: LoadEnv, handle, measured: bool) -> list[str]:
         first, last = handle.get("first"), handle.get("last")
-        summary = {"load": self.name, "description": self.description, "measures": self.measures,
-                   "cpus": [], "problems": []}
+        summary: dict[str, Any] = {"load": self.name, "description": self.description,
+                                   "measures": self.measures, "cpus": [], "problems": []}
         if first is not None and last is not None:
             summary["board_busy"] = health.cpu_busy(first.cpu, last.cpu)
         env.host_dir.mkdir(parents=True, exist_ok=True)

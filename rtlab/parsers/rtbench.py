@@ -17,7 +17,6 @@ kept samples: the histogram plus its overflows must add up to them.
 """
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from ..errors import InputError

@@ -119,7 +119,7 @@ def parse_hist(text: str, path, *, bucket: Optional[int] = None,
         vals = [_int(path, lineno, f"count of {k}-{c:03d}", t) for (k, c), t in zip(columns, toks[1:])]
         if any(v is None for v in vals):
             raise InputError(path, f"line {lineno}: a histogram count is '-'")
-        rows[idx] = vals  # type: ignore[assignment]
+        rows[idx] = vals
     if tool is None:
         raise InputError(path, "no '# RTLA timerlat|osnoise histogram' header: not rtla hist output")
     if ns is None:

@@ -361,12 +361,12 @@ def _ipc(lines: list[str], path, tool: str) -> list[ThreadResult]:
                 raise InputError(path, f"line {n}: no 'Cycles' field (cut short?)")
             heads[snd["#"] // 2] = {"s": snd, "r": rcv, "line": n}
         elif _IPC_STAT.match(s):
-            parts = [p.strip() for p in s.split(",")]
-            m = re.match(r"^#(\d+)\s*->\s*#(\d+)$", parts[0])
+            items = [p.strip() for p in s.split(",")]
+            m = re.match(r"^#(\d+)\s*->\s*#(\d+)$", items[0])
             if not m:
                 raise InputError(path, f"line {n}: malformed '#R -> #S' line")
             fields = {}
-            for p in parts[1:]:
+            for p in items[1:]:
                 name, _, value = p.partition(" ")
                 fields[name] = int_field(path, n, name, value)
             for name in ("Min", "Cur", "Avg", "Max"):
@@ -460,8 +460,8 @@ def _rt_migrate(lines: list[str], path):
             in_iter = True
             ntasks = len(s[5:].split())
         elif in_iter and re.match(r"^\d+:", s):
-            num, _, vals = s.partition(":")
-            vals = vals.split()
+            num, _, rest = s.partition(":")
+            vals = rest.split()
             if len(vals) != ntasks:
                 raise InputError(path, f"line {n}: {len(vals)} values for {ntasks} tasks")
             for v in vals:

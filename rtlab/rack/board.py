@@ -38,7 +38,7 @@ import threading
 import time
 import tty
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 from ..procutil import die_with_parent
 from .config import BoardSpec
@@ -215,7 +215,7 @@ class ConsoleRelay(threading.Thread):
                     self._flush_pty()
                 self.listening = listening
                 conn = self.conn
-                rl = [self.listener, self._wake_r]
+                rl: list[Any] = [self.listener, self._wake_r]
                 if conn is not None and len(self.pending) < PENDING_LIMIT:
                     rl.append(conn)
                 if listening:

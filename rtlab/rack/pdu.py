@@ -187,7 +187,7 @@ class PDUServer(ThreadingHTTPServer):
     @property
     def url(self) -> str:
         host, port = self.server_address[:2]
-        return f"http://{host}:{port}"
+        return f"http://{host!s}:{port}"
 
     def start(self) -> threading.Thread:
         t = threading.Thread(target=self.serve_forever, name="pdu-http", daemon=True)

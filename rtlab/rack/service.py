@@ -103,7 +103,7 @@ class Rack:
                     s.bind(("127.0.0.1", port))
                 except OSError as e:
                     raise RackError(f"{what} port 127.0.0.1:{port} is taken ({e.strerror}): another "
-                                    f"rack? `rtlab rack up --coordinator-port 0 --pdu-port 0` picks free ones")
+                                    f"rack? `rtlab rack up --coordinator-port 0 --pdu-port 0` picks free ones") from None
         for spec in self.cfg.boards.values():
             self.boards[spec.name] = VirtualBoard(spec, self.dir, say=self.say)
         self.controller = PowerController({b.spec.outlet: b for b in self.boards.values()},

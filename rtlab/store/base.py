@@ -66,7 +66,7 @@ class Store(Protocol):
 
 def series(result: dict[str, Any]) -> list[dict[str, Any]]:
     """All series of all statements of a /query answer, flattened."""
-    out = []
+    out: list[dict[str, Any]] = []
     for r in result.get("results", []):
         out.extend(r.get("series", []) or [])
     return out

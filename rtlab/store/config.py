@@ -91,7 +91,7 @@ class StoreConfig:
     # -- building --------------------------------------------------------
     @classmethod
     def load(cls, config_file: Optional[str | Path] = None, env: Optional[dict] = None) -> "StoreConfig":
-        env = os.environ if env is None else env
+        env = dict(os.environ) if env is None else env
         values: dict[str, Any] = {}
         sources: list[str] = []
         default_file = default_config_file()

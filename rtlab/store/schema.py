@@ -194,7 +194,7 @@ class _Builder:
         return hit[1]
 
     def items(self, fast_hist: bool) -> Iterator[Any]:
-        ctx, run = self.ctx, self.ctx.run
+        run = self.ctx.run
         # a campaign's repeats (JobResult.repeat 1..N) are tagged rep=N, so
         # each repeat is its own series; other duplicates get rep=2, 3...
         job_reps = [_with_repeat(j.repeat, r) for j, r in
@@ -340,7 +340,7 @@ class _Builder:
                                 {"count": int(c)}, self.ctx.time)
             return
         items = sorted(dict(tags, bucket="").items())
-        pre, post = [escape_measurement(HIST)], []
+        pre, post = [escape_measurement(HIST)], []  # type: list[str], list[str]
         cur = pre
         for k, v in items:
             if k == "bucket":
@@ -412,10 +412,10 @@ TAGS = {
     VERDICT: ("scope", "board", "arch", "variant", "kernel_release", "load", "suite", "tool",
               "pipeline", "rep"),
     JOB: ("board", "arch", "variant", "kernel_release", "budget_class", "pipeline", "rep"),
-    EVENTS: ("pipeline", "campaign"),
+    EVENTS: ("pipeline", "campaign", "kind", "board", "series"),
     METRICS: ("board", "arch", "variant", "kernel_release", "load", "suite", "tool", "pipeline", "rep"),
 }
-FIELDS = {
+FIELDS: dict[str, dict[str, Any]] = {
     LATENCY: {"min_us": float, "avg_us": float, "max_us": float, **_PCT, "cycles": int,
               "overflows": int, "share_over_budget": float, **_BUDGET, "kernel_version": str,
               **_RUN, "extra_*": float},
@@ -427,7 +427,8 @@ FIELDS = {
     JOB: {"infra": int, "error": str, "verdict": str, "duration_s": float, "measurements": int,
           "failed": int, "infra_measurements": int, "kernel_version": str, **_RUN},
     EVENTS: {"title": str, "text": str, "tags": str, "verdict": str, "started": str, "jobs": int,
-             "failed_jobs": int, "infra_jobs": int, "branch": str, "subject": str, **_RUN},
+             "failed_jobs": int, "infra_jobs": int, "branch": str, "subject": str,
+             "status": str, "effect_pct": float, "confidence": float, "last_good": str, **_RUN},
     METRICS: {"*": float, **_RUN},
 }
 

@@ -17,7 +17,9 @@ parser if the output format is new, a campaign entry and a test.
 """
 from __future__ import annotations
 
+import importlib
 import json
+import pkgutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Optional
@@ -26,6 +28,8 @@ from ..config import format_cpulist
 from ..loads import BASE_LOADS
 from ..loads.health import load_metrics
 from ..model import ToolOutput
+from ..params import (LOAD_OPTION_SPECS, Args, Bool, Cpus, Int, Num, ParamError, Spec,  # noqa: F401
+                      check_mapping)
 from ..parsers import parse_file
 
 #: every suite, by registry name (filled by Suite.__init_subclass__)
@@ -35,8 +39,6 @@ SUITES: dict[str, "Suite"] = {}
 LATENCY = "latency"
 #: Suite.result_kind: a whole-run number in ToolOutput.metrics (shown, not budgeted)
 METRICS = "metrics"
-from ..params import (LOAD_OPTION_SPECS, Args, Bool, Cpus, Int, Num, ParamError, Spec,  # noqa: F401
-                      check_mapping)
 
 
 #: written to a suite's raw dir when the board cannot run it: {"reason": ...}
@@ -175,6 +177,12 @@ class Suite:
         """Whether the tool, armed with run.evidence, stopped at a sample over it."""
         return False
 
+    def board_check(self) -> str | None:
+        """The same check as :meth:`unavailable` as one shell line for boards
+        without a host-side console (LAVA): prints the reason and fails
+        when the board cannot run the suite; None: nothing to check."""
+        return None
+
     def unavailable(self, sh) -> str | None:
         """Why the board (a BoardShell) cannot run this suite at all, or None.
         Checked on the board before the load starts; a reason makes the suite
@@ -299,5 +307,11 @@ class Cyclictest(Suite):
         return int(float(run.params["duration_s"]) * 1e6 / float(run.params["interval_us"]))
 
 
-# the suites of the other modules register themselves on import
-from . import rtbench, rtla, rttests  # noqa: E402,F401
+def _import_suite_modules() -> None:
+    """Every module of this package: a suite registers itself on import, so
+    a new suite is one new file here (rtlab/suites/<name>.py), nothing else."""
+    for mod in pkgutil.iter_modules(__path__):
+        importlib.import_module(f"{__name__}.{mod.name}")
+
+
+_import_suite_modules()

@@ -15,7 +15,7 @@ import re
 import shlex
 import time
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 from ..config import parse_cpulist
 from ..variants import Variant
@@ -127,7 +127,7 @@ def _answers(driver, timeout: float = 5.0) -> bool:
 
 def kernel_facts(sh: BoardShell) -> dict:
     """What the running kernel is, read off the board (recorded with every result)."""
-    facts = {
+    facts: dict[str, Any] = {
         "release": sh.read("/proc/sys/kernel/osrelease", ""),
         "version": sh.read("/proc/sys/kernel/version", ""),
         "machine": " ".join(sh.run("uname -m")[0]).strip(),

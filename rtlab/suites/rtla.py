@@ -60,6 +60,13 @@ class _Rtla(Suite):
     def unavailable(self, sh) -> Optional[str]:
         return tracer_missing(sh, self.tracer)
 
+    def board_check(self) -> str:
+        t = TRACEFS[0]
+        return (f"{{ [ -e {t}/available_tracers ] || mount -t tracefs nodev {t} 2>/dev/null; }}; "
+                f"if grep -qw {self.tracer} {t}/available_tracers 2>/dev/null; then true; "
+                f"else echo \"the kernel has no {self.tracer} tracer (CONFIG_{self.tracer.upper()}_TRACER): "
+                f"{t}/available_tracers lists $(cat {t}/available_tracers 2>/dev/null)\"; false; fi")
+
     def duration_s(self, run: SuiteRun) -> float:
         # rtla sets the tracer up and reads the histogram back after -d
         return float(run.params["duration_s"]) + 5

@@ -2,7 +2,6 @@
 that is down. Each asserts the verdict, the exit code, the raw files kept
 and that nothing of the run is left running."""
 import json
-import os
 import time
 from pathlib import Path
 

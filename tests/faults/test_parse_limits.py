@@ -4,8 +4,6 @@ with exit 2 and one line naming the file and the limit, before the memory
 is spent. (How much memory a file under the limits takes: bench/bench_parse.py.)"""
 import gzip
 import json
-import sys
-from pathlib import Path
 
 from .conftest import ROOT, rtlab_inproc
 

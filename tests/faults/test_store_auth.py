@@ -2,7 +2,6 @@
 are kept in the spool once, however often it is published or replayed, and
 `rtlab publish --replay` says why they stay. Against a tiny local HTTP
 server that answers like InfluxDB 1.x without valid credentials."""
-import json
 import os
 import subprocess
 import sys

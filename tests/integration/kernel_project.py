@@ -73,6 +73,31 @@ def make_kernel_project(source: Path, dest: Path) -> dict[str, str]:
     return {b: git(dest, "rev-parse", b) for b in ("good", "latency", "no-rt")}
 
 
+def make_bisect_history(source: Path, dest: Path, n: int = 8, bug_at: int = 4) -> dict:
+    """Branch `history` in `dest` (a clone of `source`): n commits on the
+    pinned source, one-file changes (a note under Documentation/, never
+    compiled: ccache serves every build), commit `bug_at` adds the latency
+    bug. Returns base, the commits (oldest first) and the bug's commit."""
+    if not (dest / ".git").exists():
+        subprocess.run(["git", "clone", "-q", str(source), str(dest)], check=True)
+    base = git(source, "rev-parse", "HEAD")
+    git(dest, "checkout", "-q", "-B", "history", base)
+    commits = []
+    for i in range(1, n + 1):
+        if i == bug_at:
+            timer = dest / "kernel" / "time" / "timer.c"
+            timer.write_text(timer.read_text() + LATENCY_BUG)
+            git(dest, "commit", "-q", "-am", "timers: add a housekeeping thread (the latency bug)")
+        else:
+            note = dest / "Documentation" / "rtlab-history" / f"note-{i}.txt"
+            note.parent.mkdir(exist_ok=True)
+            note.write_text(f"note {i}\n")
+            git(dest, "add", "-f", str(note.relative_to(dest)))  # the source tree ignores new paths
+            git(dest, "commit", "-q", "-m", f"docs: note {i}")
+        commits.append(git(dest, "rev-parse", "HEAD"))
+    return {"base": base, "commits": commits, "bug": commits[bug_at - 1]}
+
+
 if __name__ == "__main__":
     import json
     import sys

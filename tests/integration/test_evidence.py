@@ -26,9 +26,9 @@ def test_breach_fails_with_evidence_naming_the_hog(tmp_path):
         "boards": ["qemu-aarch64"], "variants": ["rt"],
         "suites": [
             {"name": "cyclictest", "loads": ["idle", "fifo-hog"],
-             "params": {"interval_us": 1000, "duration_s": 8, "priority": 90, "histogram_us": 20000, **common}},
+             "params": {"interval_us": 1000, "duration_s": 6, "priority": 90, "histogram_us": 20000, **common}},
             {"name": "timerlat", "loads": ["fifo-hog"],
-             "params": {"duration_s": 8, "bucket_us": 100, "entries": 200, **common}},
+             "params": {"duration_s": 6, "bucket_us": 100, "entries": 200, **common}},
         ]}))
     res = rtlab("run", "--campaign", c, "--results", tmp_path / "r", "--no-publish", "--evidence", timeout=900)
     out = res.stdout
@@ -64,6 +64,7 @@ def test_breach_fails_with_evidence_naming_the_hog(tmp_path):
     assert tl["verdict"] == "fail" and tl["output"]["metrics"]["stopped"] == 1, tl["reasons"]
     assert (job_dir / "timerlat@fifo-hog" / "evidence" / "trace.txt").is_file()
     assert tl["evidence"]["dir"] == "timerlat@fifo-hog/evidence"
+    assert "preempted by stress-ng-cpu (pid " in tl["evidence"]["summary"], tl["evidence"]
 
     # linked from report.html and the JUnit failure text
     html = (run_dir / "report.html").read_text()
@@ -78,6 +79,9 @@ def test_breach_fails_with_evidence_naming_the_hog(tmp_path):
     # the job's system snapshot, interrupts counted over the measurements
     snap = json.loads((job_dir / "snapshot.json").read_text())
     assert snap["kernel"]["release"] == "6.1.0-50-rt-arm64"
+    # Debian's kernel has no /proc/config.gz: the staged config (the boot test proved it runs)
+    assert snap["kernel"]["config_source"] == "staged config-6.1.0-50-rt-arm64 (host)"
+    assert len(snap["kernel"]["config_sha256"]) == 64
     assert snap["clocksource"]["current"] == "arch_sys_counter"
     assert snap["rt_throttling"] == {"sched_rt_runtime_us": 950000, "sched_rt_period_us": 1000000}
     assert "virtio_net" in snap["modules"] and snap["dmesg_tail"]

@@ -72,12 +72,33 @@ def test_pipeline_shape():
     assert test["retry"]["exit_codes"] == [2] and test["retry"]["max"] == 2
     assert "script_failure" not in test["retry"]["when"]  # exit 1 is never retried
     assert test["artifacts"]["when"] == "always" and test["artifacts"]["reports"]["junit"]
-    assert ci["gate"]["when"] == "always"
+    # the gate runs after failed (allowed) test jobs too; no kernel job in a bisect pipeline
+    assert ci["gate"]["rules"][-1] == {"when": "always"}
+    for job in ("build", "test", "gate", "publish"):
+        rules = ci[job].get("rules") or ci[".kernel-pipeline"]["rules"]
+        assert rules[0] == {"if": "$BISECT_GOOD || $BISECT_BAD", "when": "never"}, job
+    assert ".kernel-pipeline" in ci["build"]["extends"] and ".kernel-pipeline" in ci["test"]["extends"]
     # one JUnit report per measurement in the merge request: the test jobs'
     assert "reports" not in ci["gate"]["artifacts"]
     # housekeeping only on the nightly schedule, never in a kernel's pipeline
     assert ci["prune"]["rules"] == [{"if": '$CI_PIPELINE_SOURCE == "schedule"'}]
     assert "kernel prune" in " ".join(ci["prune"]["script"]) and ci["prune"]["allow_failure"] is True
+    # the bisect pipeline (API or by hand): one job, the report kept whatever happens
+    b = ci["bisect"]
+    assert b["rules"] == [{"if": "$BISECT_GOOD && $BISECT_BAD"}]
+    assert b["resource_group"] == "board-$BISECT_BOARD" and b["artifacts"]["when"] == "always"
+    script = " ".join(b["script"])
+    for v in ("BISECT_GOOD", "BISECT_BAD", "BISECT_BOARD", "BISECT_VARIANT", "BISECT_SUITE", "BISECT_LOAD",
+              "BISECT_REPEAT"):
+        assert f'"${v}"' in script, v  # quoted, never split by the shell
+    assert '"$RTLAB" bisect --kernel-tree "$KERNEL_TREE"' in script and "bisect-report" in b["artifacts"]["paths"][0]
+    assert "BISECT_GOOD && $BISECT_BAD" in ci["workflow"]["rules"][0]["if"]
+    # nightly: the reference kernel on every board, then change points over the history
+    schedule = [{"if": '$CI_PIPELINE_SOURCE == "schedule"'}]
+    assert ci["regressions"]["rules"] == schedule and ci["regressions"]["allow_failure"] == {"exit_codes": [1]}
+    assert '"$RTLAB" regressions' in " ".join(ci["regressions"]["script"])
+    assert "schedule" in ci["reference"]["rules"][0]["if"]
+    assert "--campaign reference" in " ".join(ci["reference"]["script"])
     sources = " ".join(r.get("if", "") for r in ci["workflow"]["rules"])
     for s in ("merge_request_event", "schedule", "pipeline", "trigger", "push"):
         assert s in sources, s

@@ -506,6 +506,14 @@ def dashboard_db(influxd, rt_outputs, tmp_path_factory):
         rep = publish_run(write_run(tmp / "results", run), progress=lambda s: None,
                           config=cfg_for(influxd.url, name, tmp))
         assert rep.ok
+    # a history with a regression and lab drift, analysed by `rtlab regressions`:
+    # the change-point annotations and table of the regressions dashboard
+    from regression_history import publish_history, real_outputs
+    from rtlab.regressions import analyse, read_history, write_annotations
+    # (2 days, newer than the first run above: the histogram dashboard's `run`
+    # variable is not narrowed by board, and its first value must have data)
+    publish_history(real_outputs(tmp), influxd.url, name, tmp, scale=0.2)
+    assert write_annotations(c, analyse(read_history(c)), "30d") > 0
     return c
 
 

@@ -136,3 +136,26 @@ def test_gate_junit_and_report_carry_the_evidence(tmp_path):
     assert "href='qemu-aarch64/rt/cyclictest@fifo-hog/evidence/trace.txt'" in html
     # the model keeps it
     assert Measurement.from_json(m.to_json()).evidence == ev
+
+
+def test_real_timerlat_stop_names_the_hog(tmp_path):
+    """rtla timerlat -T 1999999 under the fifo-hog load (real, qemu-aarch64
+    rt): the kernel stopped the trace as timerlat/1 finally ran, so its
+    7.6 s sample is only in rtla's summary; the CPU's traced part of the
+    wait shows the hog."""
+    run = SuiteRun(id="timerlat@fifo-hog", name="timerlat", suite="timerlat", load="fifo-hog",
+                   params=SUITES["timerlat"].params({"bucket_us": 100, "entries": 200}), cpus=(0, 1),
+                   evidence={"thread_us": 2000000.0, "irq_us": 2000000.0})
+    host = tmp_path / run.id
+    (host / "evidence").mkdir(parents=True)
+    (host / "stdout.txt").write_bytes((FIX / "timerlat-fifo-hog-aarch64-stdout.txt").read_bytes())
+    trace = gzip.decompress((FIX / "timerlat-trace-fifo-hog-aarch64-cpu1.txt.gz").read_bytes()).decode()
+    from rtlab.evidence import _timerlat_worst
+    worst = _timerlat_worst(host, run)
+    assert worst == ("thread", 1, 7644147.0)
+    r = analyse_timerlat_trace(trace, run.evidence, worst=worst)
+    c = r["culprit"]
+    assert (c["name"], c["pid"], c["rt_prio"]) == ("stress-ng-cpu", 362, 98)
+    assert r["summary"] == (f"timerlat thread 7644147 us: preempted by stress-ng-cpu (pid 362, RT prio 98) "
+                            f"for at least {c['duration_us']:.0f} us on CPU 1")
+    assert c["duration_us"] > 0.9 * r["window_us"]

@@ -299,7 +299,31 @@ def test_rtla_suites_render_as_lava_jobs(tmp_path):
         assert spec["command"].startswith(f"rtla {suite_id.split('@')[0]} hist ")
         run = next(r for j in campaign.jobs() if (j.board.name, j.variant.name) == (board, variant)
                    for r in j.suites if r.id == suite_id)
-        assert tool_wrapper(SUITES[run.suite].command(run)) in steps
+        # the tool in its wrapper, behind the tracer check (not available otherwise)
+        assert any(s.startswith("if why=$(") and tool_wrapper(SUITES[run.suite].command(run)) in s for s in steps)
         # TCG boards: the override's 100 us buckets
         if suite_id.startswith("timerlat"):
             assert " -b 100 -E 200" in spec["command"]
+
+
+def test_rtla_job_on_a_kernel_without_the_tracer_says_not_available(tmp_path):
+    """The LAVA form of the tracer check, run for real on this machine (whose
+    kernel has neither tracer): the tool never runs, not_available.txt holds
+    the reason, the exit code is 0 (not a failure; ingest records it as not
+    available)."""
+    import subprocess
+
+    from rtlab.lava.render import NOT_AVAILABLE_TEXT, suite_steps
+    from rtlab.suites import SuiteRun
+
+    run = SuiteRun(id="timerlat@idle", name="timerlat", suite="timerlat", load="idle",
+                   params=SUITES["timerlat"].params({}), cpus=(0,))
+    steps = suite_steps(SUITES["timerlat"], run, {})
+    tool = next(s for s in steps if s.startswith("if why=$("))
+    assert tool_wrapper(SUITES["timerlat"].command(run)) in tool
+    assert any(f"rtlab_emit timerlat@idle {NOT_AVAILABLE_TEXT} " in s for s in steps)
+    p = subprocess.run(["sh", "-c", tool], cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    reason = (tmp_path / NOT_AVAILABLE_TEXT).read_text()
+    assert reason.startswith("the kernel has no timerlat tracer (CONFIG_TIMERLAT_TRACER): ")
+    assert (tmp_path / "exit_code").read_text().strip() == "0" and not (tmp_path / "stdout.txt").exists()

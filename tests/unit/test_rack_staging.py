@@ -137,3 +137,51 @@ def test_netboot_strategy_has_no_bootloader_to_drive(tmp_path):
     s = t.get_driver("Strategy", activate=False)
     assert s.uboot is None and type(s.staging).__name__ == "TFTPStagingDriver"
     t.cleanup()
+
+
+def test_ipxe_boot_set_for_netbooting_firmware(tmp_path):
+    """The x86 IPC (and its twin): DHCP names rtlab/boot.ipxe; kernel and
+    initramfs are fetched relative to it, with the variant's bootargs."""
+    env = _env(tmp_path, """
+        TFTPStagingDriver:
+          format: ipxe
+          bootargs: 'console=ttyS0,115200n8  preempt=full '
+    """)
+    t = env.get_target("main")
+    staged = t.get_driver("TFTPStagingDriver").stage()
+    script = (tmp_path / "tftp" / "rtlab" / "boot.ipxe").read_text()
+    assert script == "#!ipxe\nkernel kernel console=ttyS0,115200n8 preempt=full\ninitrd initrd\nboot\n"
+    assert (tmp_path / "tftp" / "rtlab" / "kernel").is_file() and (tmp_path / "tftp" / "rtlab" / "initrd").is_file()
+    assert set(staged) == {"kernel", "initrd", "boot.ipxe"}
+    t.cleanup()
+
+
+def test_a_direct_boot_twin_boots_what_is_staged_and_nothing_else(tmp_path):
+    """Rack board type `boot: direct` (the i.MX6Q twin): QEMU loads the
+    staged uEnv.txt's kernel, initrd, dtb and bootargs; nothing staged, no
+    kernel (a silent board the strategy power-cycles, then calls infra)."""
+    from rtlab.rack.board import VirtualBoard
+    from rtlab.rack.config import load_rack_config
+
+    spec = load_rack_config().boards["imx6q0"]
+    b = VirtualBoard(spec, tmp_path, say=lambda _: None)
+    try:
+        cmd = b.qemu_command()
+        assert "-kernel" not in cmd and cmd[cmd.index("-machine") + 1] == "sabrelite"
+        assert cmd[cmd.index("-smp") + 1] == "4" and cmd[cmd.index("-cpu") + 1] == "cortex-a9"
+        # console on the second UART, the first unconnected; the SoC's own NIC
+        assert " ".join(cmd).endswith("-serial null -serial chardev:uart0")
+        assert "model=" not in cmd[cmd.index("-nic") + 1]
+        staged = b.tftp_dir / "rtlab"
+        staged.mkdir(parents=True)
+        for f in ("kernel", "initrd", "board.dtb"):
+            (staged / f).write_bytes(b"x")
+        (staged / "uEnv.txt").write_text("bootargs=console=ttymxc1,115200 panic=-1 preempt=full\n"
+                                         "rtlab_boot=bootz ...\n")
+        cmd = b.qemu_command()
+        i = cmd.index("-kernel")
+        assert cmd[i:i + 8] == ["-kernel", str(staged / "kernel"), "-initrd", str(staged / "initrd"),
+                                "-append", "console=ttymxc1,115200 panic=-1 preempt=full",
+                                "-dtb", str(staged / "board.dtb")]
+    finally:
+        b.close()

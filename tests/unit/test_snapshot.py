@@ -92,3 +92,40 @@ def test_parse_interrupts_keeps_named_rows():
     got = parse_interrupts(lines)
     assert got["1"] == {"name": "IO-APIC 1-edge i8042", "counts": [9, 0]}
     assert got["NMI"]["counts"] == [0, 1] and got["ERR"]["counts"] == [0]
+
+
+def test_few_short_console_lines():
+    """A TCG console answers a command in ~0.3 s and mangles long lines: the
+    snapshot is read in a few lines of at most MAX_LINE characters."""
+    sent = []
+
+    class Recording(LocalShell):
+        def run(self, cmd, timeout=30.0):
+            sent.append(cmd)
+            return super().run(cmd, timeout)
+
+    snap = snapshot.take(Recording())
+    assert snap["interrupts"] and snap["modules"] is not None
+    assert len(sent) <= 3 and all(len(c) <= snapshot.MAX_LINE for c in sent)
+
+
+def test_run_differences_between_two_runs(tmp_path):
+    """A real QEMU job's snapshot (tests/fixtures/snapshot, qemu-aarch64 rt)
+    as baseline; the candidate's IRQ 13 moved and its clocksource changed."""
+    import json
+    from pathlib import Path
+
+    real = json.loads((Path(__file__).resolve().parents[1] / "fixtures" / "snapshot" / "qemu-aarch64-rt.json").read_text())
+    cand = copy.deepcopy(real)
+    cand["irq_affinity"]["13"] = "1"
+    cand["clocksource"]["current"] = "jiffies"
+    for name, snap in (("base", real), ("cand", cand)):
+        d = tmp_path / name / "qemu-aarch64" / "rt"
+        d.mkdir(parents=True)
+        (d / "snapshot.json").write_text(json.dumps(snap))
+    irq13 = real["interrupts"]["13"]["name"].split()[-1]
+    assert snapshot.run_differences([tmp_path / "base"], [tmp_path / "cand"]) == [
+        "qemu-aarch64/rt: clocksource arch_sys_counter -> jiffies",
+        f"qemu-aarch64/rt: irq 13 ({irq13}) moved from CPU 0-1 to CPU 1",
+    ]
+    assert snapshot.run_differences([tmp_path / "base"], [tmp_path / "base"]) == []

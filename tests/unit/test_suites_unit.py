@@ -37,7 +37,7 @@ def cmd(suite, cpus=(0, 1), board=None, **params):
 def test_every_tool_of_the_programme_is_a_suite():
     assert set(SUITES) == {"cyclictest", "signaltest", "sigwaittest", "svsematest", "ptsematest",
                            "pmqtest", "pi_stress", "hackbench", "cyclicdeadline", "rt-migrate-test",
-                           "rtbench", "timerlat", "osnoise"}
+                           "rtbench", "timerlat", "osnoise", "oslat"}
     for name, s in SUITES.items():
         if name not in ("hackbench", "timerlat", "osnoise"):  # no --json: parsed from stdout
             assert f"--json={s.json_file}" in cmd(name)

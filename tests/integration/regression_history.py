@@ -1,0 +1,122 @@
+"""A latency history in a real influxd, for `rtlab regressions` and the
+regressions dashboard: real cyclictest outputs of this machine, published
+by the production code as one run per commit (two repeats each), with a
+regression injected at a known commit by scaling the latencies of the runs
+from that commit on (every histogram bucket, min/avg/max: the shape of the
+real output kept, only slower). A second board has both a nightly pinned
+reference kernel (campaign `reference`, two runs a night) that drifts
+and commit runs that jump in the same window: lab drift.
+
+    local         commits c00..c13, x3 from c07 on           -> active regression, c06..c07
+    rk3568-lab    reference nightly x2 from night 5 on and
+                  commits x2 from the same day               -> lab drift suspected
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+from datetime import datetime, timedelta, timezone
+from pathlib import Path
+
+from rtlab.model import Histogram, JobResult, Measurement, MeasurementKey, RunResult, ThreadResult, ToolOutput
+from rtlab.parsers import parse_file
+
+GOOD_COMMITS, BAD_COMMITS = 7, 7
+STEP = 3
+
+
+def real_outputs(tmp: Path, n: int = 4) -> list[ToolOutput]:
+    """n real cyclictest runs of this machine (1 s each, concurrently)."""
+    assert shutil.which("cyclictest"), "rt-tests not installed (env/apt-packages.txt)"
+    procs = []
+    for i in range(n):
+        out = tmp / f"cyclictest-{i}.json"
+        procs.append((out, subprocess.Popen(["cyclictest", "-q", "-D", "1", "-i", "500", "-h", "20000",
+                                             f"--json={out}"], stdout=subprocess.DEVNULL,
+                                            stderr=subprocess.PIPE, text=True)))
+    outs = []
+    for out, p in procs:
+        _, err = p.communicate(timeout=60)
+        assert p.returncode == 0 and out.exists(), err
+        outs.append(parse_file(str(out)))
+    return outs
+
+
+def scaled(out: ToolOutput, k: int) -> ToolOutput:
+    """The same output, every latency k times (histogram buckets included)."""
+    o = ToolOutput.from_json(out.to_json(with_histogram=True))
+    threads = []
+    for t in o.threads:
+        h = t.histogram
+        hist = None if h is None else Histogram(counts={i * k: c for i, c in h.counts.items()},
+                                                bucket_us=h.bucket_us, size=(h.size * k if h.size else None),
+                                                overflows=h.overflows)
+        threads.append(ThreadResult(t.thread, t.cpu, t.cycles, t.min_us * k, t.avg_us * k, t.max_us * k,
+                                    t.overflows, hist, dict(t.extra)))
+    o.threads = threads
+    return o
+
+
+def _run(run_id: str, started: datetime, board: str, sha: str, out: ToolOutput, campaign: str) -> RunResult:
+    from rtlab.budgets import Budget
+    from rtlab.gate import judge
+
+    job = JobResult(board=board, variant="rt", arch="x86_64", budget_class="local",
+                    kernel={"release": "6.12.0-rt5"}, duration_s=3.0)
+    m = Measurement(MeasurementKey(board, "rt", "cyclictest", "idle"), out, raw=["cyclictest.json"])
+    judge(m, Budget(max_us=1e6))
+    job.measurements.append(m)
+    return RunResult(run_id=run_id, started=started.strftime("%Y-%m-%dT%H:%M:%SZ"), campaign=campaign,
+                     commit={"sha": sha, "subject": f"commit {sha[:3]}", "branch": "rt/next",
+                             "pipeline_source": "schedule" if campaign == "reference" else "push"},
+                     jobs=[job])
+
+
+def history_runs(outputs: list[ToolOutput], now: datetime, scale: float = 1.0) -> dict[str, list[RunResult]]:
+    """The runs of both boards, and the commit shas, by role; the history
+    spans 10 days (times `scale`) up to `now`."""
+    runs: list[RunResult] = []
+    t0 = now - timedelta(days=10) * scale
+
+    def at(**kw) -> datetime:
+        return (t0 + timedelta(**kw) * scale).replace(microsecond=0)
+
+    n = GOOD_COMMITS + BAD_COMMITS
+    shas = [f"c{i:02d}" + "0" * 37 + f"{i:01x}"[-1] for i in range(n)]
+    k = 0
+    for i, sha in enumerate(shas):
+        for rep in range(2):
+            out = outputs[k % len(outputs)]
+            k += 1
+            t = at(hours=12 * i, minutes=10 * rep)
+            runs.append(_run(f"hist-local-{i}-{rep}", t, "local", sha,
+                             scaled(out, STEP) if i >= GOOD_COMMITS else out, "push"))
+    # the lab board: nightly reference (pinned kernel) and commits, both
+    # slower from day 5 on (the lab changed, not the kernel)
+    for night in range(10):
+        for rep in range(2):
+            out = outputs[(2 * night + rep) % len(outputs)]
+            runs.append(_run(f"hist-ref-{night}-{rep}", at(days=night, hours=2, minutes=10 * rep),
+                             "rk3568-lab", "f" * 40, scaled(out, 2) if night >= 5 else out, "reference"))
+    for i in range(20):
+        out = outputs[(i + 1) % len(outputs)]
+        t = at(hours=12 * i, minutes=30)
+        runs.append(_run(f"hist-lab-{i}", t, "rk3568-lab", f"d{i:02d}" + "0" * 37,
+                         scaled(out, 2) if t >= at(days=5) else out, "push"))
+    return {"runs": runs, "shas": shas}
+
+
+def publish_history(outputs: list[ToolOutput], url: str, database: str, tmp: Path, scale: float = 1.0) -> dict:
+    """Publish the history with `rtlab publish`'s code; returns the shas."""
+    from rtlab.store import StoreConfig, publish_run
+
+    h = history_runs(outputs, datetime.now(timezone.utc).replace(microsecond=0), scale)
+    cfg = StoreConfig(url=url, database=database, spool_dir=str(tmp / "spool")).normalized()
+    for run in h["runs"]:
+        d = tmp / "results" / run.run_id
+        d.mkdir(parents=True, exist_ok=True)
+        (d / "run.json").write_text(json.dumps(run.to_json()))
+        rep = publish_run(d, progress=lambda s: None, config=cfg)
+        assert rep.ok, rep.errors
+    return h
