@@ -29,9 +29,9 @@ COMMAND_MODULES = [
     "rtlab.commands.lava",
     "rtlab.commands.rack",
     "rtlab.commands.ci",
-    "rtlab.commands.compare",
     "rtlab.commands.regressions",
     "rtlab.commands.bisect",
+    "rtlab.commands.compare",
 ]
 
 

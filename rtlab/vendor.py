@@ -28,14 +28,14 @@ import shlex
 from collections import OrderedDict
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Optional
+from typing import Iterable, Optional, Union
 
-from .model import Histogram, Measurement, RunResult, ThreadResult, ToolOutput, Verdict, combine_verdicts
+from .parsers._common import IPC_TOOLS
+from .model import Histogram, JobResult, Measurement, RunResult, ThreadResult, ToolOutput, Verdict, combine_verdicts
 
 #: the reports' thresholds: 10 µs (interrupt response), 70 µs (periodic
 #: jitter under stress), 100 µs (the usual "hard real-time" line)
 DEFAULT_THRESHOLDS = (10.0, 70.0, 100.0)
-IPC_TOOLS = ("sigwaittest", "svsematest", "ptsematest", "pmqtest")
 #: tools whose "threads" are different operations: no all-threads row and no
 #: shares (adding a mutex lock to a task switch says nothing)
 PER_OPERATION_TOOLS = ("rtbench",)
@@ -78,7 +78,9 @@ def fmt_samples(n: Optional[int]) -> str:
 def fmt_us(v: Optional[float]) -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return "-"
-    if v < 10:
+    if v < 1:  # rtbench's operations: tens of nanoseconds
+        s = f"{v:.3f}"
+    elif v < 10:
         s = f"{v:.2f}"
     elif v < 1000:
         s = f"{v:.1f}"
@@ -249,10 +251,15 @@ def _merge(threads: list[ThreadResult], thread: int) -> ThreadResult:
     return merged
 
 
-def _read_command(run_dir: Optional[Path], job_dir_rel: tuple[str, str], m: Measurement) -> Optional[str]:
-    if run_dir is None:
+#: where a job's raw files are: one run's directory, or per job (runs merged)
+RunDirs = Union[None, Path, dict]
+
+
+def _read_command(run_dir: RunDirs, job: JobResult, m: Measurement) -> Optional[str]:
+    base = run_dir.get(id(job)) if isinstance(run_dir, dict) else run_dir
+    if base is None:
         return None
-    job_dir = Path(run_dir, *job_dir_rel)
+    job_dir = Path(base, job.board, job.variant)
     for rel in m.raw:
         if rel.endswith("command.txt"):
             try:
@@ -260,6 +267,27 @@ def _read_command(run_dir: Optional[Path], job_dir_rel: tuple[str, str], m: Meas
             except OSError:
                 return None
     return None
+
+
+def merge_runs(runs: list[tuple[RunResult, Optional[Path]]]) -> tuple[RunResult, dict]:
+    """Several runs of a campaign as one: the same board × variant in two runs
+    is two repeats of it. Returns the merged run and where each job's raw
+    files are (for vendor_tables' run_dir)."""
+    if len(runs) == 1:
+        run, d = runs[0]
+        return run, {id(j): d for j in run.jobs}
+    first = runs[0][0]
+    jobs, dirs, na = [], {}, []
+    for run, d in runs:
+        for j in run.jobs:
+            jobs.append(j)
+            dirs[id(j)] = d
+        na += [n for n in run.not_available if n not in na]
+    merged = RunResult(run_id=" + ".join(r.run_id for r, _ in runs), started=first.started,
+                       campaign=", ".join(dict.fromkeys(r.campaign for r, _ in runs)),
+                       commit=first.commit if all(r.commit == first.commit for r, _ in runs) else {},
+                       jobs=jobs, not_available=na)
+    return merged, dirs
 
 
 def _cell(variant: str, ms: list[tuple[Measurement, Optional[str]]]) -> Cell:
@@ -283,7 +311,7 @@ def _cell(variant: str, ms: list[tuple[Measurement, Optional[str]]]) -> Cell:
                 combined=combined, commands=commands, tool=tool)
 
 
-def vendor_blocks(run: RunResult, run_dir: Optional[Path] = None) -> list[Block]:
+def vendor_blocks(run: RunResult, run_dir: RunDirs = None) -> list[Block]:
     """The run as the reports' blocks, in run order."""
     variants_by_board: "OrderedDict[str, list[str]]" = OrderedDict()
     arch: dict[str, str] = {}
@@ -301,7 +329,7 @@ def vendor_blocks(run: RunResult, run_dir: Optional[Path] = None) -> list[Block]
     found: "OrderedDict[tuple[str, str, str], dict[str, list]]" = OrderedDict()
     for job in run.jobs:
         for m in job.measurements:
-            cmd = _read_command(run_dir, (job.board, job.variant), m)
+            cmd = _read_command(run_dir, job, m)
             found.setdefault((job.board, m.key.suite, m.key.load), {}) \
                  .setdefault(job.variant, []).append((m, cmd))
     infra = {(j.board, j.variant): ("FAIL" if j.build_error else "INFRA")
@@ -355,10 +383,6 @@ def block_rows(block: Block, thresholds: Iterable[float]) -> list[tuple[str, dic
     """(row label, {variant: cell}) for one block; unknown shares add notes."""
     from .suites import Suite
 
-    def result_cell(tool: str, out) -> Optional[str]:  # the suite's own whole-run cell
-        suite = Suite.for_tool(tool)
-        return suite.result_cell(out) if suite is not None else None
-
     thresholds = tuple(thresholds)
     cells = {v: c for v, c in block.cells.items() if isinstance(c, Cell)}
 
@@ -392,7 +416,9 @@ def block_rows(block: Block, thresholds: Iterable[float]) -> list[tuple[str, dic
                 if s.unknown:
                     block.notes.append(f">= {fmt_threshold(thr)} us unknown for {v}: {s.unknown}")
             rows.append((f">= {fmt_threshold(thr)} us", row))
-    results = {v: result_cell(c.tool, c.measurements[0].output) for v, c in cells.items()}
+    suite = Suite.for_tool(block.tool)
+    results = {v: (suite.result_cell(c.measurements[0].output) if suite is not None else None)
+               for v, c in cells.items()}
     if any(r is not None for r in results.values()):
         rows.append(("result", {v: (results.get(v) or "-") if v in cells else blank(v)
                                 for v in block.variants}))
@@ -453,7 +479,7 @@ def text_histogram(h: Histogram, rows: int = TEXT_HIST_ROWS, width: int = TEXT_H
 
 
 def vendor_tables(run: RunResult, thresholds: Iterable[float] = DEFAULT_THRESHOLDS,
-                  run_dir: Optional[Path] = None, histograms: bool = True) -> str:
+                  run_dir: RunDirs = None, histograms: bool = True) -> str:
     thresholds = tuple(thresholds)
     blocks = vendor_blocks(run, run_dir)
     out = [f"Vendor tables: run {run.run_id}, campaign {run.campaign}"
@@ -461,6 +487,9 @@ def vendor_tables(run: RunResult, thresholds: Iterable[float] = DEFAULT_THRESHOL
            "latencies in µs; min/avg/max per thread; samples in millions (M) where large;",
            f">= T us: share of samples at or above T ({', '.join(map(fmt_threshold, thresholds))} µs), "
            "'unknown' where the histogram does not reach T", ""]
+    kernels = kernel_lines(run)
+    if kernels:
+        out += ["Kernels (read on the board):", *(f"  {k}" for k in kernels), ""]
     out += summary_lines(blocks)
     for b in blocks:
         rows = block_rows(b, thresholds)
@@ -480,7 +509,39 @@ def vendor_tables(run: RunResult, thresholds: Iterable[float] = DEFAULT_THRESHOL
                     out.append(f"  histogram {v} (samples, log scale):")
                     out += [f"    {ln}" for ln in text_histogram(c.combined.histogram)]
         out.append("")
+    missing = unmeasured_lines(run)
+    if missing:
+        out += ["Not measured:", *(f"  {m}" for m in missing), ""]
     return "\n".join(out)
+
+
+def unmeasured_lines(run: RunResult) -> list[str]:
+    """Jobs with no numbers in the tables, and why (nothing silently missing)."""
+    out = []
+    for j in run.jobs:
+        if j.measurements:
+            continue
+        why = j.build_error or j.infra_error or "no measurement"
+        out.append(f"{j.board}/{j.variant}: {'FAIL' if j.build_error else 'INFRA'}: {why.splitlines()[0]}")
+    for n in run.not_available:
+        out.append(f"{n['board']}/{n['variant']}: not available: {n.get('reason', '')}")
+    return out
+
+
+def kernel_lines(run: RunResult) -> list[str]:
+    """Which kernel each column ran, as the boot test read it off the board."""
+    out, seen = [], set()
+    for j in run.jobs:
+        if (j.board, j.variant) in seen or not j.kernel:
+            continue
+        seen.add((j.board, j.variant))
+        k = j.kernel
+        model = k.get("preempt") or k.get("config_preempt") or "?"
+        iso = k.get("isolated") or ""
+        out.append(f"{j.board}/{j.variant}: {k.get('release', '?')}, preemption {model}"
+                   + (", PREEMPT_RT" if k.get("realtime") else "")
+                   + (f", isolated CPUs {iso}" if iso and iso != "(null)" else ""))
+    return out
 
 
 def summary_lines(blocks: list[Block]) -> list[str]:
@@ -516,7 +577,7 @@ def _html_table(header: list[str], rows: list[tuple[str, list[str]]], cls: str =
 
 
 def write_vendor_html(run: RunResult, path: Path, thresholds: Iterable[float] = DEFAULT_THRESHOLDS,
-                      run_dir: Optional[Path] = None) -> Path:
+                      run_dir: RunDirs = None) -> Path:
     from .plot import histogram_svg
 
     thresholds = tuple(thresholds)
@@ -532,6 +593,10 @@ def write_vendor_html(run: RunResult, path: Path, thresholds: Iterable[float] = 
              + ". Latencies in µs; samples in millions (M) where large; "
              f"&ge; T: share of samples at or above T ({html.escape(', '.join(map(fmt_threshold, thresholds)))} µs), "
              "<em>unknown</em> where the histogram does not reach T.</p>"]
+    kernels = kernel_lines(run)
+    if kernels:
+        parts.append("<h2>Kernels (read on the board)</h2><ul>"
+                     + "".join(f"<li>{html.escape(k)}</li>" for k in kernels) + "</ul>")
     summary = summary_lines(blocks)
     if summary:
         variants: list[str] = []
@@ -563,6 +628,10 @@ def write_vendor_html(run: RunResult, path: Path, thresholds: Iterable[float] = 
             parts.append("<div>" + histogram_svg(series, f"{b.title} · samples per µs (log scale)",
                                                   marks=[(f">= {fmt_threshold(t)} µs", t) for t in thresholds])
                          + "</div>")
+    missing = unmeasured_lines(run)
+    if missing:
+        parts.append("<h2>Not measured</h2><ul>" + "".join(f"<li>{html.escape(m)}</li>" for m in missing)
+                     + "</ul>")
     path = Path(path)
     path.write_text("\n".join(parts) + "\n")
     return path

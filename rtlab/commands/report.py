@@ -10,7 +10,9 @@ from ..results import load_run
 
 def register(sub):
     p = sub.add_parser("report", help="print the variant comparison table of a run")
-    p.add_argument("run_dir", type=Path, help="results/<run_id> (or results/latest)")
+    p.add_argument("run_dir", type=Path, nargs="+", metavar="RUN_DIR",
+                   help="results/<run_id> (or results/latest); with --vendor several runs of a "
+                        "campaign, merged as repeats")
     p.add_argument("--html", type=Path, metavar="FILE",
                    help="also write an HTML report: the table plus latency histograms (log-scale counts)")
     p.add_argument("--vendor", action="store_true",
@@ -45,17 +47,21 @@ def _thresholds(text: str):
 def report(args) -> int:
     from ..report import comparison_table
 
-    run = load_run(args.run_dir)
     if args.vendor:
-        from ..vendor import DEFAULT_THRESHOLDS, vendor_tables, write_vendor_html
+        from ..vendor import DEFAULT_THRESHOLDS, merge_runs, vendor_tables, write_vendor_html
 
         thresholds = args.thresholds or DEFAULT_THRESHOLDS
-        print(vendor_tables(run, thresholds, run_dir=args.run_dir))
+        # raw files (command lines) beside each run.json, also when run.json itself is given
+        run, dirs = merge_runs([(load_run(d), d.parent if d.is_file() else d) for d in args.run_dir])
+        print(vendor_tables(run, thresholds, run_dir=dirs))
         if args.html:
-            print(f"report: {write_vendor_html(run, args.html, thresholds, run_dir=args.run_dir)}")
+            print(f"report: {write_vendor_html(run, args.html, thresholds, run_dir=dirs)}")
         return 0
     if args.thresholds:
         raise InputError("--thresholds", "only with --vendor")
+    if len(args.run_dir) != 1:
+        raise InputError(" ".join(map(str, args.run_dir)), "one RUN_DIR (several only with --vendor)")
+    run = load_run(args.run_dir[0])
     print(comparison_table(run))
     if args.html:
         from ..plot import write_html_report

@@ -35,6 +35,7 @@ import yaml
 
 from .. import ROOT
 from ..campaign import Campaign, Job
+from ..config import format_cpulist
 from ..errors import InputError, RtlabError
 from ..fsutil import atomic_write, sha256_file
 from ..images import PROMPT_RE, ImageSet
@@ -401,6 +402,12 @@ def render_campaign(campaign: Campaign, out_dir: Path, *, boards: Optional[list[
             not_available.append({"board": job.board.name, "variant": job.variant.name, "reason": why})
             continue
         for run in job.suites:
+            missing = [c for c in run.cpus if c >= job.board.cpus]
+            if missing:  # a lab board the campaign did not name (named ones are checked at load)
+                not_rendered.append({"board": job.board.name, "variant": job.variant.name, "suite": run.id,
+                                     "reason": f"pinned to CPU {format_cpulist(missing)}: the board has "
+                                               f"{job.board.cpus} CPUs"})
+                continue
             loads = lava_loads.plan(by_name[job.board.name], job.variant, run)
             if isinstance(loads, str):  # no LAVA form on this board: why
                 not_rendered.append({"board": job.board.name, "variant": job.variant.name, "suite": run.id,

@@ -115,6 +115,8 @@ def test_repeats_merge_per_thread_and_na_variants_and_intervals_stay_apart():
     text = vendor_tables(run, (10, 90))
     assert "== b (aarch64) · cyclictest-10ms · idle" in text
     assert "Max latency" in text and "unjudged" not in text
+    # jobs without numbers are listed with the reason, never just absent
+    assert "  b/none: INFRA: no boot" in text and "  b/rt-iso: not available: 1 CPU" in text
 
 
 def test_unjudged_measurement_is_said_so():
@@ -122,3 +124,19 @@ def test_unjudged_measurement_is_said_so():
         _m("b", "rt", "cyclictest", "idle", [_t({10: 5}, size=100, mx=10.0)], verdict=None)])])
     (b,) = vendor_blocks(run)
     assert dict(block_rows(b, (10,)))["verdict"]["rt"] == "unjudged"
+
+
+def test_microseconds_keep_nanosecond_operations_visible():
+    from rtlab.vendor import fmt_us
+
+    assert [fmt_us(v) for v in (0.004, 0.036, 0.0, 2.5, 26.37, 1189.0, 15226.0)] == \
+        ["0.004", "0.036", "0", "2.5", "26.4", "1,189", "15,226"]
+
+
+def test_whole_run_results_have_their_row():
+    m = _m("b", "rt", "hackbench", "idle", [], tool="hackbench")
+    m.output.metrics["time_s"] = 1.234
+    run = RunResult(run_id="r", started="t", campaign="c", jobs=[JobResult("b", "rt", measurements=[m])])
+    (b,) = vendor_blocks(run)
+    rows = dict(block_rows(b, (10,)))
+    assert rows["result"]["rt"].startswith("1.23") and "samples" not in rows
