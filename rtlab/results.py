@@ -180,7 +180,7 @@ def collect(job_dir: Path, key: MeasurementKey, suite: Suite, run: SuiteRun, *,
                     if check is not None:
                         reasons += check(out)
                     from .gate import sample_problems  # a run cut short is INFRA, not a verdict
-                    reasons += sample_problems(out, suite.expected_samples(run))
+                    reasons += sample_problems(out, suite.expected_samples(run), run.params.get("interval_us"))
     reasons += after
     found = read_analysis(host_dir)
     ev = {"dir": f"{run.id}/{EVIDENCE_DIR}", "summary": found.get("summary")} if found is not None else None
