@@ -540,9 +540,10 @@ def kernel_lines(run: RunResult) -> list[str]:
             continue
         seen.add((j.board, j.variant))
         k = j.kernel
-        model = k.get("preempt") or k.get("config_preempt") or "?"
+        model = k.get("preempt") or k.get("config_preempt")  # None: the kernel did not say
         iso = k.get("isolated") or ""
-        out.append(f"{j.board}/{j.variant}: {k.get('release', '?')}, preemption {model}"
+        out.append(f"{j.board}/{j.variant}: {k.get('release', '?')}"
+                   + (f", preemption {model}" if model else "")
                    + (", PREEMPT_RT" if k.get("realtime") else "")
                    + (f", isolated CPUs {iso}" if iso and iso != "(null)" else ""))
     return out
