@@ -127,6 +127,15 @@ def read_exit_code(host_dir: Path) -> Optional[int]:
     return rc if isinstance(rc, int) else None
 
 
+def read_elapsed(host_dir: Path) -> Optional[float]:
+    """How long the tool ran (exit.json, measured around it), None if absent."""
+    try:
+        v = json.loads((host_dir / "exit.json").read_text()).get("elapsed_s")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) else None
+
+
 def tool_exit_problem(suite: Suite, rc: int, host_dir: Path) -> Optional[str]:
     """Why a tool's exit code makes its run INFRA (a crash, a tool that could
     not start), or None when it produced a result: exit 0, or an exit the
@@ -180,7 +189,8 @@ def collect(job_dir: Path, key: MeasurementKey, suite: Suite, run: SuiteRun, *,
                     if check is not None:
                         reasons += check(out)
                     from .gate import sample_problems  # a run cut short is INFRA, not a verdict
-                    reasons += sample_problems(out, suite.expected_samples(run))
+                    reasons += sample_problems(out, suite.expected_samples(run), read_elapsed(host_dir),
+                                               suite.duration_s(run))
     reasons += after
     found = read_analysis(host_dir)
     ev = {"dir": f"{run.id}/{EVIDENCE_DIR}", "summary": found.get("summary")} if found is not None else None

@@ -153,6 +153,12 @@ def test_run_cut_short_is_infra(tmp_path):
     (why,) = sample_problems(short, suite.expected_samples(run))
     assert "cut short: 3326 of 20000 samples" in why
     assert sample_problems(ToolOutput(path="x", tool="cyclictest", threads=[thread({10: 18500})]), 20000) == []
+    # with its run time known: SIGTERM at 3 s of 20 s is cut short ...
+    (why,) = sample_problems(short, 20000, elapsed_s=3.1, duration_s=20)
+    assert "3326 of 20000 samples in 3.1 s of 20 s" in why
+    # ... a tool that ran its 20 s but missed periods (an overloaded TCG
+    # board) measured latency: judged, not infra
+    assert sample_problems(short, 20000, elapsed_s=20.2, duration_s=20) == []
 
 
 def test_nan_and_inf_limits_are_rejected_at_load(tmp_path):
