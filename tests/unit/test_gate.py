@@ -175,3 +175,17 @@ def test_nan_and_inf_limits_are_rejected_at_load(tmp_path):
         f.write_text(f'budgets:\n  k: {{"*": {{"*": {{"*": {{percentiles_us: {{"99": {bad}}}}}}}}}}}\n')
         with pytest.raises(InputError, match=r'percentiles_us.99: must be a finite number'):
             load_budgets(f)
+
+
+def test_run_time_from_exit_json_or_the_tools_own_json(tmp_path):
+    import json
+
+    from rtlab.results import read_elapsed
+
+    (tmp_path / "exit.json").write_text(json.dumps({"exit_code": 0, "elapsed_s": 20.3}))
+    assert read_elapsed(tmp_path) == 20.3
+    (tmp_path / "exit.json").write_text(json.dumps({"exit_code": 0}))  # LAVA: no elapsed_s
+    assert read_elapsed(tmp_path, "cyclictest.json") is None
+    (tmp_path / "cyclictest.json").write_text(json.dumps(
+        {"start_time": "Sat, 21 Nov 2026 06:13:15 +0000", "end_time": "Sat, 21 Nov 2026 06:13:18 +0000"}))
+    assert read_elapsed(tmp_path, "cyclictest.json") == 4.0  # whole seconds: an upper bound
