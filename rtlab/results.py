@@ -201,11 +201,15 @@ def collect(job_dir: Path, key: MeasurementKey, suite: Suite, run: SuiteRun, *,
                     if check is not None:
                         reasons += check(out)
                     from .gate import sample_problems  # a run cut short is INFRA, not a verdict
-                    reasons += sample_problems(out, suite.expected_samples(run),
+                    # ... unless it stopped itself at the breach (evidence armed): that short
+                    # run is the breach's record, judged on what it measured
+                    expected = None if suite.breached(host_dir, run) else suite.expected_samples(run)
+                    reasons += sample_problems(out, expected, run.params.get("interval_us"),
                                                read_elapsed(host_dir, suite.json_file), suite.duration_s(run))
     reasons += after
     found = read_analysis(host_dir)
-    ev = {"dir": f"{run.id}/{EVIDENCE_DIR}", "summary": found.get("summary")} if found is not None else None
+    ev = ({"dir": f"{run.id}/{EVIDENCE_DIR}", "summary": found.get("summary"), "why": found.get("why")}
+          if found is not None else None)
     ms = [Measurement(dataclasses.replace(key, suite=f"{key.suite}-{suffix}") if suffix else key, out, raw)
           for suffix, out in outs.items()] or [Measurement(key, ToolOutput(path="", tool=suite.tool), raw)]
     for m in ms:
@@ -267,11 +271,14 @@ class ResultsDir:
         return jr
 
     def finish(self, run: RunResult) -> Path:
-        """run.json, report.html, and ``latest`` pointing here."""
+        """run.json, report.html, vendor.html (the vendor reports' tables,
+        `rtlab report --vendor`), and ``latest`` pointing here."""
         from .plot import write_html_report  # plot -> report -> model: heavy, only at the end
+        from .vendor import write_vendor_html
 
         (self.path / "run.json").write_text(json.dumps(run.to_json(), indent=2) + "\n")
         write_html_report(run, self.path / "report.html")
+        write_vendor_html(run, self.path / "vendor.html", run_dir=self.path)
         self.point_latest()
         return self.path
 

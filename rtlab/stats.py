@@ -144,7 +144,7 @@ def shift_tests(pairs: Sequence[tuple[Sequence[float], Sequence[float]]], *, tri
                 out[i] = ShiftTest(p=float(mw.pvalue), ratio=math.exp(e), ratio_low=math.exp(e),
                                    ratio_high=math.exp(e),
                                    method="exact Mann-Whitney U (no spread for a t-test)")
-    return out  # type: ignore[return-value]
+    return out
 
 
 def adjust(pvalues: Sequence[float]) -> list[float]:

@@ -76,10 +76,15 @@ def run_comparison(args, candidate_dirs):
     policy = policy_for(args, candidate_dirs)
     cand_source = "runs " + ", ".join(str(d) for d in candidate_dirs)
     if args.baseline:
+        from ..snapshot import run_differences
+
         baseline = load_runs(args.baseline)
-        return compare_runs(baseline, candidate, policy,
-                            baseline_source="runs " + ", ".join(str(d) for d in args.baseline),
-                            candidate_source=cand_source)
+        cmp = compare_runs(baseline, candidate, policy,
+                           baseline_source="runs " + ", ".join(str(d) for d in args.baseline),
+                           candidate_source=cand_source)
+        # what changed on the boards between the two sides (snapshot.json of each job)
+        cmp.system_changes = run_differences(args.baseline, candidate_dirs)
+        return cmp
     from .. import baseline as bl
 
     keys, campaigns = bl.keys_of(candidate)
