@@ -369,7 +369,7 @@ def compare_sides(base: Side, cand: Side, policy: Optional[Policy] = None) -> Co
                 kc.reasons.append(why)
         buckets = {(r.bucket_us, r.label) for r in b + c if r.bucket_us is not None}
         if len({bu for bu, _ in buckets}) > 1:
-            by = {}
+            by: dict[Any, list] = {}
             for bu, label in buckets:
                 by.setdefault(bu, []).append(label)
             kc.reasons.append("histogram bucket sizes differ: " + "; ".join(
@@ -399,7 +399,7 @@ def compare_sides(base: Side, cand: Side, policy: Optional[Policy] = None) -> Co
         sc.test = t
         sc.big_enough = (t.ratio >= 1 + eff.relative and sc.cand_median - sc.base_median >= eff.abs_us)
     adjusted = stats.adjust([sc.test.p for _, sc in family])
-    for (kc, sc), p in zip(family, adjusted):
+    for (_, sc), p in zip(family, adjusted):
         sc.p_adjusted = p
     for kc in cmp.keys:
         # a statistic that regressed is definitive even when another one

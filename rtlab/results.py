@@ -183,7 +183,7 @@ def collect(job_dir: Path, key: MeasurementKey, suite: Suite, run: SuiteRun, *,
                     # ... unless it stopped itself at the breach (evidence armed): that short
                     # run is the breach's record, judged on what it measured
                     expected = None if suite.breached(host_dir, run) else suite.expected_samples(run)
-                    reasons += sample_problems(out, expected)
+                    reasons += sample_problems(out, expected, run.params.get("interval_us"))
     reasons += after
     found = read_analysis(host_dir)
     ev = ({"dir": f"{run.id}/{EVIDENCE_DIR}", "summary": found.get("summary"), "why": found.get("why")}
@@ -249,11 +249,14 @@ class ResultsDir:
         return jr
 
     def finish(self, run: RunResult) -> Path:
-        """run.json, report.html, and ``latest`` pointing here."""
+        """run.json, report.html, vendor.html (the vendor reports' tables,
+        `rtlab report --vendor`), and ``latest`` pointing here."""
         from .plot import write_html_report  # plot -> report -> model: heavy, only at the end
+        from .vendor import write_vendor_html
 
         (self.path / "run.json").write_text(json.dumps(run.to_json(), indent=2) + "\n")
         write_html_report(run, self.path / "report.html")
+        write_vendor_html(run, self.path / "vendor.html", run_dir=self.path)
         self.point_latest()
         return self.path
 
