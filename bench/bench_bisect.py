@@ -43,7 +43,7 @@ def main() -> int:
     ap.add_argument("--bug-at", type=int, default=4)
     ap.add_argument("--repeat", type=int, default=2)
     ap.add_argument("--baseline-repeat", type=int, default=5)
-    ap.add_argument("--duration", type=float, default=2.0)
+    ap.add_argument("--duration", type=int, default=2)
     ap.add_argument("--report", type=Path, help="keep the report here")
     a = ap.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-bisect-") as tmp:

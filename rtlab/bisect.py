@@ -127,17 +127,48 @@ def fallback_compare(baseline: list, candidate: list, suite: str, load: str,
     return Verdict(outcome, lines, numbers)
 
 
-def compare(baseline: list, candidate: list, suite: str, load: str) -> Verdict:
-    """i12's rtlab.compare verdict where it exists, else the stand-in."""
+def _knowable(baseline: list, suite: str, load: str, stat: str) -> bool:
+    """Every baseline run can read this statistic (a percentile beyond the
+    histogram range cannot be read)."""
+    if stat == "max" or not stat.startswith("p"):
+        return True
+    for run in baseline:
+        for job in run.jobs:
+            for m in job.measurements:
+                if m.key.suite == suite and m.key.load == load:
+                    t = m.output.combined() if hasattr(m.output, "combined") else m.output.worst()
+                    if t is None or t.percentiles_us.get(stat[1:]) is None:
+                        return False
+    return True
+
+
+def bisect_policy(cmpmod, budgets: Optional[Path], baseline: list, n_cand: int, suite: str, load: str):
+    """The campaign's regression policy (its budget file), for one key of a
+    bisect: the run-level max joins the gating statistics (a bisect hunts a
+    regression already seen, often a rare long section only the max shows);
+    a statistic the good commit's own runs cannot read (a percentile beyond
+    the histogram range, as under TCG) cannot decide a step and is left out;
+    min_runs follows the runs a step has (at least 2: the test stays honest,
+    it says "regression" less often with fewer runs)."""
+    policy = cmpmod.load_policy(budgets) if budgets is not None else cmpmod.Policy()
+    stats_ = tuple(st for st in dict.fromkeys((*policy.statistics, "max")) if _knowable(baseline, suite, load, st))
+    return dataclasses.replace(policy, statistics=stats_,
+                               min_runs=max(2, min(policy.min_runs, len(baseline), n_cand)))
+
+
+def compare(baseline: list, candidate: list, suite: str, load: str,
+            budgets: Optional[Path] = None) -> Verdict:
+    """The regression verdict of rtlab.compare where it exists, else the stand-in."""
     try:
-        from .compare import compare_runs
+        from . import compare as cmpmod
     except ImportError:
         return fallback_compare(baseline, candidate, suite, load)
-    cmp = compare_runs(baseline, candidate)
     fb = fallback_compare(baseline, candidate, suite, load)  # the numbers for the report
-    keys = [k for k in getattr(cmp, "keys", [])
-            if getattr(getattr(k, "key", None), "suite", suite) == suite
-            and getattr(getattr(k, "key", None), "load", load) == load]
+    if fb.outcome == "undecided" and not fb.numbers:  # infra: nothing to compare
+        return fb
+    cmp = cmpmod.compare_runs(baseline, candidate,
+                              bisect_policy(cmpmod, budgets, baseline, len(candidate), suite, load))
+    keys = [k for k in cmp.keys if k.key.suite == suite and k.key.load == load]
     outcome = keys[0].outcome if len(keys) == 1 else cmp.outcome
     return Verdict(outcome, [k.line() for k in keys] or fb.lines, fb.numbers, oracle="rtlab.compare")
 
@@ -156,7 +187,7 @@ class Settings:
     baseline_repeat: int
     campaign: str
     work: str
-    duration_s: Optional[float] = None
+    duration_s: Optional[int] = None
     budgets: Optional[str] = None
 
 
@@ -175,7 +206,11 @@ def load_bisect_campaign(s: Settings):
     camp.suites = [dataclasses.replace(e, loads=(s.load,), params=params)]
     if s.budgets:
         camp.budgets = Path(s.budgets)
-    jobs = camp.jobs()
+    from .params import ParamError
+    try:
+        jobs = camp.jobs()
+    except ParamError as e:
+        raise BisectInputError(camp.path, f"suite {s.suite}: {e}") from None
     if len(jobs) != 1:
         raise BisectInputError("--board", f"{s.board} × {s.variant}: {len(jobs)} jobs in campaign {camp.path}, "
                                           "need exactly one (does the board support the variant?)")
@@ -229,7 +264,7 @@ def measure(s: Settings, label: str, n: int) -> tuple[list, dict[str, Any]]:
         dirs.append(str(run_dir))
     timing["other"] += max(time.monotonic() - t_all - sum(timing.values()), 0.0)
     timing = {k: round(v, 1) for k, v in timing.items()}
-    return runs, {"commit": commit, "runs": dirs, "timing": timing, "build": b}
+    return runs, {"commit": commit, "runs": dirs, "timing": timing, "build": b, "budgets": str(camp.budgets)}
 
 
 def load_runs(dirs: list[str]) -> list:
@@ -250,7 +285,7 @@ def judge_head(s: Settings, baseline: list, label: str) -> dict[str, Any]:
         if info.get("build_error"):
             v = Verdict("undecided", [f"build error: {info['build_error']}"])
         else:
-            v = compare(baseline, runs, s.suite, s.load)
+            v = compare(baseline, runs, s.suite, s.load, info.get("budgets"))
         info.update(outcome=v.outcome, lines=v.lines, numbers=v.numbers, oracle=v.oracle,
                     seconds=round(time.monotonic() - t0, 1))
         attempts.append(info)

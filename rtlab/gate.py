@@ -17,16 +17,35 @@ from .suites import METRICS, Suite
 MIN_SAMPLE_SHARE = 0.9
 
 
-def sample_problems(out: ToolOutput, expected: Optional[int]) -> list[str]:
+def late_periods_upper_bound(t, interval_us: Optional[float]) -> int:
+    """Periods a thread can have lost to its own late wake-ups, at most:
+    cyclictest skips every period that passed while it waited (a thread held
+    off its CPU for 400 ms at a 1 ms interval takes 400 fewer samples).
+    From the histogram (each sample's bucket) and, for samples beyond it,
+    the maximum: an upper bound, so that missing samples a latency could
+    explain are never called a run cut short (a latency failure is never
+    INFRA)."""
+    if not interval_us or interval_us <= 0:
+        return 0
+    h = t.histogram
+    if h is None or not h.counts:
+        return int(t.cycles * (t.max_us // interval_us)) if t.max_us else 0
+    lost = sum(c * int((i * h.bucket_us) // interval_us) for i, c in h.counts.items())
+    over = h.overflows or t.overflows or 0
+    return lost + int(over * (t.max_us // interval_us)) if t.max_us else lost
+
+
+def sample_problems(out: ToolOutput, expected: Optional[int], interval_us: Optional[float] = None) -> list[str]:
     """Why the samples of a latency output cannot be judged: a thread with
     no cycles at all, or (where the suite knows how many a full run takes)
-    fewer than MIN_SAMPLE_SHARE of them."""
+    fewer than MIN_SAMPLE_SHARE of them, more missing than its latencies
+    can explain (*interval_us*: the tool's period)."""
     problems = []
     for t in out.threads:
         where = f"thread {t.thread}" + (f" (cpu {t.cpu})" if t.cpu is not None else "")
         if t.cycles <= 0:
             problems.append(f"{out.tool} {where} recorded 0 cycles")
-        elif expected and t.cycles < MIN_SAMPLE_SHARE * expected:
+        elif expected and t.cycles + late_periods_upper_bound(t, interval_us) < MIN_SAMPLE_SHARE * expected:
             problems.append(f"{out.tool} {where} cut short: {t.cycles} of {expected} samples "
                             f"(< {MIN_SAMPLE_SHARE:.0%} of duration / interval)")
     return problems

@@ -183,7 +183,7 @@ def collect(job_dir: Path, key: MeasurementKey, suite: Suite, run: SuiteRun, *,
                     # ... unless it stopped itself at the breach (evidence armed): that short
                     # run is the breach's record, judged on what it measured
                     expected = None if suite.breached(host_dir, run) else suite.expected_samples(run)
-                    reasons += sample_problems(out, expected)
+                    reasons += sample_problems(out, expected, run.params.get("interval_us"))
     reasons += after
     found = read_analysis(host_dir)
     ev = ({"dir": f"{run.id}/{EVIDENCE_DIR}", "summary": found.get("summary"), "why": found.get("why")}

@@ -28,7 +28,7 @@ def register(sub):
     p.add_argument("--baseline-repeat", type=int, default=5, metavar="N",
                    help="runs of the good commit, the baseline (default 5)")
     p.add_argument("--campaign", help="campaign the suite's parameters come from (default campaigns/default.yaml)")
-    p.add_argument("--duration", type=float, metavar="S", help="override the suite's duration_s")
+    p.add_argument("--duration", type=int, metavar="S", help="override the suite's duration_s (seconds)")
     p.add_argument("--budgets", help="budget file the runs are judged by (default: the campaign's)")
     p.add_argument("--report", type=Path, metavar="DIR", help="where the report and runs go "
                    "(default results/bisect-<good>-<bad>)")

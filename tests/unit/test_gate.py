@@ -153,6 +153,25 @@ def test_run_cut_short_is_infra(tmp_path):
     (why,) = sample_problems(short, suite.expected_samples(run))
     assert "cut short: 3326 of 20000 samples" in why
     assert sample_problems(ToolOutput(path="x", tool="cyclictest", threads=[thread({10: 18500})]), 20000) == []
+    # killed early, with the interval known: its latencies explain nothing, still INFRA
+    assert sample_problems(short, 20000, 1000)
+
+
+def test_samples_lost_to_a_latency_bug_are_not_a_run_cut_short():
+    """A thread held off its CPU for 400 ms every 900 ms skips the periods
+    that pass meanwhile (cyclictest advances its next wake-up past now):
+    11,200 of 20,000 samples, and the missing ones are its own latency, a
+    FAIL to judge, never INFRA."""
+    from rtlab.gate import sample_problems
+
+    hog = ThreadResult(thread=0, cpu=0, cycles=11200, min_us=5, avg_us=40, max_us=400500,
+                       overflows=22, histogram=Histogram(counts={10: 11178}, bucket_us=1.0, overflows=22))
+    out = ToolOutput(path="x", tool="cyclictest", threads=[hog])
+    assert sample_problems(out, 20000, 1000) == []
+    m = judge(meas(hog), Budget(max_us=200000))
+    assert m.verdict == Verdict.FAIL
+    # the same count with small latencies only: cut short
+    assert sample_problems(ToolOutput(path="x", tool="cyclictest", threads=[thread({10: 11200})]), 20000, 1000)
 
 
 def test_nan_and_inf_limits_are_rejected_at_load(tmp_path):
