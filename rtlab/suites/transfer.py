@@ -29,6 +29,8 @@ log = logging.getLogger("rtlab.board")
 
 #: smaller files are not worth a second channel
 BULK_MIN_BYTES = 4096
+#: seconds the board's nc may take to reach the host
+CONNECT_TIMEOUT_S = 5
 
 
 class Channel:
@@ -97,7 +99,9 @@ class TcpChannel(Channel):
 
             t = threading.Thread(target=receive, daemon=True)
             t.start()
-            _, rc = sh.run(f"nc {shlex.quote(self.host_addr)} {port} < {shlex.quote(path)}", timeout=timeout)
+            # -w: a board whose network does not reach the host gives up in seconds, then the console
+            _, rc = sh.run(f"nc -w {CONNECT_TIMEOUT_S} {shlex.quote(self.host_addr)} {port} < {shlex.quote(path)}",
+                           timeout=timeout)
             # nc is done: what it sent is arriving or here; a failed nc sent nothing worth waiting for
             t.join(timeout if rc == 0 else 1.0)
         t.join(1.0)  # the listener is closed: accept() gives up

@@ -86,3 +86,12 @@ def test_run_tool_records_which_way_each_raw_file_came(tmp_path, monkeypatch):
     board_file = next((tmp_path / "board").rglob("big.bin"), None)
     if board_file is not None:  # still on the board: the host copy is byte-exact
         assert hashlib.sha256(board_file.read_bytes()).digest() == hashlib.sha256((host / "big.bin").read_bytes()).digest()
+
+
+def test_a_board_whose_network_does_not_reach_the_host_falls_back_in_seconds(tmp_path):
+    import time
+    f = blob(tmp_path)
+    sh = BoardShell(LocalCommand(), bulk=TcpChannel(host_addr="192.0.2.1"))  # TEST-NET-1: nothing answers
+    t0 = time.monotonic()
+    assert sh.fetch(str(f)) == f.read_bytes() and sh.transfers.files[str(f)]["via"] == "console"
+    assert time.monotonic() - t0 < 30
