@@ -136,6 +136,8 @@ def parse_cpulist(text: str) -> list[int]:
             continue
         if "-" in part:
             lo, hi = part.split("-", 1)
+            if int(hi) < int(lo):
+                raise ValueError(f"descending CPU range {part!r}")
             cpus.update(range(int(lo), int(hi) + 1))
         else:
             cpus.add(int(part))

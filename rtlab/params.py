@@ -158,6 +158,13 @@ class Cpus(Spec):
         if isinstance(v, str):
             if not _CPULIST.match(v):
                 raise ParamError(f"must be 'auto', 'all', a list of CPUs or a cpulist like '0-2,5', got {v!r}")
+            from .config import parse_cpulist
+            try:
+                named = parse_cpulist(v)
+            except ValueError as e:  # "3-1": a descending range
+                raise ParamError(f"{e}, got {v!r}") from None
+            if not named:
+                raise ParamError(f"names no CPU, got {v!r}")
             return v
         if _is_int(v):
             v = [v]
@@ -181,6 +188,8 @@ def check_cpus_on(v: Any, ncpus: int, board: str) -> None:
     cpus = cpus_of(v)
     if cpus is None:
         return
+    if not cpus:  # "3-1" or "": a selection that names no CPU measures nothing
+        raise ParamError(f"names no CPU ({v!r})")
     bad = [c for c in cpus if c >= ncpus]
     if bad:
         raise ParamError(f"CPU(s) {', '.join(map(str, bad))} do not exist on board {board} "

@@ -129,6 +129,10 @@ def test_every_suite_param_is_typed_and_ranged(tmp_path, write_campaign, capsys)
         rc, err = rtlab_inproc("run", "--campaign", path, "--results", tmp_path / "r", "--no-publish",
                                capsys=capsys)
         assert rc == 2 and f"suites[0].{where}.{key}: CPU(s) {n + 3} do not exist on board local" in err, err
+    # a cpulist that names no CPU ("3-1" is descending, not "3,2,1") measures nothing: refused
+    path = write_campaign("boards: [local]\nsuites:\n  - {suite: cyclictest, params: {cpus: '1-0'}}\n", "desc.yaml")
+    rc, err = rtlab_inproc("run", "--campaign", path, "--results", tmp_path / "r", "--no-publish", capsys=capsys)
+    assert rc == 2 and "suites[0].params.cpus: descending CPU range '1-0'" in err, err
 
 
 def test_shell_line_quotes_every_argument(tmp_path):
