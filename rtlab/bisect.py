@@ -160,7 +160,7 @@ def compare(baseline: list, candidate: list, suite: str, load: str,
             budgets: Optional[Path] = None) -> Verdict:
     """The regression verdict of rtlab.compare where it exists, else the stand-in."""
     try:
-        from . import compare as cmpmod  # type: ignore[attr-defined]
+        from . import compare as cmpmod
     except ImportError:
         return fallback_compare(baseline, candidate, suite, load)
     fb = fallback_compare(baseline, candidate, suite, load)  # the numbers for the report
@@ -278,7 +278,7 @@ def measure(s: Settings, label: str, n: int) -> tuple[list, dict[str, Any]]:
 
 def load_runs(dirs: list[str]) -> list:
     from .store.publish import load_run
-    return [load_run(d) for d in dirs]
+    return [load_run(Path(d)) for d in dirs]
 
 
 def subject(tree: Path, sha: str) -> str:

@@ -275,6 +275,9 @@ class Comparison:
     candidate_source: str = ""
     baseline_runs: list[str] = field(default_factory=list)
     candidate_runs: list[str] = field(default_factory=list)
+    #: what changed in the boards' systems, baseline -> candidate (their
+    #: snapshot.json, rtlab.snapshot.run_differences): context, never a verdict
+    system_changes: list[str] = field(default_factory=list)
 
     @property
     def outcome(self) -> str:
@@ -296,6 +299,7 @@ class Comparison:
                f"({len(self.candidate_runs)} runs)"]
         out += [f"error: {p}" for p in self.problems]
         out += [k.line() for k in self.keys]
+        out += [f"system changed: {c}" for c in self.system_changes]
         n = {o: sum(1 for k in self.keys if k.outcome == o) for o in OUTCOME_EXIT}
         out.append(f"compare: {self.outcome.upper()} ({n[REGRESSION]} regressed, {n[NO_REGRESSION]} ok, "
                    f"{n[UNDECIDED]} undecided of {len(self.keys)} keys; "
@@ -308,7 +312,7 @@ class Comparison:
                 "policy": self.policy.to_json(),
                 "baseline": {"source": self.baseline_source, "runs": self.baseline_runs},
                 "candidate": {"source": self.candidate_source, "runs": self.candidate_runs},
-                "keys": [k.to_json() for k in self.keys]}
+                "keys": [k.to_json() for k in self.keys], "system_changes": self.system_changes}
 
 
 # -- the comparison ---------------------------------------------------------
@@ -365,7 +369,7 @@ def compare_sides(base: Side, cand: Side, policy: Optional[Policy] = None) -> Co
                 kc.reasons.append(why)
         buckets = {(r.bucket_us, r.label) for r in b + c if r.bucket_us is not None}
         if len({bu for bu, _ in buckets}) > 1:
-            by = {}
+            by: dict[Any, list] = {}
             for bu, label in buckets:
                 by.setdefault(bu, []).append(label)
             kc.reasons.append("histogram bucket sizes differ: " + "; ".join(
@@ -395,7 +399,7 @@ def compare_sides(base: Side, cand: Side, policy: Optional[Policy] = None) -> Co
         sc.test = t
         sc.big_enough = (t.ratio >= 1 + eff.relative and sc.cand_median - sc.base_median >= eff.abs_us)
     adjusted = stats.adjust([sc.test.p for _, sc in family])
-    for (kc, sc), p in zip(family, adjusted):
+    for (_, sc), p in zip(family, adjusted):
         sc.p_adjusted = p
     for kc in cmp.keys:
         # a statistic that regressed is definitive even when another one

@@ -369,7 +369,7 @@ def analyse_timerlat_trace(text: str, run_evidence: dict[str, float],
             late = (e, kind, ns / 1000)
     if late is not None and late[1] == "thread":
         e, kind, lat = late
-        r = analyse_sched_trace(text, latency_us=lat, victim_pid=e.pid)
+        r: dict[str, Any] = analyse_sched_trace(text, latency_us=lat, victim_pid=e.pid)
         r.update(context="thread", latency_us=lat)
         if r.get("summary"):
             r["summary"] = f"timerlat thread {lat:.0f} us: " + r["summary"]
@@ -381,7 +381,7 @@ def analyse_timerlat_trace(text: str, run_evidence: dict[str, float],
     else:
         return {"events": len(events), "summary": None,
                 "why": "no timerlat sample over the threshold in the trace, and no summary to name the CPU"}
-    r: dict[str, Any] = {"events": len(events), "context": kind, "latency_us": lat, "cpu": cpu}
+    r = {"events": len(events), "context": kind, "latency_us": lat, "cpu": cpu}
     wakes = [e for e in events if e.cpu == cpu and e.event == "sched_wakeup"
              and e.fields().get("comm") == f"timerlat/{cpu}"]
     on_cpu = [e for e in events if e.cpu == cpu]

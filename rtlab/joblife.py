@@ -8,8 +8,10 @@ Board locks
     id, job) into the file; a second job waits, saying who holds the board,
     and gives up after the lock timeout (RTLAB_LOCK_TIMEOUT_S, ``rtlab run
     --lock-timeout``) as INFRA. QEMU boards are machines the job itself
-    creates: nothing to share, no lock. Rack boards are locked too (the
-    labgrid place lock covers other hosts; this covers runs on this one).
+    creates: nothing to share, no lock. Rack boards are locked by their
+    labgrid place (the coordinator's reservation and lock, for every host
+    of the lab); a host lock by board name would serialise jobs the rack
+    runs on two places of one board kind.
 
 Processes
     The runner makes itself a child subreaper (prctl PR_SET_CHILD_SUBREAPER):
@@ -58,7 +60,9 @@ def lock_timeout(given: Optional[float] = None) -> float:
 
 
 def needs_lock(board) -> bool:
-    return board.kind != "qemu"
+    """Only the local board: QEMU machines are per job, rack places are
+    locked through the labgrid coordinator (rtlab.lab.places)."""
+    return board.kind == "local"
 
 
 def holder_of(path: Path) -> str:

@@ -230,6 +230,9 @@ def write_compare_html(cmp, path: Path) -> Path:
              f"<h1 style='color:{colour[cmp.outcome]}'>rtlab compare — {html.escape(cmp.outcome.upper())}</h1>",
              f"<pre>{html.escape(chr(10).join(cmp.lines()))}</pre>",
              f"<p>policy: {html.escape(str(cmp.policy.to_json()))}</p>"]
+    if cmp.system_changes:  # the boards' snapshots differ: context for the verdict
+        parts += ["<h2 id='system'>System changes (baseline → candidate)</h2>", "<ul>",
+                  *(f"<li>{html.escape(c)}</li>" for c in cmp.system_changes), "</ul>"]
     for k in cmp.keys:
         anchor = html.escape(k.key.label().replace("/", "-"), quote=True)
         parts.append(f"<h2 id='{anchor}' style='color:{colour[k.outcome]}'>{html.escape(k.key.label())}: "

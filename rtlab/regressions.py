@@ -67,7 +67,7 @@ def read_history(store, board: Optional[str] = None, since: str = "30d",
                  suite: Optional[str] = None, load: Optional[str] = None) -> History:
     """Every run-level value of the window, split into commit and reference series."""
     since = parse_since(since)
-    where = [f'"scope" = \'measurement\'', f"time > now() - {since}"]
+    where = ['"scope" = \'measurement\'', f"time > now() - {since}"]
     for tag, v in (("board", board), ("variant", variant), ("suite", suite), ("load", load)):
         if v is not None:
             where.append(f'"{tag}" = {_lit(check_name("--" + tag, v))}')

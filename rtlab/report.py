@@ -73,7 +73,7 @@ def _repeat_cells(pairs: list[tuple[Optional[Measurement], JobResult]]) -> dict[
 
     first = next((m for m, _ in pairs if m is not None), None)
     cells = _cells(first, pairs[0][1])
-    got = {"min": [], "avg": [], "max": [], "p99.9": [], "cycles": [], ">= budget": []}
+    got: dict[str, list] = {"min": [], "avg": [], "max": [], "p99.9": [], "cycles": [], ">= budget": []}
     verdicts = []
     for m, job in pairs:
         if m is None:

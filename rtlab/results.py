@@ -127,6 +127,27 @@ def read_exit_code(host_dir: Path) -> Optional[int]:
     return rc if isinstance(rc, int) else None
 
 
+def read_elapsed(host_dir: Path, json_file: Optional[str] = None) -> Optional[float]:
+    """How long the tool ran: exit.json's elapsed_s (measured around it on
+    the labgrid path), else the tool's own JSON start_time/end_time (rt-tests;
+    whole seconds, so +1 s: an upper bound), None if neither says."""
+    try:
+        v = json.loads((host_dir / "exit.json").read_text()).get("elapsed_s")
+        if isinstance(v, (int, float)) and not isinstance(v, bool):
+            return float(v)
+    except (OSError, ValueError, AttributeError):
+        pass
+    if not json_file:
+        return None
+    from email.utils import parsedate_to_datetime
+    try:
+        d = json.loads((host_dir / json_file).read_text())
+        start, end = parsedate_to_datetime(d["start_time"]), parsedate_to_datetime(d["end_time"])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return None
+    return (end - start).total_seconds() + 1.0
+
+
 def tool_exit_problem(suite: Suite, rc: int, host_dir: Path) -> Optional[str]:
     """Why a tool's exit code makes its run INFRA (a crash, a tool that could
     not start), or None when it produced a result: exit 0, or an exit the
@@ -180,10 +201,15 @@ def collect(job_dir: Path, key: MeasurementKey, suite: Suite, run: SuiteRun, *,
                     if check is not None:
                         reasons += check(out)
                     from .gate import sample_problems  # a run cut short is INFRA, not a verdict
-                    reasons += sample_problems(out, suite.expected_samples(run), run.params.get("interval_us"))
+                    # ... unless it stopped itself at the breach (evidence armed): that short
+                    # run is the breach's record, judged on what it measured
+                    expected = None if suite.breached(host_dir, run) else suite.expected_samples(run)
+                    reasons += sample_problems(out, expected, run.params.get("interval_us"),
+                                               read_elapsed(host_dir, suite.json_file), suite.duration_s(run))
     reasons += after
     found = read_analysis(host_dir)
-    ev = {"dir": f"{run.id}/{EVIDENCE_DIR}", "summary": found.get("summary")} if found is not None else None
+    ev = ({"dir": f"{run.id}/{EVIDENCE_DIR}", "summary": found.get("summary"), "why": found.get("why")}
+          if found is not None else None)
     ms = [Measurement(dataclasses.replace(key, suite=f"{key.suite}-{suffix}") if suffix else key, out, raw)
           for suffix, out in outs.items()] or [Measurement(key, ToolOutput(path="", tool=suite.tool), raw)]
     for m in ms:
@@ -245,11 +271,14 @@ class ResultsDir:
         return jr
 
     def finish(self, run: RunResult) -> Path:
-        """run.json, report.html, and ``latest`` pointing here."""
+        """run.json, report.html, vendor.html (the vendor reports' tables,
+        `rtlab report --vendor`), and ``latest`` pointing here."""
         from .plot import write_html_report  # plot -> report -> model: heavy, only at the end
+        from .vendor import write_vendor_html
 
         (self.path / "run.json").write_text(json.dumps(run.to_json(), indent=2) + "\n")
         write_html_report(run, self.path / "report.html")
+        write_vendor_html(run, self.path / "vendor.html", run_dir=self.path)
         self.point_latest()
         return self.path
 

@@ -144,7 +144,7 @@ def shift_tests(pairs: Sequence[tuple[Sequence[float], Sequence[float]]], *, tri
                 out[i] = ShiftTest(p=float(mw.pvalue), ratio=math.exp(e), ratio_low=math.exp(e),
                                    ratio_high=math.exp(e),
                                    method="exact Mann-Whitney U (no spread for a t-test)")
-    return out  # type: ignore[return-value]
+    return out
 
 
 def adjust(pvalues: Sequence[float]) -> list[float]:
@@ -156,3 +156,15 @@ def adjust(pvalues: Sequence[float]) -> list[float]:
 
 def median(values: Sequence[float]) -> float:
     return float(np.median(np.asarray(values, dtype=float)))
+
+
+def upper_prediction_bound(values: Sequence[float], level: float = 0.99, floor: float = 0.5) -> float:
+    """The value one more run stays below with probability `level`, from
+    repeated runs (log-normal run-to-run spread: a t prediction interval on
+    the logs). What an absolute budget derived from repeated runs is."""
+    x = _logs(values, floor)
+    n = len(x)
+    if n < 3:
+        raise ValueError("a prediction bound needs at least three runs")
+    t = sps.t.ppf(level, df=n - 1)
+    return float(math.exp(x.mean() + t * x.std(ddof=1) * math.sqrt(1 + 1 / n)))

@@ -260,6 +260,8 @@ def _read_command(run_dir: RunDirs, job: JobResult, m: Measurement) -> Optional[
     if base is None:
         return None
     job_dir = Path(base, job.board, job.variant)
+    if job.repeat:  # a repeating campaign's job: <board>/<variant>/r<N> (rtlab/results.py)
+        job_dir = job_dir / f"r{job.repeat}"
     for rel in m.raw:
         if rel.endswith("command.txt"):
             try:
@@ -417,8 +419,10 @@ def block_rows(block: Block, thresholds: Iterable[float]) -> list[tuple[str, dic
                     block.notes.append(f">= {fmt_threshold(thr)} us unknown for {v}: {s.unknown}")
             rows.append((f">= {fmt_threshold(thr)} us", row))
     suite = Suite.for_tool(block.tool)
-    results = {v: (suite.result_cell(c.measurements[0].output) if suite is not None else None)
-               for v, c in cells.items()}
+    results = {}
+    for v, c in cells.items():  # one per run: repeats side by side
+        each = [suite.result_cell(m.output) for m in c.measurements] if suite is not None else []
+        results[v] = " / ".join(r or "-" for r in each) if any(each) else None
     if any(r is not None for r in results.values()):
         rows.append(("result", {v: (results.get(v) or "-") if v in cells else blank(v)
                                 for v in block.variants}))
@@ -536,9 +540,10 @@ def kernel_lines(run: RunResult) -> list[str]:
             continue
         seen.add((j.board, j.variant))
         k = j.kernel
-        model = k.get("preempt") or k.get("config_preempt") or "?"
+        model = k.get("preempt") or k.get("config_preempt")  # None: the kernel did not say
         iso = k.get("isolated") or ""
-        out.append(f"{j.board}/{j.variant}: {k.get('release', '?')}, preemption {model}"
+        out.append(f"{j.board}/{j.variant}: {k.get('release', '?')}"
+                   + (f", preemption {model}" if model else "")
                    + (", PREEMPT_RT" if k.get("realtime") else "")
                    + (f", isolated CPUs {iso}" if iso and iso != "(null)" else ""))
     return out
@@ -624,10 +629,20 @@ def write_vendor_html(run: RunResult, path: Path, thresholds: Iterable[float] = 
             parts.append(f"<div class='note'>{html.escape(n)}</div>")
         series = [(v, c.combined.histogram) for v, c in b.cells.items()
                   if isinstance(c, Cell) and c.combined is not None and c.combined.histogram is not None]
+        marks = [(f">= {fmt_threshold(t)} µs", t) for t in thresholds]
         if series:
             parts.append("<div>" + histogram_svg(series, f"{b.title} · samples per µs (log scale)",
-                                                  marks=[(f">= {fmt_threshold(t)} µs", t) for t in thresholds])
-                         + "</div>")
+                                                  marks=marks) + "</div>")
+        # one curve per thread (per CPU), as multi-core reports show them: folded
+        per_thread = []
+        for v, c in b.cells.items():
+            if isinstance(c, Cell) and c.tool not in PER_OPERATION_TOOLS and len(c.threads) > 1:
+                lines = [(lab, t.histogram) for lab, t in c.threads.items() if t.histogram is not None]
+                if lines:
+                    per_thread.append(histogram_svg(lines, f"{b.title} · {v} · per thread", marks=marks))
+        if per_thread:
+            parts.append("<details><summary>per thread (CPU)</summary>" + "".join(
+                f"<div>{svg}</div>" for svg in per_thread) + "</details>")
     missing = unmeasured_lines(run)
     if missing:
         parts.append("<h2>Not measured</h2><ul>" + "".join(f"<li>{html.escape(m)}</li>" for m in missing)

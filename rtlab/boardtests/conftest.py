@@ -16,6 +16,7 @@ import pytest
 from rtlab.results import JobSpec
 from rtlab.suites.board import BoardShell, job_workdir
 from rtlab.suites.events import emit
+from rtlab.suites.transfer import channel_for
 
 
 def pytest_addoption(parser):
@@ -75,7 +76,8 @@ def board_shell(request, job, strategy, target):
         cause = e.__cause__ or e
         pytest.fail(f"{cause}", pytrace=False)
     emit(request.config, event="booted", duration_s=round(time.monotonic() - t0, 3))
-    sh = BoardShell(target.get_driver("CommandProtocol"))
+    # raw files over the board's faster path where it has one, the console otherwise
+    sh = BoardShell(target.get_driver("CommandProtocol"), bulk=channel_for(job.board))
     yield sh
     # the job's work dir goes with the job (raw files are on the host by now)
     try:

@@ -12,7 +12,6 @@ tree is left as it was found in every case.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 

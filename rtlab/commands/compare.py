@@ -21,6 +21,11 @@ def register(sub):
     pin.add_argument("--branch", default="main")
     pin.add_argument("--last", type=int, default=5, metavar="K")
     pin.set_defaults(func=baseline_pin)
+    der = bsub.add_parser("derive", help="absolute budgets from repeated runs: per key the p99 and "
+                                         "p99.9 one more run stays below with 99 % probability")
+    der.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR")
+    der.add_argument("--level", type=float, default=0.99)
+    der.set_defaults(func=baseline_derive)
 
     p = sub.add_parser("compare", help="regression verdict: candidate runs against baseline runs "
                                        "(exit 0 none, 1 regression, 2 cannot decide)")
@@ -71,10 +76,15 @@ def run_comparison(args, candidate_dirs):
     policy = policy_for(args, candidate_dirs)
     cand_source = "runs " + ", ".join(str(d) for d in candidate_dirs)
     if args.baseline:
+        from ..snapshot import run_differences
+
         baseline = load_runs(args.baseline)
-        return compare_runs(baseline, candidate, policy,
-                            baseline_source="runs " + ", ".join(str(d) for d in args.baseline),
-                            candidate_source=cand_source)
+        cmp = compare_runs(baseline, candidate, policy,
+                           baseline_source="runs " + ", ".join(str(d) for d in args.baseline),
+                           candidate_source=cand_source)
+        # what changed on the boards between the two sides (snapshot.json of each job)
+        cmp.system_changes = run_differences(args.baseline, candidate_dirs)
+        return cmp
     from .. import baseline as bl
 
     keys, campaigns = bl.keys_of(candidate)
@@ -141,4 +151,31 @@ def baseline_pin(args) -> int:
     print(f"baseline {args.name}: campaign {doc['campaign']}, branch {doc['branch']}, pinned {doc['pinned_at']}")
     for label, ids in sorted(doc["runs"].items()):
         print(f"  {label}: {len(ids)} runs ({', '.join(ids)})")
+    return 0
+
+
+def baseline_derive(args) -> int:
+    """Budgets with teeth (budgets/README.md): from >= 3 repeated runs of
+    an unchanged kernel, per key the upper prediction bound of each run-level
+    statistic, printed as a budget entry to paste into the budget file."""
+    from ..compare import load_runs, side_from_runs
+    from ..errors import InputError
+    from ..stats import upper_prediction_bound
+
+    if not 0.5 < args.level < 1:
+        raise InputError("--level", f"must be in (0.5, 1), got {args.level}")
+    side = side_from_runs(load_runs(args.run_dirs))
+    for key, reps in sorted(side.keys.items(), key=lambda kv: kv[0].label()):
+        if len(reps) < 3:
+            print(f"{key.label()}: {len(reps)} runs, need 3")
+            continue
+        limits = {}
+        for stat in ("p99", "p99.9", "max"):
+            vals = [r.values.get(stat) for r in reps]
+            if any(v is None for v in vals):
+                continue
+            limits[stat] = upper_prediction_bound(vals, args.level)
+        pct = ", ".join(f'"{s[1:]}": {v:.0f}' for s, v in limits.items() if s != "max")
+        print(f"{key.label()} ({reps[0].budget_class}, {len(reps)} runs): "
+              f'{{max_us: {limits.get("max", 0):.0f}, percentiles_us: {{{pct}}}}}')
     return 0

@@ -251,18 +251,19 @@ def render_job(lb: LavaBoard, variant: Variant, run: SuiteRun, images: ImageSet,
                                                                      else (f"-machine {q.machine}", f"-cpu {q.cpu}"))]
         context.update({"machine": q.machine, "cpu": q.cpu, "memory": q.memory_mb,
                         "no_kvm": True, "extra_options": extra})
-        deploy = {"to": "tmpfs", "timeout": _seconds_to_timeout(DEPLOY_TIMEOUT_S), "images": {
+        qemu_images: dict[str, dict[str, Any]] = {
             "kernel": {"url": k_url, "sha256sum": k_sum,
                        "image_arg": f'-kernel {{kernel}} -append "{kernel_args}"'},
             "ramdisk": {"url": r_url, "sha256sum": r_sum, "image_arg": "-initrd {ramdisk}",
                         "compression": "gz", "format": "cpio.newc", "overlays": {"lava": True}},
-        }}
+        }
         if lb.dtb:  # a twin's device tree, from the kernel package (copied beside the kernel)
             dtb = Path(kernel.get("dtb_dir") or kernel_path.parent) / lb.dtb
             if not dtb.is_file():
                 raise RtlabError(f"{lb.name}: no device tree {dtb}")
-            deploy["images"]["dtb"] = {"url": artifacts.url(dtb, board.arch), "sha256sum": sha256_file(dtb),
-                                       "image_arg": "-dtb {dtb}"}
+            qemu_images["dtb"] = {"url": artifacts.url(dtb, board.arch), "sha256sum": sha256_file(dtb),
+                                  "image_arg": "-dtb {dtb}"}
+        deploy = {"to": "tmpfs", "timeout": _seconds_to_timeout(DEPLOY_TIMEOUT_S), "images": qemu_images}
         boot = {"method": "qemu", "media": "tmpfs", "timeout": _seconds_to_timeout(BOOT_TIMEOUT_S),
                 "prompts": [PROMPT_RE]}
     else:
@@ -406,7 +407,7 @@ def render_campaign(campaign: Campaign, out_dir: Path, *, boards: Optional[list[
             if missing:  # a lab board the campaign did not name (named ones are checked at load)
                 not_rendered.append({"board": job.board.name, "variant": job.variant.name, "suite": run.id,
                                      "reason": f"pinned to CPU {format_cpulist(missing)}: the board has "
-                                               f"{job.board.cpus} CPUs"})
+                                               f"{job.board.cpus} CPU{'s' * (job.board.cpus != 1)}"})
                 continue
             loads = lava_loads.plan(by_name[job.board.name], job.variant, run)
             if isinstance(loads, str):  # no LAVA form on this board: why

@@ -68,8 +68,10 @@ class _Rtla(Suite):
                 f"{t}/available_tracers lists $(cat {t}/available_tracers 2>/dev/null)\"; false; fi")
 
     def duration_s(self, run: SuiteRun) -> float:
-        # rtla sets the tracer up and reads the histogram back after -d
-        return float(run.params["duration_s"]) + 5
+        # rtla sets the tracer up and reads the histogram back after -d; armed,
+        # it may also save a trace of every CPU's buffer (seconds under TCG,
+        # longer with an RT hog on the CPUs it reads from)
+        return float(run.params["duration_s"]) + 5 + (60 if run.evidence else 0)
 
 
 class Timerlat(_Rtla):

@@ -23,6 +23,9 @@ def test_each_arch_boots_its_variant_and_measures(tmp_path, campaign):
         # the raw outputs are kept beside the parsed result
         raw = run_dir / board / variant / "cyclictest@idle"
         assert (raw / "cyclictest.json").exists() and (raw / "stdout.txt").exists()
+        # the histogram (stdout, kB) came off the console: network on QEMU, directly on local
+        fetched = json.loads((raw / "exit.json").read_text())["fetched"]
+        assert fetched["stdout.txt"]["via"] == ("local" if board == "local" else "tcp"), fetched
         assert (run_dir / board / variant / "console").is_dir()
     # the boot test read the variant off the running kernel
     assert jobs[("qemu-aarch64", "rt")]["kernel"]["realtime"] is True

@@ -155,12 +155,14 @@ def test_a_load_killed_from_outside_is_infra_naming_it(tmp_path):
 
     def killer():
         # the local board is this machine: its load and tool dirs are here
-        started = Path(f"/tmp/rtlab/{name}@cpu/stdout.txt")
-        sid = Path(f"/tmp/rtlab/loads/{name}@cpu/cpu/sid")
+        # (each job has its own work dir: /tmp/rtlab/jobs/<run>-local-host)
         deadline = time.monotonic() + 120
-        while not started.exists() and time.monotonic() < deadline:
+        started = []
+        while not started and time.monotonic() < deadline:
+            started = list(Path("/tmp/rtlab/jobs").glob(f"*-local-host/{name}@cpu/stdout.txt"))
             time.sleep(0.1)
         time.sleep(1.5)
+        sid = started[0].parents[1] / "loads" / f"{name}@cpu" / "cpu" / "sid" if started else Path("/nonexistent")
         if sid.exists():
             killed["sid"] = int(sid.read_text())
             os.killpg(killed["sid"], signal.SIGKILL)

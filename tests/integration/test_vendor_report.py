@@ -2,6 +2,7 @@
 number in the tables is checked against the tools' own raw JSON files, and
 the HTML is looked at in headless Chromium."""
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -88,7 +89,7 @@ def test_cyclictest_tables_match_the_raw_files(vendor_run):
         assert rows["verdict"] == "PASS"
     # run.json says the same as the raw file (one result model)
     run = json.loads((run_dir / "run.json").read_text())
-    assert f"  local/host: {run['jobs'][0]['kernel']['release']}, preemption " in text  # the column's kernel
+    assert f"  local/host: {run['jobs'][0]['kernel']['release']}" in text  # the column's kernel
     (m,) = [m for m in run["jobs"][0]["measurements"] if m["key"]["suite"] == "cyclictest-1ms"]
     assert f"{max(t['max_us'] for t in m['output']['threads']):,.0f}".replace(",", "") in \
         text.split("Max latency")[1].split("\n==")[0].replace(",", "")
@@ -118,9 +119,18 @@ def test_ipc_pairs_as_the_tool_names_them(vendor_run):
 
 
 def test_html_tables_and_histograms_are_drawn_in_chromium(vendor_run, tmp_path):
-    _, _, html = vendor_run
+    run_dir, _, html = vendor_run
     page = html.read_text()
-    assert page.count("<svg") == 2  # the two cyclictest blocks; sigwaittest keeps no histogram
+    # every run writes the page itself (the report's programme in one command),
+    # with the default thresholds
+    own = (run_dir / "vendor.html").read_text()
+    assert re.findall(r"<h2>(.*?)</h2>", own) == re.findall(r"<h2>(.*?)</h2>", page)
+    assert "&gt;= 150 us" in page and "&gt;= 150 us" not in own and "&gt;= 100 us" in own
+    # the two cyclictest blocks (sigwaittest keeps no histogram), each also per
+    # thread (one per CPU of this machine), folded, where there are several
+    raw = json.loads((run_dir / "local/host/cyclictest-1ms@idle/cyclictest.json").read_text())
+    several = len(raw["thread"]) > 1
+    assert page.count("<svg") == 2 + 2 * several and page.count("<details>") == 2 * several
     assert "&gt;= 70 µs" in page  # thresholds marked on the plots
     chromium = shutil.which("chromium")
     assert chromium, "chromium missing: make setup installs it (env/apt-packages.txt)"
@@ -156,3 +166,28 @@ def test_several_runs_merge_as_repeats(vendor_run):
     assert rep.stdout.count("command (host): cyclictest -q -m -p 99 -i 1000 ") == 1
     plain = rtlab("report", run_dir, run_dir)
     assert plain.returncode == 2 and "several only with --vendor" in plain.stderr
+    bad = rtlab("report", "--vendor", run_dir, "--thresholds", "10,abc")
+    assert bad.returncode == 2 and "threshold 'abc' is not a number" in bad.stderr
+
+
+def test_a_repeating_campaign_is_merged_per_thread(tmp_path):
+    budgets = tmp_path / "budgets.yaml"
+    budgets.write_text('budgets:\n  local: {"*": {"*": {"*": {max_us: 10000000}}}}\n')
+    camp = tmp_path / "campaign.yaml"
+    camp.write_text(f"name: vendor-repeat\nbudgets: {budgets}\nboards: [local]\nrepeat: 2\nsuites:\n"
+                    "  - name: cyclictest\n    params: {interval_us: 1000, duration_s: 1, histogram_us: 100}\n")
+    res = rtlab("run", "--campaign", camp, "--results", tmp_path / "results", "--no-publish", timeout=300)
+    assert res.returncode == 0, res.stdout + res.stderr
+    run_dir = Path(res.stdout.split("results: ")[-1].split()[0])
+    raws = [json.loads((run_dir / f"local/host/r{n}/cyclictest@idle/cyclictest.json").read_text())
+            for n in (1, 2)]
+    rep = rtlab("report", "--vendor", run_dir)
+    assert rep.returncode == 0, rep.stderr
+    rows = _block(rep.stdout, "local (x86_64) · cyclictest · idle · interval 1 ms")
+    assert rows["samples"] == fmt_samples(sum(t["cycles"] for r in raws for t in r["thread"].values()))
+    maxima = [fmt_us(max(t["max"] for t in r["thread"].values())) for r in raws]
+    assert rows["runs (max each)"] == f"2: {maxima[0]} / {maxima[1]}"
+    t0 = [r["thread"]["0"] for r in raws]
+    assert rows[f"T: 0 CPU {t0[0]['cpu']} min/avg/max"].split(" / ")[::2] == \
+        [fmt_us(min(t["min"] for t in t0)), fmt_us(max(t["max"] for t in t0))]
+    assert "command (host): cyclictest " in rep.stdout  # found in the repeat's own directory

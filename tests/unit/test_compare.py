@@ -278,9 +278,24 @@ def test_pipeline_compares_merge_requests_against_the_target_branch_baseline():
     assert '--repeat "$RTLAB_REPEAT"' in " ".join(ci["test"]["script"])
     # every stored run is filed under its branch; the default branch's are published
     assert any("RTLAB_KERNEL_BRANCH=" in line for line in ci[".rtlab"]["before_script"])
-    assert ci["publish"]["rules"] == [{"if": '$RTLAB_PUBLISH == "1"'}]
+    assert {"if": '$RTLAB_PUBLISH == "1"'} in ci["publish"]["rules"]
     gate = "\n".join(ci["gate"]["script"])
     assert '--baseline-store --branch "$CI_MERGE_REQUEST_TARGET_BRANCH_NAME"' in gate
     assert '--pin "$RTLAB_BASELINE_PIN"' in gate
     # the JUnit of the gate carries the regression verdict: written after it
     assert gate.index("--baseline-store") < gate.index('junit $runs')
+
+
+def test_budget_derived_from_repeated_runs(tmp_path, capsys):
+    rng = np.random.default_rng(9)
+    v = noisy(rng, 8, 25, sd=0.2)
+    bound = stats.upper_prediction_bound(v, 0.99)
+    assert max(v) < bound < 25 * np.exp(0.2 * 5)
+    # one more run of the same kernel stays below it 99 % of the time
+    more = 25 * np.exp(rng.normal(0, 0.2, 20000))
+    assert 0.97 < np.mean(more < stats.upper_prediction_bound(list(25 * np.exp(rng.normal(0, 0.2, 50))))) < 1
+    dirs = _write(tmp_path, runs("b", v))
+    assert main(["baseline", "derive", *dirs]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("qemu-aarch64/rt/cyclictest/idle (qemu-tcg, 8 runs): {max_us: ")
+    assert '"99": ' in out and '"99.9": ' in out

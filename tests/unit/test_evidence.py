@@ -13,7 +13,7 @@ from rtlab.campaign import load_campaign
 from rtlab.evidence import analyse_sched_trace, analyse_timerlat_trace, arm_job
 from rtlab.gate import judge
 from rtlab.junit import junit_xml
-from rtlab.model import (Histogram, JobResult, Measurement, MeasurementKey, RunResult, ThreadResult,
+from rtlab.model import (Histogram, JobResult, Measurement, MeasurementKey, RunResult, ThreadResult, Verdict,
                          ToolOutput)
 from rtlab.plot import write_html_report
 from rtlab.suites import SUITES, SuiteRun
@@ -159,3 +159,37 @@ def test_real_timerlat_stop_names_the_hog(tmp_path):
     assert r["summary"] == (f"timerlat thread 7644147 us: preempted by stress-ng-cpu (pid 362, RT prio 98) "
                             f"for at least {c['duration_us']:.0f} us on CPU 1")
     assert c["duration_us"] > 0.9 * r["window_us"]
+
+
+def test_a_run_stopped_at_the_breach_is_judged_not_cut_short(tmp_path):
+    """cyclictest -b stops the run early: the short run is the breach's
+    record (FAIL with evidence), while the same short run without the break
+    line is a run cut off by the lab (INFRA)."""
+    import json
+
+    from rtlab.results import collect
+
+    run = run_of("cyclictest", {"max_us": 2000.0}, duration_s=10, interval_us=1000, histogram_us=5000)
+    src = Path(__file__).resolve().parents[1] / "fixtures" / "rt-tests-2.4"
+    js = next(p for p in sorted(src.glob("cyclictest*.json")) if "-N" not in p.name)
+    for broke in (True, False):
+        d = tmp_path / ("broke" if broke else "cut") / run.id
+        d.mkdir(parents=True)
+        (d / "cyclictest.json").write_bytes(js.read_bytes())
+        (d / "exit.json").write_text(json.dumps({"exit_code": 0}))
+        (d / "stdout.txt").write_text("# Break thread: 238\n# Break value: 3300928\n" if broke else "")
+        key = MeasurementKey("qemu-aarch64", "rt", "cyclictest", "idle")
+        (m,) = collect(d.parent, key, SUITES["cyclictest"], run)
+        cycles = max(t.cycles for t in m.output.threads)
+        assert cycles < 0.9 * 10000  # the fixture is short of this run's 10 s / 1 ms
+        if broke:
+            assert m.verdict is None, m.reasons  # left to the gate, which judges the samples
+        else:
+            assert m.verdict == Verdict.INFRA and "cut short" in " ".join(m.reasons)
+
+
+def test_no_culprit_says_why():
+    m = failing_measurement({"dir": "cyclictest@idle/evidence", "summary": None,
+                             "why": "no kernel trace on this board (tracefs not writable)"})
+    assert m.reasons[-1] == ("evidence: no culprit named: no kernel trace on this board (tracefs not writable) "
+                             "(trace: cyclictest@idle/evidence)")

@@ -153,6 +153,12 @@ def test_run_cut_short_is_infra(tmp_path):
     (why,) = sample_problems(short, suite.expected_samples(run))
     assert "cut short: 3326 of 20000 samples" in why
     assert sample_problems(ToolOutput(path="x", tool="cyclictest", threads=[thread({10: 18500})]), 20000) == []
+    # with its run time known: SIGTERM at 3 s of 20 s is cut short ...
+    (why,) = sample_problems(short, 20000, elapsed_s=3.1, duration_s=20)
+    assert "3326 of 20000 samples in 3.1 s of 20 s" in why
+    # ... a tool that ran its 20 s but missed periods (an overloaded TCG
+    # board) measured latency: judged, not infra
+    assert sample_problems(short, 20000, elapsed_s=20.2, duration_s=20) == []
     # killed early, with the interval known: its latencies explain nothing, still INFRA
     assert sample_problems(short, 20000, 1000)
 
@@ -188,3 +194,17 @@ def test_nan_and_inf_limits_are_rejected_at_load(tmp_path):
         f.write_text(f'budgets:\n  k: {{"*": {{"*": {{"*": {{percentiles_us: {{"99": {bad}}}}}}}}}}}\n')
         with pytest.raises(InputError, match=r'percentiles_us.99: must be a finite number'):
             load_budgets(f)
+
+
+def test_run_time_from_exit_json_or_the_tools_own_json(tmp_path):
+    import json
+
+    from rtlab.results import read_elapsed
+
+    (tmp_path / "exit.json").write_text(json.dumps({"exit_code": 0, "elapsed_s": 20.3}))
+    assert read_elapsed(tmp_path) == 20.3
+    (tmp_path / "exit.json").write_text(json.dumps({"exit_code": 0}))  # LAVA: no elapsed_s
+    assert read_elapsed(tmp_path, "cyclictest.json") is None
+    (tmp_path / "cyclictest.json").write_text(json.dumps(
+        {"start_time": "Sat, 21 Nov 2026 06:13:15 +0000", "end_time": "Sat, 21 Nov 2026 06:13:18 +0000"}))
+    assert read_elapsed(tmp_path, "cyclictest.json") == 4.0  # whole seconds: an upper bound

@@ -163,3 +163,16 @@ def test_stopped_run_parses_with_its_stop_lines():
     bad = path.read_text() + "100 1 1 1 1\n"
     with pytest.raises(InputError, match="after the summary"):
         parse_timerlat_hist(bad, path, bucket=100, entries=200)
+
+
+def test_stopped_run_with_an_empty_column():
+    """Real (fifo-hog on CPU 1, stopped after 1 s): CPU 1 recorded no IRQ
+    sample; rtla prints its min as ULLONG_MAX and its avg as '-'. The empty
+    column is no thread, and is named; the others parse."""
+    path = FIX / "timerlat-hist-stopped-noirq-aarch64.txt"
+    irq, thread = parse_timerlat_hist(path.read_text(), path, bucket=100, entries=200)
+    assert [(t.cpu, t.cycles, t.max_us) for t in irq.threads] == [(0, 472, 276275)]
+    assert irq.metrics["cpus_without_samples"] == [1] and irq.metrics["duration_s"] == 1
+    assert [(t.cpu, t.cycles, t.max_us, t.overflows) for t in thread.threads] == \
+        [(0, 472, 276569, 49), (1, 1, 3775954, 1)]
+    assert "cpus_without_samples" not in thread.metrics

@@ -129,3 +129,43 @@ def test_run_differences_between_two_runs(tmp_path):
         f"qemu-aarch64/rt: irq 13 ({irq13}) moved from CPU 0-1 to CPU 1",
     ]
     assert snapshot.run_differences([tmp_path / "base"], [tmp_path / "base"]) == []
+
+
+def test_compare_report_names_the_system_change(tmp_path, capsys):
+    """`rtlab compare` of run dirs: the jobs' snapshots (the real QEMU one,
+    and the same with the clocksource and an IRQ's affinity changed) are
+    named in its lines, its JSON and its HTML report; the verdict is the
+    statistics' alone."""
+    import json
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).parent))
+    from test_compare import runs
+
+    from rtlab.cli import main
+
+    real = json.loads((Path(__file__).resolve().parents[1] / "fixtures" / "snapshot" / "qemu-aarch64-rt.json").read_text())
+    cand = copy.deepcopy(real)
+    cand["clocksource"]["current"] = "jiffies"
+    cand["irq_affinity"]["13"] = "1"
+    dirs = {}
+    for side, p99s, snap in (("b", [23, 25, 24, 26, 22], real), ("c", [24, 22, 26, 25, 23], cand)):
+        dirs[side] = []
+        for r in runs(side, p99s):
+            d = tmp_path / r.run_id
+            (d / "qemu-aarch64" / "rt").mkdir(parents=True)
+            (d / "run.json").write_text(json.dumps(r.to_json()))
+            (d / "qemu-aarch64" / "rt" / "snapshot.json").write_text(json.dumps(snap))
+            dirs[side].append(str(d))
+    html, js = tmp_path / "cmp.html", tmp_path / "cmp.json"
+    rc = main(["compare", "--baseline", *dirs["b"], "--candidate", *dirs["c"], "--html", str(html), "--json", str(js)])
+    out = capsys.readouterr().out
+    assert rc == 0 and "compare: NO-REGRESSION" in out  # context, not a verdict
+    assert "system changed: qemu-aarch64/rt: clocksource arch_sys_counter -> jiffies" in out
+    assert "system changed: qemu-aarch64/rt: irq 13 (" in out and ") moved from CPU 0-1 to CPU 1" in out
+    assert json.loads(js.read_text())["system_changes"][0] == "qemu-aarch64/rt: clocksource arch_sys_counter -> jiffies"
+    assert "System changes" in html.read_text() and "arch_sys_counter -&gt; jiffies" in html.read_text()
+    # the same systems: nothing said
+    main(["compare", "--baseline", *dirs["b"], "--candidate", *dirs["b"]])
+    assert "system changed" not in capsys.readouterr().out

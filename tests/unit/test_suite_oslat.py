@@ -35,7 +35,7 @@ def test_oslat_raw_output_becomes_a_judged_measurement(tmp_path):
     shutil.copy(RT / "oslat-c1.json", raw / "oslat.json")
     (raw / "exit.json").write_text(json.dumps({"exit_code": 0}))
     key = MeasurementKey(board="local", variant="host", suite="oslat", load="idle")
-    m = collect(tmp_path, key, SUITES["oslat"], run)
+    (m,) = collect(tmp_path, key, SUITES["oslat"], run)
     assert m.verdict is None and m.output.tool == "oslat" and m.output.path == "oslat@idle/oslat.json"
     (t,) = m.output.threads
     assert t.cpu == 1 and t.cycles > 70_000_000 and t.max_us == 3093

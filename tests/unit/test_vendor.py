@@ -134,9 +134,14 @@ def test_microseconds_keep_nanosecond_operations_visible():
 
 
 def test_whole_run_results_have_their_row():
-    m = _m("b", "rt", "hackbench", "idle", [], tool="hackbench")
-    m.output.metrics["time_s"] = 1.234
-    run = RunResult(run_id="r", started="t", campaign="c", jobs=[JobResult("b", "rt", measurements=[m])])
+    ms = []
+    for t in (1.234, 2.5):  # two repeats
+        m = _m("b", "rt", "hackbench", "idle", [], tool="hackbench")
+        m.output.metrics["time_s"] = t
+        ms.append(m)
+    run = RunResult(run_id="r", started="t", campaign="c",
+                    jobs=[JobResult("b", "rt", measurements=[m], repeat=i + 1) for i, m in enumerate(ms)])
     (b,) = vendor_blocks(run)
     rows = dict(block_rows(b, (10,)))
-    assert rows["result"]["rt"].startswith("1.23") and "samples" not in rows
+    first, second = rows["result"]["rt"].split(" / ")
+    assert first.startswith("1.23") and second.startswith("2.5") and "samples" not in rows

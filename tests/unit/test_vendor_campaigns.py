@@ -12,6 +12,7 @@ import pytest
 
 from rtlab.campaign import load_campaign
 from rtlab.errors import InputError
+from rtlab.lava.boards import load_lava_boards
 from rtlab.lava.render import render_campaign
 from rtlab.lava.schema import validate_texts
 from rtlab.suites import SUITES
@@ -44,11 +45,16 @@ def test_campaign_loads_states_its_scaling_and_renders_valid_lava_jobs(path, tmp
     # how much shorter than the report, in one line a reader finds
     scaled = re.search(r"^# Scaled: (.*)$", header, re.MULTILINE)
     assert scaled and "->" in scaled.group(1) and re.search(r"\d+ (s|min)\b", scaled.group(1))
-    index = render_campaign(c, tmp_path)
+    # the campaign's own boards, which are LAVA devices (the twins), each get jobs
+    lava = load_lava_boards()
+    own = [b.name for b in c.boards if b.name in lava]
+    assert own == [b.name for b in c.boards]
+    index = render_campaign(c, tmp_path, boards=own)
     texts = [(j["file"], (tmp_path / j["file"]).read_text()) for j in index["jobs"]]
-    assert texts, index
     results, _ = validate_texts(texts)
     assert {k: e for k, e in results.items() if e} == {}
+    for b in own:
+        assert any(j["board"] == b for j in index["jobs"]), (b, index["not_rendered"])
     # nothing is dropped silently: a job not rendered says why
     assert all(n["reason"] for n in index["not_rendered"] + index["not_available"])
 
@@ -98,7 +104,11 @@ def test_pinning_a_cpu_the_board_lacks_names_file_and_key(tmp_path):
                           "--board", "qemu-aarch64", "--results", str(tmp_path)],
                          cwd=ROOT, capture_output=True, text=True, timeout=60)
     assert res.returncode == 2 and "vendor-rk3568-oee.yaml: suites[0].params.cpus: CPU(s) 2" in res.stderr
-    assert not any(tmp_path.iterdir())  # refused before anything ran
+    assert not list(tmp_path.iterdir())  # refused before anything ran
+    # a LAVA lab board rendered with the campaign: not rendered, and said why
+    index = render_campaign(load_campaign(oee), tmp_path / "lava", boards=["twin-am335x"])
+    assert not index["jobs"] and index["not_rendered"]
+    assert {n["reason"] for n in index["not_rendered"]} == {"pinned to CPU 2: the board has 1 CPU"}
     for bad, why in [("'2; reboot'", "a cpulist like"), ("true", "must be 'auto', 'all'"),
                      ("[1, x]", "must be 'auto', 'all'"), ("[0, 5]", "CPU(s) 5 do not exist")]:
         f = tmp_path / "c.yaml"
@@ -106,3 +116,27 @@ def test_pinning_a_cpu_the_board_lacks_names_file_and_key(tmp_path):
                      f"  - name: cyclictest\n    params: {{cpus: {bad}}}\n")
         with pytest.raises(InputError, match=re.escape("suites[1].params.cpus: ") + ".*" + re.escape(why)):
             load_campaign(f)
+
+
+@pytest.mark.parametrize("path", VENDOR, ids=[p.stem for p in VENDOR])
+def test_every_measurement_has_a_budget_on_the_twins_and_the_local_board(path):
+    """Nothing unjudged: each suite run of the campaign, on its own boards and
+    on this machine (`--board local`), meets a budget whose percentiles its
+    histogram reaches."""
+    from rtlab.budgets import load_budgets
+
+    for boards in (None, ["local"]):
+        try:
+            c = load_campaign(path, boards=boards)
+        except InputError as e:  # pins a CPU this machine lacks (the OEE report's CPU 2)
+            assert boards and "do not exist on board local" in str(e)
+            continue
+        budgets = load_budgets(c.budgets)
+        for j in c.jobs():
+            for r in j.suites:
+                if r.suite in ("hackbench", "pi_stress", "rt-migrate-test"):
+                    continue  # whole-run results, not budgeted (budgets/default.yaml)
+                b = budgets.lookup(j.board.budget_class, j.variant.name, r.name, r.load)
+                assert b is not None, (path.stem, j.id, r.id)
+                for p, limit in (b.percentiles_us or {}).items():
+                    assert r.params["histogram_us"] >= limit, (path.stem, j.id, r.id, p)

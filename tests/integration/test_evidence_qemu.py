@@ -20,13 +20,15 @@ def test_breach_fails_with_evidence_naming_the_hog(tmp_path):
     (tmp_path / "budgets.yaml").write_text(yaml.safe_dump(
         {"budgets": {"qemu-tcg": {"*": {"*": {"*": {"max_us": 2000000}}}}}}))
     common = {"load_cpus": [1], "load_opts": HOG}
+    # 10 ms: a loaded TCG host misses 1 ms wake-ups, and a run with too few
+    # samples is cut short (INFRA) unless it stopped itself at the breach
     c = tmp_path / "campaign.yaml"
     c.write_text(yaml.safe_dump({
         "name": "evidence-test", "budgets": str(tmp_path / "budgets.yaml"),
         "boards": ["qemu-aarch64"], "variants": ["rt"],
         "suites": [
             {"name": "cyclictest", "loads": ["idle", "fifo-hog"],
-             "params": {"interval_us": 1000, "duration_s": 6, "priority": 90, "histogram_us": 20000, **common}},
+             "params": {"interval_us": 10000, "duration_s": 6, "priority": 90, "histogram_us": 20000, **common}},
             {"name": "timerlat", "loads": ["fifo-hog"],
              "params": {"duration_s": 6, "bucket_us": 100, "entries": 200, **common}},
         ]}))

@@ -1,0 +1,97 @@
+"""Raw files off the console: the faster channels bring the board's exact
+bytes (checked against the board's wc -c and sha256sum) and anything in
+doubt falls back to the console, so no raw file is lost or altered.
+The shell here is this machine's `sh` (as the local board's is); the QEMU
+path runs in tests/integration/test_run.py."""
+import hashlib
+import json
+import os
+import shutil
+import subprocess
+
+from rtlab.suites.board import BoardShell, run_tool
+from rtlab.suites.transfer import LocalChannel, TcpChannel
+
+
+BUSYBOX = shutil.which("busybox")
+assert BUSYBOX, "busybox is not installed (env/apt-packages.txt): the boards' nc is busybox's"
+
+
+class LocalCommand:
+    """labgrid CommandProtocol.run() over `sh -c`, with busybox's nc as the
+    QEMU boards have it; optionally rewriting commands."""
+
+    def __init__(self, rewrite=None):
+        self.rewrite = rewrite or (lambda c: c)
+        self.seen = []
+
+    def run(self, cmd, timeout=30):
+        self.seen.append(cmd)
+        cmd = self.rewrite(cmd)
+        if cmd.startswith("nc ") or " nc " in cmd:
+            cmd = cmd.replace("nc ", f"{BUSYBOX} nc ", 1)
+        p = subprocess.run(["sh", "-c", cmd], capture_output=True, text=True, timeout=timeout)
+        return p.stdout.splitlines(), p.stderr.splitlines(), p.returncode
+
+
+def blob(tmp_path, n=300_000):
+    f = tmp_path / "hist.json"
+    f.write_bytes(os.urandom(n))
+    return f
+
+
+def test_tcp_channel_brings_the_exact_bytes_without_the_console(tmp_path):
+    f = blob(tmp_path)
+    cmd = LocalCommand()
+    sh = BoardShell(cmd, bulk=TcpChannel(host_addr="127.0.0.1"))
+    assert sh.fetch(str(f)) == f.read_bytes()
+    assert sh.transfers.files[str(f)]["via"] == "tcp"
+    assert not any("base64" in c for c in cmd.seen)  # nothing went over the console
+
+
+def test_a_short_or_refused_stream_falls_back_to_the_console(tmp_path):
+    f = blob(tmp_path)
+    # the board's nc sends only the first 1000 bytes
+    short = LocalCommand(lambda c: c.replace("nc ", f"head -c 1000 {f} | nc ", 1).split(" < ")[0]
+                         if c.startswith("nc ") else c)
+    sh = BoardShell(short, bulk=TcpChannel(host_addr="127.0.0.1"))
+    assert sh.fetch(str(f)) == f.read_bytes() and sh.transfers.files[str(f)]["via"] == "console"
+    # nothing listens where the board sends (another address): refused
+    sh = BoardShell(LocalCommand(), bulk=TcpChannel(host_addr="127.0.0.1", bind="127.0.0.2"))
+    assert sh.fetch(str(f)) == f.read_bytes() and sh.transfers.files[str(f)]["via"] == "console"
+
+
+def test_local_channel_is_checked_against_the_boards_digest(tmp_path):
+    f = blob(tmp_path)
+    sh = BoardShell(LocalCommand(), bulk=LocalChannel())
+    assert sh.fetch(str(f)) == f.read_bytes() and sh.transfers.files[str(f)]["via"] == "local"
+    lying = LocalCommand(lambda c: f"echo {'0' * 64}  x" if c.startswith("sha256sum") else c)
+    sh = BoardShell(lying, bulk=LocalChannel())
+    assert sh.fetch(str(f)) == f.read_bytes() and sh.transfers.files[str(f)]["via"] == "console"
+    small = tmp_path / "small"
+    small.write_bytes(b"x" * 10)
+    assert sh.fetch(str(small)) == b"x" * 10 and sh.transfers.files[str(small)]["via"] == "console"
+
+
+def test_run_tool_records_which_way_each_raw_file_came(tmp_path, monkeypatch):
+    monkeypatch.setenv("RTLAB_BOARD_WORKDIR", str(tmp_path / "board"))
+    sh = BoardShell(LocalCommand(), bulk=TcpChannel(host_addr="127.0.0.1"))
+    host = tmp_path / "host"
+    rc = run_tool(sh, "t@idle", ["sh", "-c", "head -c 50000 /dev/urandom > big.bin; echo ok"], host,
+                  ["big.bin"], timeout=30)
+    assert rc == 0
+    fetched = json.loads((host / "exit.json").read_text())["fetched"]
+    assert fetched["big.bin"]["via"] == "tcp" and fetched["big.bin"]["bytes"] == 50000
+    assert fetched["stdout.txt"]["via"] == "console"  # 3 bytes: not worth a second channel
+    board_file = next((tmp_path / "board").rglob("big.bin"), None)
+    if board_file is not None:  # still on the board: the host copy is byte-exact
+        assert hashlib.sha256(board_file.read_bytes()).digest() == hashlib.sha256((host / "big.bin").read_bytes()).digest()
+
+
+def test_a_board_whose_network_does_not_reach_the_host_falls_back_in_seconds(tmp_path):
+    import time
+    f = blob(tmp_path)
+    sh = BoardShell(LocalCommand(), bulk=TcpChannel(host_addr="192.0.2.1"))  # TEST-NET-1: nothing answers
+    t0 = time.monotonic()
+    assert sh.fetch(str(f)) == f.read_bytes() and sh.transfers.files[str(f)]["via"] == "console"
+    assert time.monotonic() - t0 < 30
