@@ -248,7 +248,12 @@ def measure(s: Settings, label: str, n: int) -> tuple[list, dict[str, Any]]:
     timing["build"] = b["seconds"]
     runs, dirs = [], []
     tool_s = float(camp.suites[0].params.get("duration_s") or 0)
-    for i in range(n):
+    attempts = 0
+    while len(runs) < n and attempts < 2 * n:
+        # a run that came back INFRA (no boot, a run cut short) is not a
+        # measurement: measured again, up to n more times in all
+        attempts += 1
+        i = len(runs)
         t0 = time.monotonic()
         run, run_dir = run_campaign(camp, results_root=Path(s.work) / "runs",
                                     progress=lambda m: say(f"{label} run {i + 1}/{n}: {m}"),
@@ -260,11 +265,15 @@ def measure(s: Settings, label: str, n: int) -> tuple[list, dict[str, Any]]:
         timing["measure"] += measured
         timing["boot"] += max(jd - measured, 0.0)
         timing["other"] += max(wall - jd, 0.0)
+        if run_stats(run, s.suite, s.load) is None:
+            say(f"{label} run {i + 1}/{n}: infra, measured again ({run_dir})")
+            continue
         runs.append(run)
         dirs.append(str(run_dir))
     timing["other"] += max(time.monotonic() - t_all - sum(timing.values()), 0.0)
     timing = {k: round(v, 1) for k, v in timing.items()}
-    return runs, {"commit": commit, "runs": dirs, "timing": timing, "build": b, "budgets": str(camp.budgets)}
+    return runs, {"commit": commit, "runs": dirs, "timing": timing, "build": b, "budgets": str(camp.budgets),
+                  "infra_runs": attempts - len(runs)}
 
 
 def load_runs(dirs: list[str]) -> list:
