@@ -246,7 +246,8 @@ def measure(s: Settings, label: str, n: int) -> tuple[list, dict[str, Any]]:
         timing["build"] = round(time.monotonic() - t_all, 1)
         return [], {"commit": commit, "build_error": str(e).splitlines()[0][:300], "timing": timing}
     timing["build"] = b["seconds"]
-    runs, dirs = [], []
+    runs: list = []
+    dirs: list = []
     tool_s = float(camp.suites[0].params.get("duration_s") or 0)
     attempts = 0
     while len(runs) < n and attempts < 2 * n:
