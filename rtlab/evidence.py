@@ -252,17 +252,9 @@ def analyse_sched_trace(text: str, latency_us: Optional[float] = None,
                 candidates.append({"kind": "irq", "name": name[1] if name else f"irq {f['irq']}",
                                    "irq": int(f["irq"]) if f["irq"].isdigit() else f["irq"],
                                    "duration_us": round((e.ts - max(entry.ts, start)) * 1e6, 1)})
-    # one entry per task or IRQ: its stretches in the window added up
-    merged: dict[tuple, dict[str, Any]] = {}
-    for c in candidates:
-        k = (c["kind"], c.get("pid", c.get("irq")))
-        if k in merged:
-            merged[k]["duration_us"] = round(merged[k]["duration_us"] + c["duration_us"], 1)
-            merged[k]["stretches"] += 1
-        else:
-            merged[k] = {**c, "stretches": 1}
-    candidates = list(merged.values())
-    result["candidates"] = sorted(candidates, key=lambda c: -c["duration_us"])[:10]
+    # one entry per task or IRQ: its stretches in the window added up, longest first
+    candidates = _merge(candidates)
+    result["candidates"] = candidates[:10]
     if not candidates:
         result["why"] = "nothing else ran on the CPU in the window (the delay is outside the trace: " \
                         "hardware, a hypervisor, or the CPU idle exit)"
@@ -323,6 +315,7 @@ def _stretches(events: list[Event], cpu: int, start: float, end: float, first: t
 
 
 def _merge(candidates: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One entry per task or IRQ, its stretches added up, longest first."""
     merged: dict[tuple, dict[str, Any]] = {}
     for c in candidates:
         k = (c["kind"], c.get("pid", c.get("irq")))

@@ -381,6 +381,12 @@ def _mam(t: ThreadResult) -> str:
     return f"{fmt_us(t.min_us)} / {fmt_us(t.avg_us)} / {fmt_us(t.max_us)}"
 
 
+def _commands(b: Block) -> list[tuple[str, str]]:
+    """(variant, command line) of every measured cell of a block, in column order."""
+    cells = [(v, b.cells[v]) for v in b.variants]
+    return [(v, cmd) for v, c in cells if isinstance(c, Cell) for cmd in c.commands]
+
+
 def block_rows(block: Block, thresholds: Iterable[float]) -> list[tuple[str, dict[str, str]]]:
     """(row label, {variant: cell}) for one block; unknown shares add notes."""
     from .suites import Suite
@@ -499,11 +505,7 @@ def vendor_tables(run: RunResult, thresholds: Iterable[float] = DEFAULT_THRESHOL
         rows = block_rows(b, thresholds)
         out.append(f"== {b.title}")
         out += _text_table(["", *b.variants], [(lab, [r[v] for v in b.variants]) for lab, r in rows])
-        for v in b.variants:
-            c = b.cells[v]
-            if isinstance(c, Cell):
-                for cmd in c.commands:
-                    out.append(f"  command ({v}): {cmd}")
+        out += [f"  command ({v}): {cmd}" for v, cmd in _commands(b)]
         for n in dict.fromkeys(b.notes):
             out.append(f"  note: {n}")
         if histograms:
@@ -620,11 +622,8 @@ def write_vendor_html(run: RunResult, path: Path, thresholds: Iterable[float] = 
         parts.append(f"<h2>{html.escape(b.title)}</h2>")
         parts.append(_html_table(["", *b.variants], [(lab, [r[v] for v in b.variants]) for lab, r in block],
                                  "block"))
-        for v in b.variants:
-            c = b.cells[v]
-            if isinstance(c, Cell):
-                for cmd in c.commands:
-                    parts.append(f"<div class='note'>{html.escape(v)}: <code>{html.escape(cmd)}</code></div>")
+        parts += [f"<div class='note'>{html.escape(v)}: <code>{html.escape(cmd)}</code></div>"
+                  for v, cmd in _commands(b)]
         for n in dict.fromkeys(b.notes):
             parts.append(f"<div class='note'>{html.escape(n)}</div>")
         series = [(v, c.combined.histogram) for v, c in b.cells.items()

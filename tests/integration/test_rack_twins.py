@@ -12,16 +12,14 @@ build); every variant of every twin is `make test-rack`
 ports in a temporary directory.
 """
 import json
-import os
 import re
 import time
 from pathlib import Path
 
 import pytest
 
-from rtlab.commands.rack import rack_down, rack_up
 
-from test_rack_service import assert_no_locks, boots, pdu_log, run_rtlab
+from test_rack_service import BUDGETS, assert_no_locks, boots, pdu_log, rack, run_rtlab  # noqa: F401 (rack: fixture)
 
 #: env board -> (rack board, CPUs, uname -m, console, boot path)
 TWINS = {
@@ -30,22 +28,6 @@ TWINS = {
     "twin-rk356x": ("rk356x0", 4, "aarch64", "console=ttyAMA0,115200", "uboot"),
     "twin-x86-ipc": ("ipc0", 4, "x86_64", "console=ttyS0,115200n8", "pxe"),
 }
-
-BUDGETS = """
-budgets:
-  qemu-tcg: {"*": {"*": {"*": {max_us: 10000000}}}}
-"""
-
-
-@pytest.fixture(scope="module")
-def rack(tmp_path_factory):
-    d = tmp_path_factory.mktemp("rack")
-    st = rack_up(d, coordinator_port=0, pdu_port=0)
-    try:
-        yield st
-    finally:
-        rack_down(d)
-
 
 def campaign(tmp_path: Path, boards, variants, duration_s=3) -> Path:
     (tmp_path / "budgets.yaml").write_text(BUDGETS)
