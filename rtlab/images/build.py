@@ -49,7 +49,8 @@ def ensure_images(arch: str, *, cache_dir: Optional[Path] = None,
     arch = _arch.canonical(arch)
     say: Progress = progress or _quiet
     cfg = load_config(arch, config)
-    cache = Path(cache_dir) if cache_dir is not None else DEFAULT_CACHE
+    # resolved: the set names real files, whichever symlink the cache is reached through
+    cache = (Path(cache_dir) if cache_dir is not None else DEFAULT_CACHE).resolve()
     ovl = tuple({"path": str(Path(o).resolve()), "sha256": overlay_digest(Path(o))} for o in overlays)
     key = hashlib.sha256(json.dumps({
         "config": cfg.key_data(), "generated": _generated_digest(),
@@ -62,7 +63,7 @@ def ensure_images(arch: str, *, cache_dir: Optional[Path] = None,
         if refresh or not state.is_file():
             return None
         try:
-            iset = ImageSet.from_manifest(json.loads(state.read_text()))
+            iset = ImageSet.from_manifest(json.loads(state.read_text()), cache)
         except (ValueError, KeyError, TypeError):
             return None
         return iset if iset.key == key and iset.files_present() else None
@@ -75,7 +76,7 @@ def ensure_images(arch: str, *, cache_dir: Optional[Path] = None,
         if hit is not None:
             return hit
         iset = _build(cfg, cache, adir, ovl, key, say, source or AptSource())
-        text = json.dumps(iset.manifest(), indent=2) + "\n"
+        text = json.dumps(iset.manifest(cache), indent=2) + "\n"
         _atomic_write(state, text.encode())
         _atomic_write(adir / "manifest.json", text.encode())
         return iset
