@@ -34,6 +34,7 @@ from typing import Any, Callable, Optional, Sequence, Union
 import yaml
 
 from .. import ROOT
+from ..boards import Board
 from ..campaign import Campaign, Job
 from ..config import format_cpulist
 from ..errors import InputError, RtlabError
@@ -92,7 +93,7 @@ def fact_commands() -> list[str]:
     return rec.commands
 
 
-def suite_steps(suite: Suite, run: SuiteRun, board: dict,
+def suite_steps(suite: Suite, run: SuiteRun, board: Optional[Board],
                 loads: Sequence[lava_loads.LavaLoadPart] = ()) -> list[str]:
     start, stop = lava_loads.start_steps(list(loads)), lava_loads.stop_steps(list(loads), run.id)
     wd = f"{BOARD_WORKDIR}/{run.id}"
@@ -214,7 +215,7 @@ def render_job(lb: LavaBoard, variant: Variant, run: SuiteRun, images: ImageSet,
     boot_args = env["LG_RTLAB_BOOT_ARGS"]
     flavour = variant.prebuilt
     boot_def, suite_def = f"0_{BOOT_DEFINITION}", f"1_{definition_name(run)}"
-    command = shell_line(suite.command(run, board=board.to_json()))
+    command = shell_line(suite.command(run, board=board))
 
     facts = fact_commands()
     boot_steps = [onboard.install_step(), "dmesg -n 1",
@@ -327,7 +328,7 @@ def render_job(lb: LavaBoard, variant: Variant, run: SuiteRun, images: ImageSet,
             {"test": {"timeout": _seconds_to_timeout(test_s), "definitions": [
                 _inline(BOOT_DEFINITION, f"rtlab: is {board.name} running variant {variant.name}?", boot_steps),
                 _inline(definition_name(run), f"rtlab: {suite.tool} ({run.id}) on {board.name}/{variant.name}",
-                        suite_steps(suite, run, board.to_json(), loads)),
+                        suite_steps(suite, run, board, loads)),
             ]}},
         ],
     }

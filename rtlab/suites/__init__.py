@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Optional
 
+from ..boards import Board
 from ..config import format_cpulist
 from ..loads import BASE_LOADS
 from ..loads.health import load_metrics
@@ -140,10 +141,13 @@ class Suite:
             checked["load_opts"] = _check_load_opts(opts)
         return {**COMMON_DEFAULTS, **self.defaults, **checked}
 
-    def command(self, run: SuiteRun, board: dict | None = None) -> list[str]:
+    def command(self, run: SuiteRun, board: Optional[Board] = None) -> list[str]:
         """The tool's argument vector (each item one argument, never split
         or interpreted); rtlab.suites.board.shell_line quotes it, in one place,
-        for the board's shell."""
+        for the board's shell. *board* is the board it runs on (its arch,
+        kind, CPUs, isolated CPU, ``emulated``, options), the same typed
+        :class:`rtlab.boards.Board` for the labgrid and the LAVA path; None
+        where no board is known (a command shown or checked on its own)."""
         raise NotImplementedError
 
     def outputs(self, run: SuiteRun) -> list[str]:
@@ -279,7 +283,7 @@ class Cyclictest(Suite):
     spec = {"interval_us": INTERVAL_US, "duration_s": DURATION_S, "priority": PRIORITY,
             "histogram_us": Int(1, 1_000_000), "extra_args": Args()}
 
-    def command(self, run: SuiteRun, board: dict | None = None) -> list[str]:
+    def command(self, run: SuiteRun, board: Optional[Board] = None) -> list[str]:
         p = run.params
         cpus = format_cpulist(run.cpus)
         # -a names every measured CPU explicitly: rt-tests skips isolated CPUs

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from ..boards import Board
 from ..config import format_cpulist
 from . import DURATION_S, Args, Int, Suite, SuiteRun
 
@@ -30,7 +31,7 @@ class Oslat(Suite):
     }
     spec = {"duration_s": DURATION_S, "priority": Int(0, 99), "buckets": Int(4, 1024), "extra_args": Args()}
 
-    def command(self, run: SuiteRun, board: Optional[dict] = None) -> list[str]:
+    def command(self, run: SuiteRun, board: Optional[Board] = None) -> list[str]:
         p = run.params
         prio = ["-f", str(p["priority"])] if p["priority"] > 0 else []
         return ["oslat", "-q", "-D", str(p["duration_s"]), "-c", format_cpulist(run.cpus), *prio,

@@ -41,6 +41,7 @@ import re
 from pathlib import Path
 from typing import Optional
 
+from ..boards import Board
 from ..config import format_cpulist
 from ..model import ToolFailure, ToolOutput
 from ..parsers import parse_file
@@ -87,7 +88,7 @@ class Signaltest(Suite):
     defaults = {"duration_s": 10, "priority": 90, "threads": 2, "extra_args": []}
     spec = {"duration_s": DURATION_S, "priority": PRIORITY, "threads": Int(1, 1024), "extra_args": Args()}
 
-    def command(self, run: SuiteRun, board: Optional[dict] = None) -> list[str]:
+    def command(self, run: SuiteRun, board: Optional[Board] = None) -> list[str]:
         p = run.params
         return ["signaltest", "-q", "-m", "-p", str(p["priority"]), "-D", str(p["duration_s"]),
                 "-t", str(max(2, int(p["threads"]))), f"-a{format_cpulist(run.cpus)}",
@@ -109,7 +110,7 @@ class _Ipc(Suite):
     def json_file(self) -> str:  # type: ignore[override]
         return f"{self.tool}.json"
 
-    def command(self, run: SuiteRun, board: Optional[dict] = None) -> list[str]:
+    def command(self, run: SuiteRun, board: Optional[Board] = None) -> list[str]:
         p = run.params
         prefix, place = ipc_placement(run.cpus, p["pairs"])
         # taskset pins the shell, whose children inherit the affinity
@@ -151,7 +152,7 @@ class PiStress(Suite):
     spec = {"duration_s": DURATION_S, "groups": Int(1, 1024, words=("auto",), none_ok=True),
             "extra_args": Args()}
 
-    def command(self, run: SuiteRun, board: Optional[dict] = None) -> list[str]:
+    def command(self, run: SuiteRun, board: Optional[Board] = None) -> list[str]:
         p = run.params
         groups = [] if p["groups"] in (None, "auto") else ["-g", str(int(p["groups"]))]
         return ["pi_stress", "-q", "-m", "-D", str(p["duration_s"]), *groups,
@@ -220,7 +221,7 @@ class Hackbench(Suite):
     LOOP_SH = ('renice 0 -p $$ > /dev/null 2>&1; n=$1; shift; i=1; '
                'while [ "$i" -le "$n" ]; do "$@" > "hackbench-$i.txt" 2>&1 || exit $?; i=$((i + 1)); done')
 
-    def command(self, run: SuiteRun, board: Optional[dict] = None) -> list[str]:
+    def command(self, run: SuiteRun, board: Optional[Board] = None) -> list[str]:
         p = run.params
         mode = ["-T"] if p["threads"] else ["-P"]
         pipe = ["-p"] if p["pipe"] else []
@@ -252,7 +253,7 @@ class Cyclicdeadline(Suite):
     spec = {"interval_us": INTERVAL_US, "step_us": Int(1, 10_000_000), "threads": Int(1, 1024),
             "duration_s": DURATION_S, "extra_args": Args()}
 
-    def command(self, run: SuiteRun, board: Optional[dict] = None) -> list[str]:
+    def command(self, run: SuiteRun, board: Optional[Board] = None) -> list[str]:
         p = run.params
         return ["cyclicdeadline", "-q", "-i", str(p["interval_us"]), "-s", str(p["step_us"]),
                 "-t", str(p["threads"]), "-D", str(p["duration_s"]), f"--json={self.json_file}",
@@ -279,7 +280,7 @@ class RtMigrateTest(Suite):
         # a loop: 2 x 100 ms sleep + 20 ms busy, per task in turn on a short CPU
         return 0.3 * int(run.params["loops"]) + 5
 
-    def command(self, run: SuiteRun, board: Optional[dict] = None) -> list[str]:
+    def command(self, run: SuiteRun, board: Optional[Board] = None) -> list[str]:
         p = run.params
         check = ["-c"] if p["check"] else []
         return ["rt-migrate-test", "-q", "-p", str(p["priority"]), "-l", str(p["loops"]), *check,

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from rtlab.boards import Board
 from rtlab.budgets import Budget
 from rtlab.campaign import load_campaign
 from rtlab.gate import judge
@@ -69,7 +70,8 @@ def test_other_placements_and_params():
     assert SUITES["hackbench"].outputs(run_of("hackbench", runs=2)) == ["hackbench-1.txt", "hackbench-2.txt"]
     # rtbench: the board image has it on PATH; the local board runs the build by path
     assert cmd("rtbench", (1,)).startswith("rtbench -q -l 1000 -D 0.2 -p 80 -a 1 ")
-    local = cmd("rtbench", (0, 1), board={"kind": "local", "arch": "x86_64"})
+    local = cmd("rtbench", (0, 1), board=Board(name="local", env_file=Path("local.yaml"), arch="x86_64",
+                                                   cpus=2, isolate_cpu=None, budget_class="local", kind="local"))
     assert local.startswith(str(FIX.parents[1] / "rtbench/build/x86_64/rtbench") + " ") and "-a 1 " in local
 
 
