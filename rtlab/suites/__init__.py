@@ -31,7 +31,7 @@ from ..loads.health import load_metrics
 from ..model import ToolOutput
 from ..params import (LOAD_OPTION_SPECS, Args, Bool, Cpus, Int, Num, ParamError, Spec,  # noqa: F401
                       check_mapping)
-from ..parsers import parse_file
+from ..parsers import FormatParser, parse_file, rt_tests
 
 #: every suite, by registry name (filled by Suite.__init_subclass__)
 SUITES: dict[str, "Suite"] = {}
@@ -114,6 +114,10 @@ class Suite:
     metric: ClassVar[Optional[str]] = None
     #: signal/IPC wake-up latency between threads (the dashboards' IPC panel)
     ipc: ClassVar[bool] = False
+    #: the format parser of the tool's output file (rtlab.parsers: rt_tests,
+    #: rtbench ...), wrapped in staticmethod(); parse_file(path, tool=...)
+    #: finds it here. None: the suite reads its raw files itself (parse_outputs)
+    parser: Optional[FormatParser] = None
     #: LAVA: the board reports per-thread test cases from the tool's rt-tests
     #: JSON (cyclictest layout, rtlab.lava.onboard) besides the exit case
     lava_thread_cases: ClassVar[bool] = False
@@ -269,6 +273,7 @@ class Cyclictest(Suite):
     name = "cyclictest"
     tool = "cyclictest"
     json_file = "cyclictest.json"
+    parser = staticmethod(rt_tests)
     lava_thread_cases = True
     traces_kernel = True
     defaults = {

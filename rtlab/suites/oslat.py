@@ -14,6 +14,7 @@ from typing import Optional
 
 from ..boards import Board
 from ..config import format_cpulist
+from ..parsers import rt_tests
 from . import DURATION_S, Args, Int, Suite, SuiteRun
 
 
@@ -23,6 +24,7 @@ class Oslat(Suite):
     name = "oslat"
     tool = "oslat"
     json_file = "oslat.json"
+    parser = staticmethod(rt_tests)
     defaults = {
         "duration_s": 10,
         "priority": 0,      # -f: SCHED_FIFO priority of the loops; 0 = SCHED_OTHER (see above)

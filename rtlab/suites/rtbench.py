@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Optional
 
 from .. import ROOT
+from .. import parsers
 from ..boards import Board
 from . import PRIORITY, Args, Int, Num, Suite, SuiteRun
 from ..params import Text
@@ -53,6 +54,7 @@ class Rtbench(Suite):
     name = "rtbench"
     tool = "rtbench"
     json_file = "rtbench.json"
+    parser = staticmethod(parsers.rtbench)
     defaults = {
         "loops": 1000,        # -l: samples per benchmark
         "cap_s": 0.2,         # -D: cap on each benchmark's sampling time

@@ -44,7 +44,7 @@ from typing import Optional
 from ..boards import Board
 from ..config import format_cpulist
 from ..model import ToolFailure, ToolOutput
-from ..parsers import parse_file
+from ..parsers import parse_file, rt_tests
 from . import DURATION_S, INTERVAL_US, METRICS, PRIORITY, Args, Bool, Int, Suite, SuiteRun
 
 #: svsematest makes its SysV IPC keys with ftok() on its own path, taken from
@@ -84,6 +84,7 @@ class Signaltest(Suite):
     name = "signaltest"
     tool = "signaltest"
     json_file = "signaltest.json"
+    parser = staticmethod(rt_tests)
     ipc = True
     defaults = {"duration_s": 10, "priority": 90, "threads": 2, "extra_args": []}
     spec = {"duration_s": DURATION_S, "priority": PRIORITY, "threads": Int(1, 1024), "extra_args": Args()}
@@ -98,6 +99,7 @@ class Signaltest(Suite):
 class _Ipc(Suite):
     """sender/receiver pairs; one result per receiver (pair) in the model."""
 
+    parser = staticmethod(rt_tests)
     ipc = True
 
     defaults = {"duration_s": 10, "priority": 90, "interval_us": 1000, "distance_us": 500,
@@ -146,6 +148,7 @@ class PiStress(Suite):
     name = "pi_stress"
     tool = "pi_stress"
     json_file = "pi_stress.json"
+    parser = staticmethod(rt_tests)
     result_kind = METRICS
     metric, metric_unit = "inversions", "inv"
     defaults = {"duration_s": 10, "groups": "auto", "extra_args": []}
@@ -195,6 +198,7 @@ class Hackbench(Suite):
     name = "hackbench"
     tool = "hackbench"
     json_file = None
+    parser = staticmethod(rt_tests)
     result_kind = METRICS
     metric, metric_unit = "time_s", "s"
     defaults = {
@@ -245,6 +249,7 @@ class Cyclicdeadline(Suite):
     name = "cyclicdeadline"
     tool = "cyclicdeadline"
     json_file = "cyclicdeadline.json"
+    parser = staticmethod(rt_tests)
     defaults = {
         # Linaro uses 1000 us, whose runtime needs the HRTICK sched feature;
         # 10 ms works on any kernel (runtime 6 ms)
@@ -266,6 +271,7 @@ class RtMigrateTest(Suite):
     name = "rt-migrate-test"
     tool = "rt-migrate-test"
     json_file = "rt-migrate-test.json"
+    parser = staticmethod(rt_tests)
     defaults = {
         # -l, not -D: rt-migrate-test exits 1 when -D ends the run, success or not
         "loops": 25,
