@@ -39,7 +39,11 @@ from ..campaign import Campaign, Job
 from ..config import format_cpulist
 from ..errors import InputError, RtlabError
 from ..fsutil import atomic_write, sha256_file
-from ..images import PROMPT_RE, ImageSet
+from ..images.apt import AptSource
+from ..images.build import ensure_images
+from ..images.cache import DEFAULT_CACHE, DebCache
+from ..images.console import PROMPT_RE
+from ..images.imageset import ImageSet
 from ..runner import BOOT_ALLOWANCE_S, stage_kernel, unavailable
 from ..suites import SUITES, Suite, SuiteRun
 from ..suites.board import BOARD_WORKDIR, BoardShell, kernel_facts, shell_line
@@ -164,7 +168,6 @@ def extract_dtb(images: ImageSet, flavour: str, dtb: str, cache: Optional[Path] 
     package of `flavour`, extracted once into the LAVA cache."""
     import subprocess
 
-    from ..images import DEFAULT_CACHE, AptSource, DebCache
 
     k = images.kernels[flavour]
     cache = Path(cache) if cache else ROOT / ".cache" / "lava" / "dtbs"
@@ -371,7 +374,6 @@ def render_campaign(campaign: Campaign, out_dir: Path, *, boards: Optional[list[
                     progress: Callable[[str], None] = lambda m: None) -> dict:
     """Write every job of the campaign under `out_dir`; returns the index
     (also written as `out_dir/index.json`)."""
-    from ..images import ensure_images
 
     out_dir = Path(out_dir)
     lava_boards = load_lava_boards()
