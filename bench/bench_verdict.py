@@ -1,6 +1,6 @@
 """The regression verdict's false-alarm rate and power, measured on real runs.
 
-    python bench/bench_verdict.py                      # local board, N=5 (pools of 10)
+    python bench/bench_verdict.py                      # local board, N=5 (pools of 10), 15 s runs
     python bench/bench_verdict.py --small              # N=3, pools of 6, 2 s runs: ~2-3 min
     python bench/bench_verdict.py --board qemu-aarch64 --variant rt \
         --bad-tree KERNEL_TREE [--good-tree KERNEL_TREE]   # a kernel-side regression
@@ -124,7 +124,8 @@ def main(argv=None) -> int:
     ap.add_argument("--n", type=int, default=5, help="repeats per side of one comparison")
     ap.add_argument("--pool", type=int, help="repeats per pool (default 2N)")
     ap.add_argument("--comparisons", type=int, default=20)
-    ap.add_argument("--duration", type=int, default=5, help="seconds per cyclictest run")
+    # 15 s: on this host a 5 s run's p99 varies 4x between repeats, 15 s 1.7x (README)
+    ap.add_argument("--duration", type=int, default=15, help="seconds per cyclictest run")
     ap.add_argument("--spin-us", type=float, default=60, help="injected regression (local board)")
     ap.add_argument("--period-ms", type=float, default=3)
     ap.add_argument("--good-tree", type=Path, help="kernel tree of the baseline (booting boards)")
