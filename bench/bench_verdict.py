@@ -48,7 +48,7 @@ from rtlab.model import RunResult  # noqa: E402
 from rtlab.stats import median  # noqa: E402
 
 
-def campaign_file(tmp: Path, board: str, variant: str, duration: int) -> Path:
+def campaign_file(tmp: Path, board: str, variant: str, duration: int, interval_us: int = 1000) -> Path:
     p = tmp / "campaign.yaml"
     p.write_text(textwrap.dedent(f"""
         name: bench-verdict
@@ -57,7 +57,7 @@ def campaign_file(tmp: Path, board: str, variant: str, duration: int) -> Path:
         variants: [{variant}]
         suites:
           - name: cyclictest
-            params: {{interval_us: 1000, duration_s: {duration}, histogram_us: 20000}}
+            params: {{interval_us: {interval_us}, duration_s: {duration}, histogram_us: 20000}}
     """))
     return p
 
@@ -70,7 +70,16 @@ def run_pool(camp: Path, results: Path, repeat: int, extra=()) -> tuple[Path, fl
     wall = time.monotonic() - t0
     if "results: " not in res.stdout:
         sys.exit(f"rtlab run failed (exit {res.returncode}):\n{res.stdout[-2000:]}\n{res.stderr[-2000:]}")
-    return Path(res.stdout.split("results: ")[-1].split()[0]), wall
+    run_dir = Path(res.stdout.split("results: ")[-1].split()[0])
+    (run_dir / "bench-wall.json").write_text(json.dumps({"wall_s": wall}))
+    print(f"  {run_dir} ({wall:.0f} s)", flush=True)
+    return run_dir, wall
+
+
+def pool_wall(run_dir: Path) -> float:
+    """The wall time a kept pool took (written by run_pool)."""
+    f = run_dir / "bench-wall.json"
+    return float(json.loads(f.read_text())["wall_s"]) if f.is_file() else float("nan")
 
 
 def repeats_of(run_dir: Path) -> list[RunResult]:
@@ -129,6 +138,11 @@ def main(argv=None) -> int:
     ap.add_argument("--period-ms", type=float, default=3)
     ap.add_argument("--good-tree", type=Path, help="kernel tree of the baseline (booting boards)")
     ap.add_argument("--bad-tree", type=Path, help="kernel tree with the regression (booting boards)")
+    ap.add_argument("--interval-us", type=int, default=1000,
+                    help="cyclictest period (10000 on TCG, which misses 1 ms wake-ups under load)")
+    ap.add_argument("--keep", type=Path, help="keep the pools' run dirs under this directory")
+    ap.add_argument("--base-run", type=Path, help="reuse this run dir as the baseline pool")
+    ap.add_argument("--bad-run", type=Path, help="reuse this run dir as the regressed pool")
     ap.add_argument("--small", action="store_true", help="N=3, pools of 6, 2 s runs")
     ap.add_argument("--seed", type=int, default=1)
     a = ap.parse_args(argv)
@@ -142,22 +156,30 @@ def main(argv=None) -> int:
     rng = random.Random(a.seed)
     policy = load_policy(ROOT / "budgets" / "default.yaml")
     load0 = os.getloadavg()
-    with tempfile.TemporaryDirectory(prefix="bench-verdict-") as tmp:
-        tmp = Path(tmp)
-        camp = campaign_file(tmp, a.board, a.variant, a.duration)
+    with tempfile.TemporaryDirectory(prefix="bench-verdict-") as tmpname:
+        tmp = Path(tmpname)
+        keep = a.keep or tmp / "r"
+        camp = campaign_file(tmp, a.board, a.variant, a.duration, a.interval_us)
         good_extra = ("--kernel-tree", str(a.good_tree)) if a.good_tree else ()
-        print(f"baseline pool: {pool} repeats of {a.board}/{a.variant} cyclictest {a.duration} s ...", flush=True)
-        base_dir, base_wall = run_pool(camp, tmp / "r", pool, good_extra)
-        if a.board == "local":
+        if a.base_run:
+            base_dir, base_wall = a.base_run, pool_wall(a.base_run)
+        else:
+            print(f"baseline pool: {pool} repeats of {a.board}/{a.variant} cyclictest {a.duration} s "
+                  f"every {a.interval_us} us ...", flush=True)
+            base_dir, base_wall = run_pool(camp, keep, pool, good_extra)
+        if a.bad_run:
+            bad_dir, bad_wall = a.bad_run, pool_wall(a.bad_run)
+            what = f"pool {a.bad_run.name}"
+        elif a.board == "local":
             from stealer import stealing
             print(f"regressed pool: {pool} repeats with a SCHED_FIFO spin of {a.spin_us:g} us "
                   f"every {a.period_ms:g} ms per CPU ...", flush=True)
             with stealing(spin_us=a.spin_us, period_ms=a.period_ms):
-                bad_dir, bad_wall = run_pool(camp, tmp / "r", pool)
+                bad_dir, bad_wall = run_pool(camp, keep, pool)
             what = f"SCHED_FIFO spin {a.spin_us:g} us / {a.period_ms:g} ms per CPU"
         else:
             print(f"regressed pool: {pool} repeats of the kernel from {a.bad_tree} ...", flush=True)
-            bad_dir, bad_wall = run_pool(camp, tmp / "r", pool, ("--kernel-tree", str(a.bad_tree)))
+            bad_dir, bad_wall = run_pool(camp, keep, pool, ("--kernel-tree", str(a.bad_tree)))
             what = f"kernel from {a.bad_tree}"
         base, bad = repeats_of(base_dir), repeats_of(bad_dir)
         if len(base) < 2 * a.n or len(bad) < a.n:

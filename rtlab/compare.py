@@ -66,12 +66,20 @@ class Policy:
     trim: float = 0.0
     min_effect: dict[str, MinEffect] = field(default_factory=dict)
     source: str = "built-in defaults"
+    #: budget class -> the statistics that gate there, where they differ
+    #: from ``statistics`` (qemu-tcg adds the max: a kernel-side stall shows
+    #: in the tail only, far beyond the histogram)
+    class_statistics: dict[str, tuple[str, ...]] = field(default_factory=dict)
 
     def effect_for(self, budget_class: str) -> MinEffect:
         return self.min_effect.get(budget_class) or self.min_effect.get("*") or MinEffect()
 
+    def statistics_for(self, budget_class: str) -> tuple[str, ...]:
+        return self.class_statistics.get(budget_class) or self.statistics
+
     def to_json(self) -> dict[str, Any]:
         return {"statistics": list(self.statistics), "alpha": self.alpha, "min_runs": self.min_runs,
+                "class_statistics": {k: list(v) for k, v in self.class_statistics.items()},
                 "trim": self.trim, "source": self.source,
                 "min_effect": {k: {"relative": v.relative, "abs_us": v.abs_us}
                                for k, v in self.min_effect.items()}}
@@ -81,13 +89,25 @@ def policy_from_node(node: Node, path: Path) -> Policy:
     """``regression:`` of a budget file, every value typed and ranged."""
     node.only(["statistics", "alpha", "min_runs", "trim", "min_effect"])
     d = Policy()
-    st = tuple(node.child("statistics").str_list(list(d.statistics)))
-    for s in st:
-        if s not in stats.RUN_STATISTICS:
-            raise node.child("statistics").error(
-                f"unknown statistic {s!r} (known: {', '.join(stats.RUN_STATISTICS)})")
-    if not st:
-        raise node.child("statistics").error("needs at least one statistic")
+
+    def stat_list(n: Node) -> tuple[str, ...]:
+        st = tuple(n.str_list(list(d.statistics)))
+        for s in st:
+            if s not in stats.RUN_STATISTICS:
+                raise n.error(f"unknown statistic {s!r} (known: {', '.join(stats.RUN_STATISTICS)})")
+        if not st:
+            raise n.error("needs at least one statistic")
+        return st
+
+    # a list (every class) or a mapping budget class -> list, "*" the default
+    snode = node.child("statistics")
+    by_class: dict[str, tuple[str, ...]] = {}
+    if isinstance(snode.value, dict):
+        for cls, cnode in snode.items():
+            by_class[str(cls)] = stat_list(cnode)
+        st = by_class.pop("*", d.statistics)
+    else:
+        st = stat_list(snode)
     alpha = node.child("alpha").number(d.alpha, positive=True)
     if not alpha < 0.5:
         raise node.child("alpha").error(f"must be below 0.5, got {alpha!r}")
@@ -106,7 +126,7 @@ def policy_from_node(node: Node, path: Path) -> Policy:
         if effects[str(cls)].relative < 0 or effects[str(cls)].abs_us < 0:
             raise enode.error("minimum effects must not be negative")
     return Policy(statistics=st, alpha=float(alpha), min_runs=min_runs, trim=float(trim),
-                  min_effect=effects, source=f"{Path(path).name}: regression")
+                  min_effect=effects, class_statistics=by_class, source=f"{Path(path).name}: regression")
 
 
 # -- replicates -------------------------------------------------------------
@@ -122,6 +142,9 @@ class Replicate:
     bucket_us: Optional[float] = None
     histogram: Optional[Histogram] = None
     commit: str = ""
+    #: statistics beyond the histogram's range: name -> the range (the
+    #: statistic is at least that: right-censored, not unknowable)
+    censored: dict[str, float] = field(default_factory=dict)
 
     @property
     def label(self) -> str:
@@ -163,7 +186,8 @@ def side_from_runs(runs: Iterable[RunResult], source: str = "") -> Side:
                                 campaign=run.campaign, budget_class=job.budget_class,
                                 values=stats.run_statistics(c),
                                 bucket_us=c.histogram.bucket_us if c.histogram else None,
-                                histogram=c.histogram, commit=sha)
+                                histogram=c.histogram, commit=sha,
+                                censored=stats.censored_statistics(c))
                 side.keys.setdefault(k, []).append(rep)
         if not run.jobs:
             side.dropped.setdefault(MeasurementKey("*", "*", "*", "*"), []).append(
@@ -181,6 +205,10 @@ class StatComparison:
     p_adjusted: Optional[float] = None
     gates: bool = True
     big_enough: bool = False
+    #: per run: the value is the histogram's range and the statistic at
+    #: least that (right-censored); the medians are then lower bounds
+    baseline_censored: list[bool] = field(default_factory=list)
+    candidate_censored: list[bool] = field(default_factory=list)
 
     @property
     def base_median(self) -> float:
@@ -190,18 +218,36 @@ class StatComparison:
     def cand_median(self) -> float:
         return stats.median(self.candidate)
 
+    @staticmethod
+    def _median_censored(values: list[float], censored: list[bool]) -> bool:
+        order = sorted(zip([math.inf if c else v for v, c in zip(values, censored)], censored))
+        n = len(order)
+        return bool(n) and (order[n // 2][1] or (n % 2 == 0 and order[n // 2 - 1][1]))
+
+    def medians_text(self) -> str:
+        def one(m: float, cens: bool) -> str:
+            return (">=" if cens else "") + _us(m)
+        return (f"{one(self.base_median, self._median_censored(self.baseline, self.baseline_censored))} -> "
+                f"{one(self.cand_median, self._median_censored(self.candidate, self.candidate_censored))} us")
+
     def to_json(self) -> dict[str, Any]:
         t = self.test
+
+        def fin(x: Optional[float]) -> Optional[float]:
+            return x if x is not None and math.isfinite(x) else None
         return {"statistic": self.name, "baseline": self.baseline, "candidate": self.candidate,
+                "baseline_censored": self.baseline_censored, "candidate_censored": self.candidate_censored,
                 "baseline_median": self.base_median, "candidate_median": self.cand_median,
                 "gates": self.gates, "big_enough": self.big_enough,
                 "p": t.p if t else None, "p_adjusted": self.p_adjusted,
                 "ratio": t.ratio if t else None,
-                "ratio_interval": [t.ratio_low, t.ratio_high] if t else None,
+                "ratio_interval": [fin(t.ratio_low), fin(t.ratio_high)] if t else None,
                 "method": t.method if t else None}
 
 
 def _pct(x: float) -> str:
+    if math.isinf(x):
+        return "+inf %"
     v = (x - 1) * 100
     return f"{v:+.0f} %" if abs(v) >= 1 or v == 0 else f"{v:+.1f} %"
 
@@ -248,7 +294,7 @@ class KeyComparison:
         t = s.test
         p = s.p_adjusted if s.p_adjusted is not None else t.p
         text = (f"{s.name} {_pct(t.ratio)} [{_pct(t.ratio_low)}, {_pct(t.ratio_high)}] "
-                f"({_us(s.base_median)} -> {_us(s.cand_median)} us), "
+                f"({s.medians_text()}), "
                 f"{self.n_candidate} runs vs {self.n_baseline}, p={p:.2g}")
         if self.reasons:
             text += " (" + "; ".join(self.reasons) + ")"
@@ -347,6 +393,7 @@ def compare_sides(base: Side, cand: Side, policy: Optional[Policy] = None) -> Co
     all_keys = [k for k in all_keys if k.board != "*"]
     family: list[tuple[KeyComparison, StatComparison]] = []
     pending: list[tuple[StatComparison, float, MinEffect]] = []
+    censored: list[tuple[StatComparison, MinEffect]] = []
     for key in all_keys:
         kc = KeyComparison(key=key, alpha=policy.alpha)
         cmp.keys.append(kc)
@@ -378,26 +425,42 @@ def compare_sides(base: Side, cand: Side, policy: Optional[Policy] = None) -> Co
             continue
         floor = 0.5 * min((r.bucket_us for r in b + c if r.bucket_us), default=1.0)
         eff = policy.effect_for(kc.budget_class)
+        gating = policy.statistics_for(kc.budget_class)
         for name in stats.RUN_STATISTICS:
-            bv = [r.values.get(name) for r in b]
-            cv = [r.values.get(name) for r in c]
-            gates = name in policy.statistics
+            # a value beyond the histogram's range is censored at the range
+            # (known to be at least that), read from the overflow count
+            bv = [r.values.get(name) if r.values.get(name) is not None else r.censored.get(name) for r in b]
+            cv = [r.values.get(name) if r.values.get(name) is not None else r.censored.get(name) for r in c]
+            gates = name in gating
             if any(v is None for v in bv + cv):
                 if gates:
                     who = [r.label for r, v in zip(b + c, bv + cv) if v is None]
-                    kc.reasons.append(f"{name} unknowable (beyond the histogram range) in {', '.join(who)}")
+                    kc.reasons.append(f"{name} unknowable (beyond a histogram of unknown range) in {', '.join(who)}")
                 continue
             sc = StatComparison(name=name, baseline=[float(v) for v in bv],
-                                candidate=[float(v) for v in cv], gates=gates)
+                                candidate=[float(v) for v in cv], gates=gates,
+                                baseline_censored=[name in r.censored and r.values.get(name) is None for r in b],
+                                candidate_censored=[name in r.censored and r.values.get(name) is None for r in c])
             kc.stats.append(sc)
             if gates:  # only what gates is tested: the rest is shown
                 family.append((kc, sc))
-                pending.append((sc, floor, eff))
+                if any(sc.baseline_censored + sc.candidate_censored):
+                    censored.append((sc, eff))
+                else:
+                    pending.append((sc, floor, eff))
     tests = stats.shift_tests([(sc.baseline, sc.candidate) for sc, _, _ in pending],
                               trim=policy.trim, floor=[f for _, f, _ in pending])
-    for (sc, _, eff), t in zip(pending, tests):
+    for (sc, _, _), t in zip(pending, tests):
         sc.test = t
-        sc.big_enough = (t.ratio >= 1 + eff.relative and sc.cand_median - sc.base_median >= eff.abs_us)
+    for sc, _ in censored:
+        sc.test = stats.censored_shift_test(sc.baseline, sc.baseline_censored,
+                                            sc.candidate, sc.candidate_censored)
+    for sc, _, eff in pending + [(sc, 0.0, eff) for sc, eff in censored]:
+        # the minimum effect, on the run-level medians of the statistic, in
+        # its own unit (us): the ratio and the difference must both reach
+        # it; with censored runs the medians are lower bounds, so a censored
+        # candidate median only ever understates the effect
+        sc.big_enough = (sc.test.ratio >= 1 + eff.relative and sc.cand_median - sc.base_median >= eff.abs_us)
     adjusted = stats.adjust([sc.test.p for _, sc in family])
     for (_, sc), p in zip(family, adjusted):
         sc.p_adjusted = p

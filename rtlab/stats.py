@@ -75,6 +75,21 @@ def run_statistics(t: ThreadResult, threshold_us: Optional[float] = None) -> dic
     return out
 
 
+def censored_statistics(t: ThreadResult) -> dict[str, float]:
+    """The percentiles of :func:`run_statistics` that lie beyond the
+    histogram's range, each with that range: the overflow count makes the
+    rank exact, so such a percentile is known to be at least the range
+    (right-censored), which a rank test can use. Empty where the histogram
+    has no known size (then they stay unknowable)."""
+    h = t.histogram
+    if h is None or h.size is None or not t.cycles:
+        return {}
+    top = h.size * h.bucket_us
+    pct = t.percentiles_us
+    return {name: float(top) for name in RUN_STATISTICS
+            if name != "max" and pct.get(name[1:]) is None}
+
+
 @dataclass(frozen=True)
 class ShiftTest:
     """One statistic, candidate runs against baseline runs."""
@@ -145,6 +160,32 @@ def shift_tests(pairs: Sequence[tuple[Sequence[float], Sequence[float]]], *, tri
                                    ratio_high=math.exp(e),
                                    method="exact Mann-Whitney U (no spread for a t-test)")
     return out
+
+
+def censored_shift_test(baseline: Sequence[float], baseline_censored: Sequence[bool],
+                        candidate: Sequence[float], candidate_censored: Sequence[bool]) -> ShiftTest:
+    """:func:`shift_test` for a statistic some runs only bound from below
+    (a percentile beyond the histogram's range, censored at the range).
+
+    A mean of logs needs every value, so this is a rank test: one-sided
+    Mann-Whitney U with every censored run a tie at the top (it is at least
+    the range, which every uncensored value is below), its p from the exact
+    permutation distribution (``scipy.stats.PermutationMethod``: every split
+    of the runs, ties included; 252 splits at 5 vs 5, so p >= 1/252 = 0.004).
+    The effect is the ratio of the medians with censored runs at the range:
+    a lower bound when the candidate's median is censored, the interval
+    [that, unbounded)."""
+    b = np.where(np.asarray(baseline_censored, dtype=bool), np.inf, np.asarray(baseline, dtype=float))
+    c = np.where(np.asarray(candidate_censored, dtype=bool), np.inf, np.asarray(candidate, dtype=float))
+    if len(b) < 2 or len(c) < 2:
+        raise ValueError("a shift test needs at least two runs per side")
+    res = sps.mannwhitneyu(c, b, alternative="greater", method=sps.PermutationMethod(n_resamples=20000))
+    ratio = median(candidate) / max(median(baseline), 1e-9)
+    # bounds, not a confidence interval: censored medians only bound it
+    low = 0.0 if any(baseline_censored) else ratio
+    high = math.inf if any(candidate_censored) else ratio
+    return ShiftTest(p=float(res.pvalue), ratio=ratio, ratio_low=low, ratio_high=high,
+                     method="Mann-Whitney U, censored runs tied at the top (exact permutation)")
 
 
 def adjust(pvalues: Sequence[float]) -> list[float]:
