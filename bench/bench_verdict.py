@@ -29,6 +29,7 @@ injection achieved, the wall time of one repeat and of one comparison
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import random
@@ -143,6 +144,9 @@ def main(argv=None) -> int:
     ap.add_argument("--keep", type=Path, help="keep the pools' run dirs under this directory")
     ap.add_argument("--base-run", type=Path, help="reuse this run dir as the baseline pool")
     ap.add_argument("--bad-run", type=Path, help="reuse this run dir as the regressed pool")
+    ap.add_argument("--alternative", action="append", metavar="STAT,STAT",
+                    default=["p99,p99.9", "max", "p99,p99.9,max", "p99.9,max"],
+                    help="also tally these gating statistics on the same comparisons")
     ap.add_argument("--small", action="store_true", help="N=3, pools of 6, 2 s runs")
     ap.add_argument("--seed", type=int, default=1)
     a = ap.parse_args(argv)
@@ -185,11 +189,11 @@ def main(argv=None) -> int:
         if len(base) < 2 * a.n or len(bad) < a.n:
             sys.exit(f"too few valid repeats: {len(base)} baseline, {len(bad)} regressed (INFRA on a loaded host?)")
 
-        def tally(pairs):
+        def tally(pairs, pol=policy):
             out = {REGRESSION: 0, UNDECIDED: 0}
             t0 = time.monotonic()
             for b, c in pairs:
-                o = compare_runs(b, c, policy).outcome
+                o = compare_runs(b, c, pol).outcome
                 if o in out:
                     out[o] += 1
             return out, (time.monotonic() - t0) / len(pairs)
@@ -204,6 +208,13 @@ def main(argv=None) -> int:
         # the same baseline subsets against the other half doubled: power at
         # exactly 2x p99 with the real spread between runs of this host
         x2, _ = tally([(b, [scaled(r, 2.0) for r in c]) for b, c in aa_pairs])
+        # the same comparisons with other gating statistics (the shipped
+        # min effects and correction): what chose the class's statistics
+        alternatives = []
+        for stat_set in a.alternative:
+            names = tuple(stat_set.split(","))
+            alt = dataclasses.replace(policy, statistics=names, class_statistics={})
+            alternatives.append((names, tally(aa_pairs, alt)[0], tally(pw_pairs, alt)[0]))
     per_repeat = (base_wall + bad_wall) / (2 * pool)
     known = [v for v in p99s(bad) if v != ">range"], [v for v in p99s(base) if v != ">range"]
     ratio = median(known[0]) / median(known[1]) if known[0] and known[1] else float("nan")
@@ -214,6 +225,11 @@ def main(argv=None) -> int:
     print(f"baseline p99 per repeat (us): {p99s(base)}")
     print(f"regressed p99 per repeat (us): {p99s(bad)}  ({what})")
     print(f"p99 ratio regressed/baseline (medians): {ratio:.2f}x")
+    for name, runs_ in (("baseline", base), ("regressed", bad)):
+        tails = [(m.output.combined().percentiles_us["99.9"], m.output.combined().max_us)
+                 for r in runs_ for m in r.measurements()]
+        print(f"{name} p99.9 / max per repeat (us): " + ", ".join(
+            f"{'>range' if p is None else f'{p:g}'}/{mx:g}" for p, mx in sorted(tails, key=lambda x: x[1])))
     print(f"A/A false alarms: {aa[REGRESSION]}/{a.comparisons} = {aa[REGRESSION] / a.comparisons:.0%} "
           f"(undecided {aa[UNDECIDED]})   target <= 5 %")
     print(f"power: {pw[REGRESSION]}/{a.comparisons} = {pw[REGRESSION] / a.comparisons:.0%} "
@@ -223,6 +239,10 @@ def main(argv=None) -> int:
     print(f"wall time: {per_repeat:.1f} s per repeat ({a.duration} s of it cyclictest; "
           f"{per_repeat / a.duration:.2f}x the tool time), {a.n * per_repeat + stat_s:.0f} s per comparison "
           f"(N repeats + {stat_s * 1000:.0f} ms of statistics)")
+    for names, faa, fpw in alternatives:
+        print(f"  gating on {'+'.join(names):<16} A/A false alarms {faa[REGRESSION]:>2}/{a.comparisons} "
+              f"(undecided {faa[UNDECIDED]}), power {fpw[REGRESSION]:>2}/{a.comparisons} "
+              f"(undecided {fpw[UNDECIDED]})")
     print(f"host load average (1 min) {load0[0]:.1f} at start, {load1[0]:.1f} at end, on {os.cpu_count()} CPUs")
     return 0
 

@@ -152,7 +152,8 @@ def bisect_policy(cmpmod, budgets: Optional[Path], baseline: list, n_cand: int, 
     it says "regression" less often with fewer runs)."""
     policy = cmpmod.load_policy(budgets) if budgets is not None else cmpmod.Policy()
     stats_ = tuple(st for st in dict.fromkeys((*policy.statistics, "max")) if _knowable(baseline, suite, load, st))
-    return dataclasses.replace(policy, statistics=stats_,
+    # class_statistics cleared: the list above, made for this key, gates
+    return dataclasses.replace(policy, statistics=stats_, class_statistics={},
                                min_runs=max(2, min(policy.min_runs, len(baseline), n_cand)))
 
 
