@@ -1,6 +1,6 @@
 """The regression verdict's false-alarm rate and power, measured on real runs.
 
-    python bench/bench_verdict.py                      # local board, N=5 (pools of 10)
+    python bench/bench_verdict.py                      # local board, N=5 (pools of 10), 15 s runs
     python bench/bench_verdict.py --small              # N=3, pools of 6, 2 s runs: ~2-3 min
     python bench/bench_verdict.py --board qemu-aarch64 --variant rt \
         --bad-tree KERNEL_TREE [--good-tree KERNEL_TREE]   # a kernel-side regression
@@ -134,7 +134,8 @@ def main(argv=None) -> int:
     ap.add_argument("--n", type=int, default=5, help="repeats per side of one comparison")
     ap.add_argument("--pool", type=int, help="repeats per pool (default 2N)")
     ap.add_argument("--comparisons", type=int, default=20)
-    ap.add_argument("--duration", type=int, default=5, help="seconds per cyclictest run")
+    # 15 s: on this host a 5 s run's p99 varies 4x between repeats, 15 s 1.7x (README)
+    ap.add_argument("--duration", type=int, default=15, help="seconds per cyclictest run")
     ap.add_argument("--spin-us", type=float, default=60, help="injected regression (local board)")
     ap.add_argument("--period-ms", type=float, default=3)
     ap.add_argument("--good-tree", type=Path, help="kernel tree of the baseline (booting boards)")
@@ -149,13 +150,15 @@ def main(argv=None) -> int:
                     help="also tally these gating statistics on the same comparisons")
     ap.add_argument("--small", action="store_true", help="N=3, pools of 6, 2 s runs")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--pools", type=Path, nargs=2, metavar=("BASE_RUN", "BAD_RUN"),
+                    help="re-use two kept pools (run dirs) instead of measuring: other N, same runs")
     a = ap.parse_args(argv)
     if a.small:
         a.n, a.duration = 3, 2
     pool = a.pool or 2 * a.n
-    if pool < 2 * a.n:
+    if pool < 2 * a.n and not a.pools:
         sys.exit("--pool must hold two disjoint sides (>= 2N)")
-    if a.board != "local" and not a.bad_tree:
+    if a.board != "local" and not (a.bad_tree or a.bad_run or a.pools):
         sys.exit("a booting board needs --bad-tree (a kernel with the regression)")
     rng = random.Random(a.seed)
     policy = load_policy(ROOT / "budgets" / "default.yaml")
@@ -165,6 +168,8 @@ def main(argv=None) -> int:
         keep = a.keep or tmp / "r"
         camp = campaign_file(tmp, a.board, a.variant, a.duration, a.interval_us)
         good_extra = ("--kernel-tree", str(a.good_tree)) if a.good_tree else ()
+        if a.pools:  # both kept pools at once
+            a.base_run, a.bad_run = a.pools
         if a.base_run:
             base_dir, base_wall = a.base_run, pool_wall(a.base_run)
         else:
@@ -185,6 +190,8 @@ def main(argv=None) -> int:
             print(f"regressed pool: {pool} repeats of the kernel from {a.bad_tree} ...", flush=True)
             bad_dir, bad_wall = run_pool(camp, keep, pool, ("--kernel-tree", str(a.bad_tree)))
             what = f"kernel from {a.bad_tree}"
+        if a.keep:
+            print(f"kept pools: --pools {base_dir} {bad_dir}", flush=True)
         base, bad = repeats_of(base_dir), repeats_of(bad_dir)
         if len(base) < 2 * a.n or len(bad) < a.n:
             sys.exit(f"too few valid repeats: {len(base)} baseline, {len(bad)} regressed (INFRA on a loaded host?)")
