@@ -70,9 +70,17 @@ class Policy:
     #: from ``statistics`` (qemu-tcg adds the max: a kernel-side stall shows
     #: in the tail only, far beyond the histogram)
     class_statistics: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    #: (budget class, statistic) -> its own minimum effect, where a class
+    #: sets one (qemu-tcg's max: the host's stalls reach tens of ms there)
+    statistic_effect: dict[tuple[str, str], MinEffect] = field(default_factory=dict)
 
-    def effect_for(self, budget_class: str) -> MinEffect:
-        return self.min_effect.get(budget_class) or self.min_effect.get("*") or MinEffect()
+    def effect_for(self, budget_class: str, statistic: str = "") -> MinEffect:
+        for cls in (budget_class, "*"):
+            if (cls, statistic) in self.statistic_effect:
+                return self.statistic_effect[(cls, statistic)]
+            if cls in self.min_effect:
+                return self.min_effect[cls]
+        return MinEffect()
 
     def statistics_for(self, budget_class: str) -> tuple[str, ...]:
         return self.class_statistics.get(budget_class) or self.statistics
@@ -82,7 +90,9 @@ class Policy:
                 "class_statistics": {k: list(v) for k, v in self.class_statistics.items()},
                 "trim": self.trim, "source": self.source,
                 "min_effect": {k: {"relative": v.relative, "abs_us": v.abs_us}
-                               for k, v in self.min_effect.items()}}
+                               for k, v in self.min_effect.items()},
+                "statistic_min_effect": {f"{c}/{st}": {"relative": v.relative, "abs_us": v.abs_us}
+                                         for (c, st), v in self.statistic_effect.items()}}
 
 
 def policy_from_node(node: Node, path: Path) -> Policy:
@@ -115,18 +125,28 @@ def policy_from_node(node: Node, path: Path) -> Policy:
     trim = node.child("trim").number(d.trim) if node.child("trim").value is not None else d.trim
     if not 0 <= trim < 0.5:
         raise node.child("trim").error(f"must be in [0, 0.5), got {trim!r}")
-    effects = {}
-    for cls, enode in node.child("min_effect").items():
-        enode.only(["relative", "abs_us"])
+    def effect(enode: Node, default: MinEffect) -> MinEffect:
         rel = enode.child("relative")
         ab = enode.child("abs_us")
-        effects[str(cls)] = MinEffect(
-            relative=rel.number(MinEffect.relative) if rel.value is not None else MinEffect.relative,
-            abs_us=ab.number(MinEffect.abs_us) if ab.value is not None else MinEffect.abs_us)
-        if effects[str(cls)].relative < 0 or effects[str(cls)].abs_us < 0:
+        e = MinEffect(relative=rel.number(default.relative) if rel.value is not None else default.relative,
+                      abs_us=ab.number(default.abs_us) if ab.value is not None else default.abs_us)
+        if e.relative < 0 or e.abs_us < 0:
             raise enode.error("minimum effects must not be negative")
+        return e
+
+    effects, stat_effects = {}, {}
+    for cls, enode in node.child("min_effect").items():
+        # relative, abs_us; and optionally per statistic its own (in the
+        # statistic's unit, us), defaulting to the class's
+        enode.only(["relative", "abs_us", *stats.RUN_STATISTICS])
+        effects[str(cls)] = effect(enode, MinEffect())
+        for name in stats.RUN_STATISTICS:
+            if enode.child(name).value is not None:
+                enode.child(name).only(["relative", "abs_us"])
+                stat_effects[(str(cls), name)] = effect(enode.child(name), effects[str(cls)])
     return Policy(statistics=st, alpha=float(alpha), min_runs=min_runs, trim=float(trim),
-                  min_effect=effects, class_statistics=by_class, source=f"{Path(path).name}: regression")
+                  min_effect=effects, class_statistics=by_class, statistic_effect=stat_effects,
+                  source=f"{Path(path).name}: regression")
 
 
 # -- replicates -------------------------------------------------------------
@@ -424,7 +444,6 @@ def compare_sides(base: Side, cand: Side, policy: Optional[Policy] = None) -> Co
         if kc.reasons:
             continue
         floor = 0.5 * min((r.bucket_us for r in b + c if r.bucket_us), default=1.0)
-        eff = policy.effect_for(kc.budget_class)
         gating = policy.statistics_for(kc.budget_class)
         for name in stats.RUN_STATISTICS:
             # a value beyond the histogram's range is censored at the range
@@ -444,10 +463,11 @@ def compare_sides(base: Side, cand: Side, policy: Optional[Policy] = None) -> Co
             kc.stats.append(sc)
             if gates:  # only what gates is tested: the rest is shown
                 family.append((kc, sc))
+                seff = policy.effect_for(kc.budget_class, name)
                 if any(sc.baseline_censored + sc.candidate_censored):
-                    censored.append((sc, eff))
+                    censored.append((sc, seff))
                 else:
-                    pending.append((sc, floor, eff))
+                    pending.append((sc, floor, seff))
     tests = stats.shift_tests([(sc.baseline, sc.candidate) for sc, _, _ in pending],
                               trim=policy.trim, floor=[f for _, f, _ in pending])
     for (sc, _, _), t in zip(pending, tests):
