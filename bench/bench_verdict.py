@@ -2,8 +2,14 @@
 
     python bench/bench_verdict.py                      # local board, N=5 (pools of 10), 15 s runs
     python bench/bench_verdict.py --small              # N=3, pools of 6, 2 s runs: ~2-3 min
-    python bench/bench_verdict.py --board qemu-aarch64 --variant rt \
-        --bad-tree KERNEL_TREE [--good-tree KERNEL_TREE]   # a kernel-side regression
+    python bench/bench_verdict.py --board qemu-aarch64 --variant preempt --interval-us 10000 \
+        --duration 5 --bad-tree KERNEL_TREE [--good-tree KERNEL_TREE]   # a kernel-side regression
+    python bench/bench_verdict.py ... --keep DIR                      # keep the pools
+    python bench/bench_verdict.py ... --pools BASE_RUN BAD_RUN        # re-judge kept pools
+    python bench/bench_verdict.py ... --alternative p99,max           # also tally other gating statistics
+
+Kernel trees with a planted regression: tests/integration/kernel_project.py
+(make_kernel_project: branch `latency`, the 400 ms kthread).
 
 What it does:
 
@@ -81,6 +87,17 @@ def pool_wall(run_dir: Path) -> float:
     """The wall time a kept pool took (written by run_pool)."""
     f = run_dir / "bench-wall.json"
     return float(json.loads(f.read_text())["wall_s"]) if f.is_file() else float("nan")
+
+
+def pool_duration(run_dir: Path, default: int) -> int:
+    """cyclictest's duration_s in a kept pool's campaign copy."""
+    import yaml
+
+    try:
+        doc = yaml.safe_load((run_dir / "campaign.yaml").read_text())
+        return int(doc["suites"][0]["params"]["duration_s"])
+    except (OSError, KeyError, IndexError, TypeError, ValueError):
+        return default
 
 
 def repeats_of(run_dir: Path) -> list[RunResult]:
@@ -193,6 +210,8 @@ def main(argv=None) -> int:
         if a.keep:
             print(f"kept pools: --pools {base_dir} {bad_dir}", flush=True)
         base, bad = repeats_of(base_dir), repeats_of(bad_dir)
+        if a.base_run:  # kept pools: the run length they were measured with
+            a.duration = pool_duration(base_dir, a.duration)
         if len(base) < 2 * a.n or len(bad) < a.n:
             sys.exit(f"too few valid repeats: {len(base)} baseline, {len(bad)} regressed (INFRA on a loaded host?)")
 
