@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import enum
 import math
-from fractions import Fraction
 from dataclasses import asdict, dataclass, field
+from fractions import Fraction
 from typing import Any, Optional
 
 #: percentiles every thread reports; keys are the strings used in JSON,

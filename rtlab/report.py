@@ -6,8 +6,8 @@ the budget and the verdict. Reasons for every non-pass follow the tables.
 """
 from __future__ import annotations
 
-from collections import OrderedDict
 import statistics
+from collections import OrderedDict
 from typing import Optional
 
 from .loads.health import load_cell

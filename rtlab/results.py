@@ -25,7 +25,6 @@ Layout::
 from __future__ import annotations
 
 import dataclasses
-
 import datetime as dt
 import json
 import os

@@ -30,10 +30,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Optional, Union
 
-from .parsers._common import IPC_TOOLS
 from .model import Histogram, JobResult, Measurement, RunResult, ThreadResult, ToolOutput, Verdict, combine_verdicts
-from .suites import Suite
+from .parsers._common import IPC_TOOLS
 from .plot import histogram_svg
+from .suites import Suite
 
 #: the reports' thresholds: 10 µs (interrupt response), 70 µs (periodic
 #: jitter under stress), 100 µs (the usual "hard real-time" line)

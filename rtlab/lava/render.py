@@ -28,6 +28,7 @@ import math
 import os
 import re
 import shlex
+import subprocess
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence, Union
 
@@ -36,7 +37,7 @@ import yaml
 from .. import ROOT
 from ..boards import Board
 from ..campaign import Campaign, Job
-from ..config import format_cpulist
+from ..config import format_cpulist, load_yaml
 from ..errors import InputError, RtlabError
 from ..fsutil import atomic_write, sha256_file
 from ..images.apt import AptSource
@@ -166,8 +167,6 @@ class Artifacts:
 def extract_dtb(images: ImageSet, flavour: str, dtb: str, cache: Optional[Path] = None) -> Path:
     """The DTB `dtb` (e.g. rockchip/rk3568-rock-3a.dtb) from the kernel
     package of `flavour`, extracted once into the LAVA cache."""
-    import subprocess
-
 
     k = images.kernels[flavour]
     cache = Path(cache) if cache else ROOT / ".cache" / "lava" / "dtbs"
@@ -469,8 +468,6 @@ def _job_header(spec: dict) -> str:
 
 def load_job(path: Path) -> tuple[dict, dict]:
     """A rendered job file -> (definition, rtlab spec)."""
-    from ..config import load_yaml
-
     definition = load_yaml(path)
     if not isinstance(definition, dict):
         raise InputError(path, "not a LAVA job definition (expected a mapping)")

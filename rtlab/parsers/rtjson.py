@@ -27,12 +27,24 @@ from typing import Any, Optional
 
 from ..errors import InputError
 from ..model import Histogram, ThreadResult, ToolOutput
-from .registry import known_tools
 from ._common import (
-    DEFAULT_MAX_ENTRIES, IPC_TOOLS, Buckets, JsonPath, Opt, atoi, bucket_counts,
-    cpu_or_none, last, limit,
-    parse_optstring, program, scan_options, us,
+    DEFAULT_MAX_ENTRIES,
+    IPC_TOOLS,
+    Buckets,
+    JsonPath,
+    Opt,
+    atoi,
+    bucket_counts,
+    cpu_or_none,
+    last,
+    limit,
+    parse_optstring,
+    program,
+    scan_options,
+    us,
 )
+from .registry import known_tools
+from .rtbench import parse_benchmarks
 
 # ---------------------------------------------------------------------------
 # decoding
@@ -185,7 +197,6 @@ def parse(doc: dict[str, Any], path, tool: Optional[str]) -> ToolOutput:
         out.sysinfo.setdefault("rt_test_version", version)
     cmd = _cmdline(doc)
     if tool == "rtbench":
-        from .rtbench import parse_benchmarks
         out.threads = parse_benchmarks(top, path)
         skipped = doc.get("skipped")
         if skipped:

@@ -29,8 +29,7 @@ from ..config import format_cpulist
 from ..loads import BASE_LOADS
 from ..loads.health import load_metrics
 from ..model import ToolOutput
-from ..params import (LOAD_OPTION_SPECS, Args, Bool, Cpus, Int, Num, ParamError, Spec,  # noqa: F401
-                      check_mapping)
+from ..params import LOAD_OPTION_SPECS, Args, Bool, Cpus, Int, Num, ParamError, Spec, check_mapping  # noqa: F401
 from ..parsers import FormatParser, parse_file, rt_tests
 from ..parsers.registry import add_tool_source
 
