@@ -55,6 +55,8 @@ def parser_for(tool: str, path: Any) -> FormatParser:
     """The parser of *tool*'s suite; InputError naming *path* when no suite has one."""
     parsers = _tools()
     if tool not in parsers:
+        if not _SOURCES:  # a library user who imported only rtlab.parsers
+            raise InputError(path, f"unknown tool {tool!r}: no suite has registered a tool yet (import rtlab.suites)")
         raise InputError(path, f"unknown tool {tool!r} (known: {', '.join(known_tools())})")
     parser = parsers[tool]
     if parser is None:

@@ -142,6 +142,9 @@ def detect(doc: dict[str, Any], path) -> str:
         prog = program(cmd)
         if prog in known_tools():
             return prog
+        if not known_tools():  # a library user who imported only rtlab.parsers
+            raise InputError(path, f"key 'cmdline:': unknown tool {prog!r}: no suite has registered "
+                                   f"a tool yet (import rtlab.suites)")
         raise InputError(path, f"key 'cmdline:': unknown tool {prog!r} "
                                f"(known: {', '.join(known_tools())}; force one with --tool)")
     if "benchmarks" in doc:

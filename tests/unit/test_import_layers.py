@@ -117,3 +117,16 @@ def test_the_layers_point_down():
     for mod, deps in every.items():
         if mod.startswith("rtlab.parsers"):
             assert not {d for d in deps if d.startswith("rtlab.suites")}, f"{mod} imports the suites"
+
+
+def test_parsers_learn_their_tools_from_the_suites():
+    """The inverted registry, in a fresh interpreter: importing the parsers
+    loads no suite and knows no tool; importing the suites fills the table."""
+    import subprocess
+    import sys
+    code = ("import sys; from rtlab.parsers import known_tools\n"
+            "assert 'rtlab.suites' not in sys.modules and known_tools() == (), known_tools()\n"
+            "import rtlab.suites\n"
+            "assert {'cyclictest', 'rtbench'} <= set(known_tools()), known_tools()\n")
+    res = subprocess.run([sys.executable, "-c", code], cwd=ROOT.parent, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
