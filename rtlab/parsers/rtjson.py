@@ -28,20 +28,9 @@ from typing import Any, Optional
 from ..errors import InputError
 from ..model import Histogram, ThreadResult, ToolOutput
 from ._common import (
-    DEFAULT_MAX_ENTRIES,
-    IPC_TOOLS,
-    Buckets,
-    JsonPath,
-    Opt,
-    atoi,
-    bucket_counts,
-    cpu_or_none,
-    last,
-    limit,
-    parse_optstring,
-    program,
-    scan_options,
-    us,
+    DEFAULT_MAX_ENTRIES, IPC_TOOLS, Buckets, JsonPath, Opt, atoi, bucket_counts,
+    cpu_or_none, last, limit,
+    parse_optstring, program, scan_options, us,
 )
 from .registry import known_tools
 from .rtbench import parse_benchmarks
