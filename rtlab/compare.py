@@ -13,8 +13,15 @@ Outcomes per key and for the whole comparison:
 
 - ``regression``: exit 1, with the key, the statistic and the effect named;
 - ``no-regression``: exit 0;
-- ``undecided``: exit 2 — too few valid runs, a key on one side only, an
-  unknowable statistic, runs of different campaigns or histogram buckets.
+- ``undecided``: exit 2 — too few valid runs, a key on one side only, a
+  statistic beyond a histogram of unknown range, runs of different
+  campaigns or histogram buckets.
+
+A percentile beyond a histogram of known range is censored: at least the
+range (the overflow count makes its rank exact), and tested by a rank test
+with the censored runs tied at the top (``stats.censored_shift_test``).
+The gating statistics and the minimum effects may differ per budget class
+and statistic (``regression:`` in the budget file; budgets/README.md).
   Nothing that cannot be judged passes.
 
 A regression wins over undecided keys elsewhere (it is definitive), as a
@@ -67,8 +74,8 @@ class Policy:
     min_effect: dict[str, MinEffect] = field(default_factory=dict)
     source: str = "built-in defaults"
     #: budget class -> the statistics that gate there, where they differ
-    #: from ``statistics`` (qemu-tcg adds the max: a kernel-side stall shows
-    #: in the tail only, far beyond the histogram)
+    #: from ``statistics`` (qemu-tcg gates on the max: under TCG a
+    #: kernel-side stall shows in the tail only, far beyond the histogram)
     class_statistics: dict[str, tuple[str, ...]] = field(default_factory=dict)
     #: (budget class, statistic) -> its own minimum effect, where a class
     #: sets one (qemu-tcg's max: the host's stalls reach tens of ms there)

@@ -1,5 +1,6 @@
 """The regression verdict on synthetic run sets with known answers."""
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,6 +14,7 @@ from rtlab.model import (Histogram, JobResult, Measurement, MeasurementKey, RunR
                          ToolOutput, Verdict)
 
 KEY = MeasurementKey("qemu-aarch64", "rt", "cyclictest", "idle")
+ROOT_BUDGETS = Path(__file__).resolve().parents[2] / "budgets" / "default.yaml"
 
 
 def hist(p50, p99, p999, mx, bucket=1.0):
@@ -296,6 +298,11 @@ def test_statistics_per_budget_class_gate_the_max_on_tcg_only(tmp_path):
     pol = load_policy(budgets)
     assert pol.statistics_for("qemu-tcg") == ("p99", "p99.9", "max")
     assert pol.statistics_for("rk3568") == ("p99", "p99.9")
+    # the shipped file: the max's own minimum effect on TCG, the class's elsewhere
+    shipped = load_policy(ROOT_BUDGETS)
+    assert shipped.effect_for("qemu-tcg", "max") == MinEffect(1.0, 20000)
+    assert shipped.effect_for("qemu-tcg", "p99") == MinEffect(0.5, 200)
+    assert shipped.effect_for("rk3568", "max") == MinEffect(0.2, 2)
     # the max alone moved (a rare long section): the TCG class gates on it
     base = runs("b", [24, 25, 23, 24, 26], mx=4600)
     worse = runs("w", [24, 26, 23, 25, 24], mx=400_000)
@@ -307,7 +314,13 @@ def test_statistics_per_budget_class_gate_the_max_on_tcg_only(tmp_path):
     worse = runs("w", [24, 26, 23, 25, 24], mx=400_000, budget_class="rk3568")
     assert compare_runs(base, worse, pol).exit_code == 0
     for bad, what in (("statistics: {qemu-tcg: [p98]}", "regression.statistics.qemu-tcg: unknown statistic 'p98'"),
-                      ("statistics: {qemu-tcg: []}", "regression.statistics.qemu-tcg: needs at least one")):
+                      ("statistics: {qemu-tcg: []}", "regression.statistics.qemu-tcg: needs at least one"),
+                      ("min_effect: {qemu-tcg: {max: {relative: -1}}}",
+                       "regression.min_effect.qemu-tcg.max: minimum effects must not be negative"),
+                      ("min_effect: {qemu-tcg: {max: {ratio: 2}}}",
+                       "regression.min_effect.qemu-tcg.max.ratio: unknown key"),
+                      ("min_effect: {qemu-tcg: {p97: {relative: 1}}}",
+                       "regression.min_effect.qemu-tcg.p97: unknown key")):
         budgets.write_text(f"regression:\n  {bad}\n")
         with pytest.raises(InputError, match=what):
             load_policy(budgets)
