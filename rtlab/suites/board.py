@@ -276,8 +276,10 @@ def run_tool(sh: BoardShell, run_id: str, argv: Sequence[str], host_dir: Path,
     command = shell_line(argv)
     (host_dir / "command.txt").write_text(command + "\n")
     # a console starved by a load (50 hackbench tasks per TCG CPU) may take a while
+    t_prep = time.monotonic()
     sh.check(f"rm -rf {shlex.quote(wd)} && mkdir -p {shlex.quote(wd)}", timeout=120)
     t0 = time.monotonic()
+    prep = t0 - t_prep
     finished = False
     try:
         sh.run(f"cd {shlex.quote(wd)} && {tool_wrapper(argv)}", timeout=timeout)
@@ -300,6 +302,7 @@ def run_tool(sh: BoardShell, run_id: str, argv: Sequence[str], host_dir: Path,
                                f"console got a shell back: raw files left on the board in {wd}") from None
     finally:
         elapsed = time.monotonic() - t0
+    t_fetch = time.monotonic()
     try:
         for name in ["stdout.txt", "stderr.txt", *outputs]:
             data = sh.fetch(f"{wd}/{name}")
@@ -313,8 +316,10 @@ def run_tool(sh: BoardShell, run_id: str, argv: Sequence[str], host_dir: Path,
     rc = int(code_text) if code_text.strip().lstrip("-").isdigit() else -1
     fetched = {name: sh.transfers.files[f"{wd}/{name}"] for name in ["stdout.txt", "stderr.txt", *outputs]
                if f"{wd}/{name}" in sh.transfers.files}
-    (host_dir / "exit.json").write_text(json.dumps({"exit_code": rc, "elapsed_s": round(elapsed, 3),
-                                                    "fetched": fetched}) + "\n")
+    (host_dir / "exit.json").write_text(json.dumps({
+        "exit_code": rc, "elapsed_s": round(elapsed, 3), "fetched": fetched,
+        # rtlab's own cost around the tool (rtlab.timing)
+        "prep_s": round(prep, 3), "fetch_s": round(time.monotonic() - t_fetch, 3)}) + "\n")
     if not finished:
         raise failure
     return rc
