@@ -12,8 +12,6 @@ target is a few times the file size; files above the parse limit
 from __future__ import annotations
 
 import argparse
-import os
-import resource
 import subprocess
 import sys
 import tempfile

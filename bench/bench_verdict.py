@@ -1,6 +1,6 @@
 """The regression verdict's false-alarm rate and power, measured on real runs.
 
-    python bench/bench_verdict.py                      # local board, N=5 (pools of 10)
+    python bench/bench_verdict.py                      # local board, N=5 (pools of 10), 15 s runs
     python bench/bench_verdict.py --small              # N=3, pools of 6, 2 s runs: ~2-3 min
     python bench/bench_verdict.py --board qemu-aarch64 --variant rt \
         --bad-tree KERNEL_TREE [--good-tree KERNEL_TREE]   # a kernel-side regression
@@ -124,18 +124,22 @@ def main(argv=None) -> int:
     ap.add_argument("--n", type=int, default=5, help="repeats per side of one comparison")
     ap.add_argument("--pool", type=int, help="repeats per pool (default 2N)")
     ap.add_argument("--comparisons", type=int, default=20)
-    ap.add_argument("--duration", type=int, default=5, help="seconds per cyclictest run")
+    # 15 s: on this host a 5 s run's p99 varies 4x between repeats, 15 s 1.7x (README)
+    ap.add_argument("--duration", type=int, default=15, help="seconds per cyclictest run")
     ap.add_argument("--spin-us", type=float, default=60, help="injected regression (local board)")
     ap.add_argument("--period-ms", type=float, default=3)
     ap.add_argument("--good-tree", type=Path, help="kernel tree of the baseline (booting boards)")
     ap.add_argument("--bad-tree", type=Path, help="kernel tree with the regression (booting boards)")
     ap.add_argument("--small", action="store_true", help="N=3, pools of 6, 2 s runs")
     ap.add_argument("--seed", type=int, default=1)
+    ap.add_argument("--keep", type=Path, help="keep the pools' run dirs under this directory (printed)")
+    ap.add_argument("--pools", type=Path, nargs=2, metavar=("BASE_RUN", "BAD_RUN"),
+                    help="re-use two kept pools (run dirs) instead of measuring: other N, same runs")
     a = ap.parse_args(argv)
     if a.small:
         a.n, a.duration = 3, 2
     pool = a.pool or 2 * a.n
-    if pool < 2 * a.n:
+    if pool < 2 * a.n and not a.pools:
         sys.exit("--pool must hold two disjoint sides (>= 2N)")
     if a.board != "local" and not a.bad_tree:
         sys.exit("a booting board needs --bad-tree (a kernel with the regression)")
@@ -146,19 +150,29 @@ def main(argv=None) -> int:
         tmp = Path(tmp)
         camp = campaign_file(tmp, a.board, a.variant, a.duration)
         good_extra = ("--kernel-tree", str(a.good_tree)) if a.good_tree else ()
-        print(f"baseline pool: {pool} repeats of {a.board}/{a.variant} cyclictest {a.duration} s ...", flush=True)
-        base_dir, base_wall = run_pool(camp, tmp / "r", pool, good_extra)
-        if a.board == "local":
-            from stealer import stealing
-            print(f"regressed pool: {pool} repeats with a SCHED_FIFO spin of {a.spin_us:g} us "
-                  f"every {a.period_ms:g} ms per CPU ...", flush=True)
-            with stealing(spin_us=a.spin_us, period_ms=a.period_ms):
-                bad_dir, bad_wall = run_pool(camp, tmp / "r", pool)
-            what = f"SCHED_FIFO spin {a.spin_us:g} us / {a.period_ms:g} ms per CPU"
-        else:
-            print(f"regressed pool: {pool} repeats of the kernel from {a.bad_tree} ...", flush=True)
-            bad_dir, bad_wall = run_pool(camp, tmp / "r", pool, ("--kernel-tree", str(a.bad_tree)))
-            what = f"kernel from {a.bad_tree}"
+        if a.keep:
+            a.keep.mkdir(parents=True, exist_ok=True)
+        results = (a.keep or tmp) / "r"
+        if a.pools:
+            base_dir, bad_dir = a.pools
+            base_wall = bad_wall = float("nan")
+            what = f"kept pools {base_dir.name} / {bad_dir.name}"
+        if not a.pools:
+            print(f"baseline pool: {pool} repeats of {a.board}/{a.variant} cyclictest {a.duration} s ...", flush=True)
+            base_dir, base_wall = run_pool(camp, results, pool, good_extra)
+            if a.board == "local":
+                from stealer import stealing
+                print(f"regressed pool: {pool} repeats with a SCHED_FIFO spin of {a.spin_us:g} us "
+                      f"every {a.period_ms:g} ms per CPU ...", flush=True)
+                with stealing(spin_us=a.spin_us, period_ms=a.period_ms):
+                    bad_dir, bad_wall = run_pool(camp, results, pool)
+                what = f"SCHED_FIFO spin {a.spin_us:g} us / {a.period_ms:g} ms per CPU"
+            else:
+                print(f"regressed pool: {pool} repeats of the kernel from {a.bad_tree} ...", flush=True)
+                bad_dir, bad_wall = run_pool(camp, results, pool, ("--kernel-tree", str(a.bad_tree)))
+                what = f"kernel from {a.bad_tree}"
+            if a.keep:
+                print(f"kept pools: --pools {base_dir} {bad_dir}", flush=True)
         base, bad = repeats_of(base_dir), repeats_of(bad_dir)
         if len(base) < 2 * a.n or len(bad) < a.n:
             sys.exit(f"too few valid repeats: {len(base)} baseline, {len(bad)} regressed (INFRA on a loaded host?)")

@@ -2,7 +2,8 @@
 one line naming what delayed the measuring thread.
 
 With evidence armed (campaign ``evidence: true``, ``rtlab run --evidence``;
-on by default when ``$CI`` is set), a suite that can stop at a threshold is
+on by default when ``$CI`` is set, on boards whose kernel rtlab boots: not
+on the local board, whose tracefs is the CI runner's own), a suite that can stop at a threshold is
 told the budget (:func:`arm_job`):
 
 * cyclictest runs with ``-b <budget max_us> --tracemark`` (rt-tests 2.4
@@ -48,9 +49,22 @@ EVENTS = ("sched/sched_switch", "sched/sched_wakeup", "sched/sched_waking",
 BUFFER_KB = 1024
 
 
-def armed_by_default() -> bool:
-    """Evidence is on by default in CI (GitLab sets CI=true)."""
-    return os.environ.get("CI", "").lower() in ("true", "1", "yes")
+def armed_by_default(board) -> bool:
+    """Evidence is on by default in CI (GitLab sets CI=true), on boards that
+    boot the kernel under test. The local board is the runner itself: its
+    tracefs belongs to the host (other jobs, the runner's own tracing), so
+    arming it is the user's explicit choice (``--evidence``, ``evidence: true``)."""
+    return os.environ.get("CI", "").lower() in ("true", "1", "yes") and board.kind != "local"
+
+
+def arms(job, cli: Optional[bool], campaign: Optional[bool]) -> bool:
+    """Whether *job* runs armed: the command line, else the campaign, else
+    :func:`armed_by_default` for its board."""
+    if cli is not None:
+        return cli
+    if campaign is not None:
+        return campaign
+    return armed_by_default(job.board)
 
 
 def thresholds(suite_name: str, suite: str, load: str, lookup) -> dict[str, float]:

@@ -437,13 +437,12 @@ def run_campaign(campaign: Campaign, *, results_root: Path = RESULTS_DIR,
     rd.keep(campaign.path, "campaign.yaml")
     rd.keep(campaign.budgets, "budgets.yaml")  # what this run was judged by
     jobs = campaign.jobs()
-    from .evidence import arm_job, armed_by_default
-    armed = evidence if evidence is not None else (
-        campaign.evidence if campaign.evidence is not None else armed_by_default())
-    if armed:  # stop and trace at the budget (rtlab.evidence)
-        jobs = [arm_job(j, budgets) for j in jobs]
+    from .evidence import arm_job, arms
+    # stop and trace at the budget (rtlab.evidence), per board
+    armed = sorted({j.board.name for j in jobs if arms(j, evidence, campaign.evidence)})
+    jobs = [arm_job(j, budgets) if j.board.name in armed else j for j in jobs]
     progress(f"run {run_id}: {len(jobs)} jobs, campaign {campaign.name} -> {run_dir}"
-             + (", evidence armed" if armed else ""))
+             + (f", evidence armed on {', '.join(armed)}" if armed else ""))
 
     images = {}
     arches = sorted({j.board.arch for j in jobs if not j.board.fixed_kernel})

@@ -12,7 +12,7 @@ from .config import Node, format_cpulist, open_node
 from .params import ParamError, check_name
 
 DEFAULT_FILE = ROOT / "kernel-configs" / "variants.yaml"
-#: config fragments named by kernel.build: <name>.config (rtlab/kernel.py)
+#: config fragments named by kernel.build: <name>.config (rtlab.kernel.fragments)
 FRAGMENTS_DIR = ROOT / "kernel-configs" / "fragments"
 
 #: the variant of a board that cannot change kernels (this machine): the boot

@@ -30,7 +30,7 @@ def test_suite(request, suite_run, job, job_dir, board_shell):
     load = LOADS[suite_run.load]
     host_dir = job_dir / suite_run.id
     duration = suite.duration_s(suite_run)
-    argv = suite.command(suite_run, board=job.board.to_json())
+    argv = suite.command(suite_run, board=job.board)
     with phase(request.config, "suite_setup"):
         why = suite.unavailable(board_shell)
     if why is not None:  # not run, not judged: the host records it as not available

@@ -34,11 +34,16 @@ from typing import Any, Callable, Optional, Sequence, Union
 import yaml
 
 from .. import ROOT
+from ..boards import Board
 from ..campaign import Campaign, Job
 from ..config import format_cpulist
 from ..errors import InputError, RtlabError
 from ..fsutil import atomic_write, sha256_file
-from ..images import PROMPT_RE, ImageSet
+from ..images.apt import AptSource
+from ..images.build import ensure_images
+from ..images.cache import DEFAULT_CACHE, DebCache
+from ..images.console import PROMPT_RE
+from ..images.imageset import ImageSet
 from ..runner import BOOT_ALLOWANCE_S, stage_kernel, unavailable
 from ..suites import SUITES, Suite, SuiteRun
 from ..suites.board import BOARD_WORKDIR, BoardShell, kernel_facts, shell_line
@@ -92,7 +97,7 @@ def fact_commands() -> list[str]:
     return rec.commands
 
 
-def suite_steps(suite: Suite, run: SuiteRun, board: dict,
+def suite_steps(suite: Suite, run: SuiteRun, board: Optional[Board],
                 loads: Sequence[lava_loads.LavaLoadPart] = ()) -> list[str]:
     start, stop = lava_loads.start_steps(list(loads)), lava_loads.stop_steps(list(loads), run.id)
     wd = f"{BOARD_WORKDIR}/{run.id}"
@@ -163,7 +168,6 @@ def extract_dtb(images: ImageSet, flavour: str, dtb: str, cache: Optional[Path] 
     package of `flavour`, extracted once into the LAVA cache."""
     import subprocess
 
-    from ..images import DEFAULT_CACHE, AptSource, DebCache
 
     k = images.kernels[flavour]
     cache = Path(cache) if cache else ROOT / ".cache" / "lava" / "dtbs"
@@ -214,7 +218,7 @@ def render_job(lb: LavaBoard, variant: Variant, run: SuiteRun, images: ImageSet,
     boot_args = env["LG_RTLAB_BOOT_ARGS"]
     flavour = variant.prebuilt
     boot_def, suite_def = f"0_{BOOT_DEFINITION}", f"1_{definition_name(run)}"
-    command = shell_line(suite.command(run, board=board.to_json()))
+    command = shell_line(suite.command(run, board=board))
 
     facts = fact_commands()
     boot_steps = [onboard.install_step(), "dmesg -n 1",
@@ -327,7 +331,7 @@ def render_job(lb: LavaBoard, variant: Variant, run: SuiteRun, images: ImageSet,
             {"test": {"timeout": _seconds_to_timeout(test_s), "definitions": [
                 _inline(BOOT_DEFINITION, f"rtlab: is {board.name} running variant {variant.name}?", boot_steps),
                 _inline(definition_name(run), f"rtlab: {suite.tool} ({run.id}) on {board.name}/{variant.name}",
-                        suite_steps(suite, run, board.to_json(), loads)),
+                        suite_steps(suite, run, board, loads)),
             ]}},
         ],
     }
@@ -370,7 +374,6 @@ def render_campaign(campaign: Campaign, out_dir: Path, *, boards: Optional[list[
                     progress: Callable[[str], None] = lambda m: None) -> dict:
     """Write every job of the campaign under `out_dir`; returns the index
     (also written as `out_dir/index.json`)."""
-    from ..images import ensure_images
 
     out_dir = Path(out_dir)
     lava_boards = load_lava_boards()

@@ -9,7 +9,9 @@
 2. otherwise text: the tool is told by the shape of its summary
    (see :mod:`.rttext`).
 
-``tool=`` forces the tool (any of :data:`TOOLS`) instead of detecting it.
+``tool=`` forces the tool instead of detecting it; the tool's suite names
+the parser (``Suite.parser``; :mod:`.registry`), so any tool of a suite
+that has one is known, and nothing else is.
 ``nsecs=True`` says a cyclictest text came from ``cyclictest -N``; without
 it, text is nanoseconds only when its ``T:`` lines show the ``-N`` layout
 (a bare ``-N`` histogram cannot be told from a µs one). JSON says it itself
@@ -30,9 +32,10 @@ from typing import Optional
 from ..errors import InputError
 from ..model import ToolOutput
 from . import rtjson, rttext
-from ._common import DEFAULT_MAX_MB, TOOLS, check_tool, limit
+from ._common import DEFAULT_MAX_MB, limit
+from .registry import FormatParser, known_tools, parser_for
 
-__all__ = ["TOOLS", "parse_file", "parse_text"]
+__all__ = ["FormatParser", "known_tools", "parse_file", "parse_text", "parser_for", "rt_tests", "rtbench"]
 
 
 def parse_file(path, tool: Optional[str] = None, *, nsecs: Optional[bool] = None) -> ToolOutput:
@@ -75,11 +78,19 @@ _NON_SPACE = re.compile(r"\S")
 
 
 def _parse(box: list, path, tool: Optional[str], nsecs: Optional[bool]) -> ToolOutput:
-    """*box* holds the only reference to the text: a JSON text is dropped as
+    if tool is not None:
+        return parser_for(tool, path)(box, path, tool, nsecs)
+    # no tool given: rt-tests and rtbench outputs tell which program wrote them
+    return rt_tests(box, path, None, nsecs)
+
+
+def rt_tests(box: list, path, tool: Optional[str], nsecs: Optional[bool]) -> ToolOutput:
+    """Format parser of every rt-tests program (and rtbench's rt-tests shaped
+    JSON): ``--json`` output or the text summary, told apart by content.
+
+    *box* holds the only reference to the text: a JSON text is dropped as
     soon as it is decoded (memory: text and decoded document never add up
     with copies of the text; no strip() of a 40 MB string)."""
-    if tool is not None:
-        check_tool(path, tool)
     text = box.pop()
     if "\x00" in text:
         raise InputError(path, "not a text file (contains NUL bytes)")
@@ -94,3 +105,11 @@ def _parse(box: list, path, tool: Optional[str], nsecs: Optional[bool]) -> ToolO
     if tool == "rtbench":
         raise InputError(path, "rtbench writes JSON only; this file is not JSON")
     return rttext.parse(text, path, tool, nsecs)
+
+
+def rtbench(box: list, path, tool: Optional[str], nsecs: Optional[bool]) -> ToolOutput:
+    """Format parser of rtbench (rtlab's own benchmark): JSON only."""
+    first = _NON_SPACE.search(box[0])
+    if first is not None and first.group() != "{":
+        raise InputError(path, "rtbench writes JSON only; this file is not JSON")
+    return rt_tests(box, path, tool or "rtbench", nsecs)

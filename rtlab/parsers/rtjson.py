@@ -27,8 +27,9 @@ from typing import Any, Optional
 
 from ..errors import InputError
 from ..model import Histogram, ThreadResult, ToolOutput
+from .registry import known_tools
 from ._common import (
-    DEFAULT_MAX_ENTRIES, IPC_TOOLS, TOOLS, Buckets, JsonPath, Opt, atoi, bucket_counts, check_tool,
+    DEFAULT_MAX_ENTRIES, IPC_TOOLS, Buckets, JsonPath, Opt, atoi, bucket_counts,
     cpu_or_none, last, limit,
     parse_optstring, program, scan_options, us,
 )
@@ -127,10 +128,10 @@ def detect(doc: dict[str, Any], path) -> str:
     cmd = _cmdline(doc)
     if cmd:
         prog = program(cmd)
-        if prog in TOOLS:
+        if prog in known_tools():
             return prog
         raise InputError(path, f"key 'cmdline:': unknown tool {prog!r} "
-                               f"(known: {', '.join(TOOLS)}; force one with --tool)")
+                               f"(known: {', '.join(known_tools())}; force one with --tool)")
     if "benchmarks" in doc:
         return "rtbench"
     if "inversion" in doc:
@@ -170,7 +171,7 @@ def _cmdline(doc: dict[str, Any]) -> str:
 # entry point
 
 def parse(doc: dict[str, Any], path, tool: Optional[str]) -> ToolOutput:
-    tool = check_tool(path, tool) if tool else detect(doc, path)
+    tool = tool or detect(doc, path)
     if tool == "hackbench":
         raise InputError(path, "hackbench has no JSON output (it prints 'Time: S')")
     top = JsonPath(path, doc)
@@ -207,6 +208,8 @@ def parse(doc: dict[str, Any], path, tool: Optional[str]) -> ToolOutput:
         out.threads = _rt_migrate(threads, cmd, path)
     elif tool == "oslat":
         out.threads = [_oslat(t, idx, cmd) for idx, t in threads]
+    else:  # a tool whose suite points here but whose JSON layout this parser does not know
+        raise InputError(path, f"{tool}: no rt-tests JSON layout known for it")
     return out
 
 

@@ -24,13 +24,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Optional
 
+from ..boards import Board
 from ..config import format_cpulist
 from ..loads import BASE_LOADS
 from ..loads.health import load_metrics
 from ..model import ToolOutput
 from ..params import (LOAD_OPTION_SPECS, Args, Bool, Cpus, Int, Num, ParamError, Spec,  # noqa: F401
                       check_mapping)
-from ..parsers import parse_file
+from ..parsers import FormatParser, parse_file, rt_tests
 
 #: every suite, by registry name (filled by Suite.__init_subclass__)
 SUITES: dict[str, "Suite"] = {}
@@ -113,6 +114,10 @@ class Suite:
     metric: ClassVar[Optional[str]] = None
     #: signal/IPC wake-up latency between threads (the dashboards' IPC panel)
     ipc: ClassVar[bool] = False
+    #: the format parser of the tool's output file (rtlab.parsers: rt_tests,
+    #: rtbench ...), wrapped in staticmethod(); parse_file(path, tool=...)
+    #: finds it here. None: the suite reads its raw files itself (parse_outputs)
+    parser: Optional[FormatParser] = None
     #: LAVA: the board reports per-thread test cases from the tool's rt-tests
     #: JSON (cyclictest layout, rtlab.lava.onboard) besides the exit case
     lava_thread_cases: ClassVar[bool] = False
@@ -140,10 +145,13 @@ class Suite:
             checked["load_opts"] = _check_load_opts(opts)
         return {**COMMON_DEFAULTS, **self.defaults, **checked}
 
-    def command(self, run: SuiteRun, board: dict | None = None) -> list[str]:
+    def command(self, run: SuiteRun, board: Optional[Board] = None) -> list[str]:
         """The tool's argument vector (each item one argument, never split
         or interpreted); rtlab.suites.board.shell_line quotes it, in one place,
-        for the board's shell."""
+        for the board's shell. *board* is the board it runs on (its arch,
+        kind, CPUs, isolated CPU, ``emulated``, options), the same typed
+        :class:`rtlab.boards.Board` for the labgrid and the LAVA path; None
+        where no board is known (a command shown or checked on its own)."""
         raise NotImplementedError
 
     def outputs(self, run: SuiteRun) -> list[str]:
@@ -265,6 +273,7 @@ class Cyclictest(Suite):
     name = "cyclictest"
     tool = "cyclictest"
     json_file = "cyclictest.json"
+    parser = staticmethod(rt_tests)
     lava_thread_cases = True
     traces_kernel = True
     defaults = {
@@ -279,7 +288,7 @@ class Cyclictest(Suite):
     spec = {"interval_us": INTERVAL_US, "duration_s": DURATION_S, "priority": PRIORITY,
             "histogram_us": Int(1, 1_000_000), "extra_args": Args()}
 
-    def command(self, run: SuiteRun, board: dict | None = None) -> list[str]:
+    def command(self, run: SuiteRun, board: Optional[Board] = None) -> list[str]:
         p = run.params
         cpus = format_cpulist(run.cpus)
         # -a names every measured CPU explicitly: rt-tests skips isolated CPUs

@@ -12,7 +12,9 @@ from __future__ import annotations
 
 from typing import Optional
 
+from ..boards import Board
 from ..config import format_cpulist
+from ..parsers import rt_tests
 from . import DURATION_S, Args, Int, Suite, SuiteRun
 
 
@@ -22,6 +24,7 @@ class Oslat(Suite):
     name = "oslat"
     tool = "oslat"
     json_file = "oslat.json"
+    parser = staticmethod(rt_tests)
     defaults = {
         "duration_s": 10,
         "priority": 0,      # -f: SCHED_FIFO priority of the loops; 0 = SCHED_OTHER (see above)
@@ -30,7 +33,7 @@ class Oslat(Suite):
     }
     spec = {"duration_s": DURATION_S, "priority": Int(0, 99), "buckets": Int(4, 1024), "extra_args": Args()}
 
-    def command(self, run: SuiteRun, board: Optional[dict] = None) -> list[str]:
+    def command(self, run: SuiteRun, board: Optional[Board] = None) -> list[str]:
         p = run.params
         prio = ["-f", str(p["priority"])] if p["priority"] > 0 else []
         return ["oslat", "-q", "-D", str(p["duration_s"]), "-c", format_cpulist(run.cpus), *prio,

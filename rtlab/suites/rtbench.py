@@ -17,6 +17,8 @@ from pathlib import Path
 from typing import Optional
 
 from .. import ROOT
+from .. import parsers
+from ..boards import Board
 from . import PRIORITY, Args, Int, Num, Suite, SuiteRun
 from ..params import Text
 
@@ -52,6 +54,7 @@ class Rtbench(Suite):
     name = "rtbench"
     tool = "rtbench"
     json_file = "rtbench.json"
+    parser = staticmethod(parsers.rtbench)
     defaults = {
         "loops": 1000,        # -l: samples per benchmark
         "cap_s": 0.2,         # -D: cap on each benchmark's sampling time
@@ -72,12 +75,12 @@ class Rtbench(Suite):
         # each: warm-up + capped sampling + 10 ms rests; TCG is slow to set up threads
         return n * (float(p["cap_s"]) * 1.5 + 0.3) + 10
 
-    def binary(self, board: Optional[dict]) -> str:
-        if board and board.get("kind") == "local":
-            return str(rtbench_binary(board.get("arch") or "x86_64"))
+    def binary(self, board: Optional[Board]) -> str:
+        if board is not None and board.kind == "local":
+            return str(rtbench_binary(board.arch))
         return "rtbench"
 
-    def command(self, run: SuiteRun, board: Optional[dict] = None) -> list[str]:
+    def command(self, run: SuiteRun, board: Optional[Board] = None) -> list[str]:
         p = run.params
         cpu = run.cpus[-1] if run.cpus else None
         args = [self.binary(board), "-q", "-l", str(p["loops"]), "-D", str(p["cap_s"]),

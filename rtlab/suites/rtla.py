@@ -22,6 +22,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
+from ..boards import Board
 from ..config import format_cpulist
 from ..model import ToolOutput
 from . import DURATION_S, PRIORITY, Int, ParamError, Suite, SuiteRun, _load_metrics
@@ -91,7 +92,7 @@ class Timerlat(_Rtla):
     spec = {"period_us": Int(10, 1_000_000), "duration_s": DURATION_S, "priority": PRIORITY,
             "bucket_us": Int(1, 1_000_000), "entries": Int(10, 1_000_000)}
 
-    def command(self, run: SuiteRun, board: Optional[dict] = None) -> list[str]:
+    def command(self, run: SuiteRun, board: Optional[Board] = None) -> list[str]:
         p = run.params
         return ["rtla", "timerlat", "hist", "-d", f"{p['duration_s']}s", "-c", format_cpulist(run.cpus),
                 "-p", str(p["period_us"]), "-P", f"f:{p['priority']}", "-b", str(p["bucket_us"]),
@@ -163,7 +164,7 @@ class Osnoise(_Rtla):
             raise ParamError(f"runtime_us ({p['runtime_us']}) must not exceed period_us ({p['period_us']})")
         return p
 
-    def command(self, run: SuiteRun, board: Optional[dict] = None) -> list[str]:
+    def command(self, run: SuiteRun, board: Optional[Board] = None) -> list[str]:
         p = run.params
         prio = ["-P", f"f:{p['priority']}"] if p["priority"] else []
         return ["rtla", "osnoise", "hist", "-d", f"{p['duration_s']}s", "-c", format_cpulist(run.cpus),

@@ -41,9 +41,10 @@ import re
 from pathlib import Path
 from typing import Optional
 
+from ..boards import Board
 from ..config import format_cpulist
 from ..model import ToolFailure, ToolOutput
-from ..parsers import parse_file
+from ..parsers import parse_file, rt_tests
 from . import DURATION_S, INTERVAL_US, METRICS, PRIORITY, Args, Bool, Int, Suite, SuiteRun
 
 #: svsematest makes its SysV IPC keys with ftok() on its own path, taken from
@@ -83,11 +84,12 @@ class Signaltest(Suite):
     name = "signaltest"
     tool = "signaltest"
     json_file = "signaltest.json"
+    parser = staticmethod(rt_tests)
     ipc = True
     defaults = {"duration_s": 10, "priority": 90, "threads": 2, "extra_args": []}
     spec = {"duration_s": DURATION_S, "priority": PRIORITY, "threads": Int(1, 1024), "extra_args": Args()}
 
-    def command(self, run: SuiteRun, board: Optional[dict] = None) -> list[str]:
+    def command(self, run: SuiteRun, board: Optional[Board] = None) -> list[str]:
         p = run.params
         return ["signaltest", "-q", "-m", "-p", str(p["priority"]), "-D", str(p["duration_s"]),
                 "-t", str(max(2, int(p["threads"]))), f"-a{format_cpulist(run.cpus)}",
@@ -97,6 +99,7 @@ class Signaltest(Suite):
 class _Ipc(Suite):
     """sender/receiver pairs; one result per receiver (pair) in the model."""
 
+    parser = staticmethod(rt_tests)
     ipc = True
 
     defaults = {"duration_s": 10, "priority": 90, "interval_us": 1000, "distance_us": 500,
@@ -109,7 +112,7 @@ class _Ipc(Suite):
     def json_file(self) -> str:  # type: ignore[override]
         return f"{self.tool}.json"
 
-    def command(self, run: SuiteRun, board: Optional[dict] = None) -> list[str]:
+    def command(self, run: SuiteRun, board: Optional[Board] = None) -> list[str]:
         p = run.params
         prefix, place = ipc_placement(run.cpus, p["pairs"])
         # taskset pins the shell, whose children inherit the affinity
@@ -145,13 +148,14 @@ class PiStress(Suite):
     name = "pi_stress"
     tool = "pi_stress"
     json_file = "pi_stress.json"
+    parser = staticmethod(rt_tests)
     result_kind = METRICS
     metric, metric_unit = "inversions", "inv"
     defaults = {"duration_s": 10, "groups": "auto", "extra_args": []}
     spec = {"duration_s": DURATION_S, "groups": Int(1, 1024, words=("auto",), none_ok=True),
             "extra_args": Args()}
 
-    def command(self, run: SuiteRun, board: Optional[dict] = None) -> list[str]:
+    def command(self, run: SuiteRun, board: Optional[Board] = None) -> list[str]:
         p = run.params
         groups = [] if p["groups"] in (None, "auto") else ["-g", str(int(p["groups"]))]
         return ["pi_stress", "-q", "-m", "-D", str(p["duration_s"]), *groups,
@@ -194,6 +198,7 @@ class Hackbench(Suite):
     name = "hackbench"
     tool = "hackbench"
     json_file = None
+    parser = staticmethod(rt_tests)
     result_kind = METRICS
     metric, metric_unit = "time_s", "s"
     defaults = {
@@ -220,7 +225,7 @@ class Hackbench(Suite):
     LOOP_SH = ('renice 0 -p $$ > /dev/null 2>&1; n=$1; shift; i=1; '
                'while [ "$i" -le "$n" ]; do "$@" > "hackbench-$i.txt" 2>&1 || exit $?; i=$((i + 1)); done')
 
-    def command(self, run: SuiteRun, board: Optional[dict] = None) -> list[str]:
+    def command(self, run: SuiteRun, board: Optional[Board] = None) -> list[str]:
         p = run.params
         mode = ["-T"] if p["threads"] else ["-P"]
         pipe = ["-p"] if p["pipe"] else []
@@ -244,6 +249,7 @@ class Cyclicdeadline(Suite):
     name = "cyclicdeadline"
     tool = "cyclicdeadline"
     json_file = "cyclicdeadline.json"
+    parser = staticmethod(rt_tests)
     defaults = {
         # Linaro uses 1000 us, whose runtime needs the HRTICK sched feature;
         # 10 ms works on any kernel (runtime 6 ms)
@@ -252,7 +258,7 @@ class Cyclicdeadline(Suite):
     spec = {"interval_us": INTERVAL_US, "step_us": Int(1, 10_000_000), "threads": Int(1, 1024),
             "duration_s": DURATION_S, "extra_args": Args()}
 
-    def command(self, run: SuiteRun, board: Optional[dict] = None) -> list[str]:
+    def command(self, run: SuiteRun, board: Optional[Board] = None) -> list[str]:
         p = run.params
         return ["cyclicdeadline", "-q", "-i", str(p["interval_us"]), "-s", str(p["step_us"]),
                 "-t", str(p["threads"]), "-D", str(p["duration_s"]), f"--json={self.json_file}",
@@ -265,6 +271,7 @@ class RtMigrateTest(Suite):
     name = "rt-migrate-test"
     tool = "rt-migrate-test"
     json_file = "rt-migrate-test.json"
+    parser = staticmethod(rt_tests)
     defaults = {
         # -l, not -D: rt-migrate-test exits 1 when -D ends the run, success or not
         "loops": 25,
@@ -279,7 +286,7 @@ class RtMigrateTest(Suite):
         # a loop: 2 x 100 ms sleep + 20 ms busy, per task in turn on a short CPU
         return 0.3 * int(run.params["loops"]) + 5
 
-    def command(self, run: SuiteRun, board: Optional[dict] = None) -> list[str]:
+    def command(self, run: SuiteRun, board: Optional[Board] = None) -> list[str]:
         p = run.params
         check = ["-c"] if p["check"] else []
         return ["rt-migrate-test", "-q", "-p", str(p["priority"]), "-l", str(p["loops"]), *check,

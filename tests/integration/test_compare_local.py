@@ -80,3 +80,16 @@ def test_a_a_is_no_regression_and_injected_regression_is_named(tmp_path, campaig
     effect = float(line.split(" +")[1].split(" %")[0])
     assert effect > 50, line
     assert "local/host/cyclictest/idle" in html.read_text()
+
+
+def test_the_shipped_local_budget_fails_a_several_fold_p99(tmp_path, campaign):
+    """budgets/default.yaml's local class has teeth beyond hangs: an idle
+    cyclictest whose p99 went up several-fold (a SCHED_FIFO thread stealing
+    400 us every 3 ms: p99 ~450 us against ~40-90 us unchanged) breaks the
+    derived idle p99 limit of 300 us, by the percentile, not by the max."""
+    c = campaign(["local"], budgets=textwrap.dedent(BUDGETS), suites=SUITES)
+    with stealing(spin_us=400, period_ms=3):
+        run = run_dir_of(rtlab("run", "--campaign", c, "--results", tmp_path / "r", "--no-publish", timeout=300))
+    gate = rtlab("gate", run, "--budgets", ROOT / "budgets" / "default.yaml")
+    assert gate.returncode == 1, gate.stdout + gate.stderr
+    assert "local/host/cyclictest/idle: p99 " in gate.stdout and ">= budget 300 us" in gate.stdout, gate.stdout

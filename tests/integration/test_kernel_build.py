@@ -18,6 +18,8 @@ import shutil
 import pytest
 
 from rtlab import kernel as K
+from rtlab.kernel import build as K_build
+from rtlab.kernel import git as K_git
 
 # make test installs the kernel build packages (env/apt-packages.txt)
 MISSING = [t for t in ("ccache", "aarch64-linux-gnu-gcc", "bison", "flex", "bc", "apt-get") if not shutil.which(t)]
@@ -34,7 +36,7 @@ def source():
 
 def test_source_is_a_git_tree_with_one_commit(source):
     assert len(source.commit) == 40
-    log = K._git(source.path, "log", "--format=%H %s").stdout.splitlines()
+    log = K_git._git(source.path, "log", "--format=%H %s").stdout.splitlines()
     assert log == [f"{source.commit} {K.SOURCE_PACKAGE} {K.SOURCE_VERSION}"]
     assert K.tree_state(source.path).dirty_hash is None
     assert (source.path / "scripts" / "kconfig" / "merge_config.sh").is_file()
@@ -110,7 +112,7 @@ def test_same_inputs_are_answered_from_the_cache_without_make(source, built, mon
     record = built.dir / "build.json"
     stamp = K.LAST_USED  # the one file a cache hit writes: when the build was last used (kernel prune)
     before = {p.name: p.stat().st_mtime_ns for p in built.dir.iterdir() if p.name != stamp}
-    monkeypatch.setattr(K, "_Make", lambda *a, **k: pytest.fail("make ran on a cached build"))
+    monkeypatch.setattr(K_build, "_Make", lambda *a, **k: pytest.fail("make ran on a cached build"))
     again = K.build_kernel(source.path, ARCH, FRAGMENTS, cache_dir=tmp / "cache", progress=None)
     assert again.cached and again.build_json == built.build_json and again.path == built.dir / "Image"
     # nothing in the build directory was rewritten (no new log, same build.json)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from rtlab.budgets import Budget, load_budgets
 from rtlab.campaign import load_campaign
-from rtlab.evidence import analyse_sched_trace, analyse_timerlat_trace, arm_job
+from rtlab.evidence import analyse_sched_trace, analyse_timerlat_trace, arm_job, arms
 from rtlab.gate import judge
 from rtlab.junit import junit_xml
 from rtlab.model import (Histogram, JobResult, Measurement, MeasurementKey, RunResult, ThreadResult, Verdict,
@@ -112,6 +112,21 @@ def test_arm_job_takes_the_budgets(tmp_path):
     assert {r.id: r.evidence for r in armed.suites}["osnoise@idle"] is None  # no stop-at-budget form
     # round trip through the job spec
     assert SuiteRun.from_json(armed.suites[0].to_json()) == armed.suites[0]
+
+
+def test_ci_arms_booted_boards_not_the_runner_itself(monkeypatch):
+    """In CI evidence is armed by default on boards rtlab boots, not on the
+    local board (its tracefs is the runner's own host); an explicit choice
+    (command line, then campaign) wins everywhere."""
+    jobs = {j.board.name: j for j in load_campaign("default", boards=["qemu-aarch64", "local"],
+                                                     variants=["rt", "host"]).jobs()}
+    qemu, local = jobs["qemu-aarch64"], jobs["local"]
+    monkeypatch.setenv("CI", "true")
+    assert arms(qemu, None, None) and not arms(local, None, None)
+    assert arms(local, True, None) and arms(local, None, True)
+    assert not arms(qemu, False, True) and not arms(qemu, None, False)
+    monkeypatch.delenv("CI")
+    assert not arms(qemu, None, None) and not arms(local, None, None)
 
 
 def failing_measurement(evidence):

@@ -4,6 +4,7 @@ by a fake package source that builds small .debs with dpkg-deb."""
 from __future__ import annotations
 
 import gzip
+import json
 import shutil
 import struct
 import subprocess
@@ -390,6 +391,32 @@ def test_build_then_cache_hit_is_quiet_and_does_not_rebuild(tmp_path, fake):
     assert said == []
     assert again.manifest() == manifest
     assert again.initramfs.stat().st_mtime_ns == mtime
+
+
+def test_a_moved_or_shared_cache_names_its_own_files(tmp_path, fake):
+    """The cache's manifest names files relative to the cache root: a cache
+    moved elsewhere, or reached by another checkout through a symlink, is a
+    hit that names its files where they are now, never where they were built."""
+    source, config = fake
+    built = im.ensure_images("x86_64", cache_dir=tmp_path / "a", config=config, source=source, progress=None)
+    stored = json.loads((tmp_path / "a" / "x86_64" / f"manifest-{built.key[:16]}.json").read_text())
+    paths = [stored["initramfs"]["path"], *(k[f] for k in stored["kernels"].values() for f in ("path", "config"))]
+    assert len(paths) == 5 and all(p.startswith("x86_64/") for p in paths), paths
+
+    (tmp_path / "a").rename(tmp_path / "b")
+    said: list[str] = []
+    moved = im.ensure_images("x86_64", cache_dir=tmp_path / "b", config=config, source=NoSource(),
+                             progress=said.append)
+    assert said == [] and moved.key == built.key
+    files = [moved.initramfs, *(k.path for k in moved.kernels.values()), *(k.config for k in moved.kernels.values())]
+    assert all(p.is_file() and p.is_relative_to(tmp_path / "b") for p in files), files
+
+    # a checkout whose .cache is a symlink to another checkout's cache gets the real files
+    (tmp_path / "checkout").mkdir()
+    (tmp_path / "checkout" / ".cache").symlink_to(tmp_path / "b")
+    shared = im.ensure_images("x86_64", cache_dir=tmp_path / "checkout" / ".cache", config=config,
+                              source=NoSource(), progress=None)
+    assert shared.initramfs == moved.initramfs and shared.kernels == moved.kernels
 
 
 def test_content_hash_follows_overlay_content_and_is_reproducible(tmp_path, fake):

@@ -1,12 +1,16 @@
-"""rtlab/kernel.py without building: fragments, the "option survived" check,
+"""rtlab.kernel without building: fragments, the "option survived" check,
 the cache key and tree state, variants' kernel.build, the boot test's
 /proc/config.gz fact. The real build is tests/integration/test_kernel_build.py."""
+import hashlib
 import subprocess
 import textwrap
 
 import pytest
 
 from rtlab import kernel as K
+from rtlab.kernel import build as K_build
+from rtlab.kernel import cache as K_cache
+from rtlab.kernel import make as K_make
 from rtlab.cli import build_parser
 from rtlab.errors import InputError
 from rtlab.suites.board import config_preempt_model, preempt_model
@@ -200,10 +204,10 @@ def test_tree_state_keys_commit_and_uncommitted_changes(tree):
 def test_objects_go_inside_the_tree_and_leave_it_clean(tree, tmp_path):
     """O= is a direct subdirectory of the tree (Kbuild then uses srctree=..,
     so ccache hits from any clone) and does not make the tree dirty."""
-    obj = K._object_dir(tree, "0123456789abcdef" * 4, tmp_path / "bdir")
+    obj = K_build._object_dir(tree, "0123456789abcdef" * 4, tmp_path / "bdir")
     assert obj == tree / ".rtlab-build-0123456789abcdef"
     before = K.tree_state(tree)
-    K._make_object_dir(obj)
+    K_build._make_object_dir(obj)
     (obj / "include" / "config").mkdir(parents=True)
     (obj / ".config").write_text("CONFIG_X=y\n")
     (obj / "vmlinux.o").write_text("obj")
@@ -215,7 +219,7 @@ def test_a_failed_compile_keeps_log_and_config_and_removes_the_objects(tree, tmp
     """A compile error: the error quotes the log; log and .config stay in the
     build cache; the objects inside the tree go (a CI runner's tree would
     otherwise keep the objects of every commit that failed)."""
-    monkeypatch.setattr(K, "_toolchain", lambda cc: "gcc-test")
+    monkeypatch.setattr(K_build, "_toolchain", lambda cc: "gcc-test")
     (tree / "Makefile").write_text(
         "tinyconfig:\n\tprintf 'CONFIG_X=y\\n' > $(O)/.config\n"
         "olddefconfig:\n\t@true\n"
@@ -255,8 +259,8 @@ def test_tree_state_refuses_what_cannot_be_built_out_of_tree(tree, tmp_path):
 def test_cached_build_is_returned_without_running_anything(tree, tmp_path, monkeypatch):
     """A recorded build for the key is answered from build.json (make and the
     compiler never run); a damaged image is not."""
-    monkeypatch.setattr(K, "_toolchain", lambda cc: "gcc-test")
-    monkeypatch.setattr(K, "_Make", lambda *a, **k: pytest.fail("make must not run on a cache hit"))
+    monkeypatch.setattr(K_build, "_toolchain", lambda cc: "gcc-test")
+    monkeypatch.setattr(K_build, "_Make", lambda *a, **k: pytest.fail("make must not run on a cache hit"))
     f = frag(tmp_path, "base-test", "CONFIG_X=y\n")
     state = K.tree_state(tree)
     key = K.cache_key(state.commit, None, "aarch64", K.fragments_digest([f]), "gcc-test")
@@ -266,13 +270,13 @@ def test_cached_build_is_returned_without_running_anything(tree, tmp_path, monke
     (bdir / ".config").write_text("CONFIG_X=y\n")
     (bdir / "build.json").write_text(
         '{"release": "6.12.117-rtlab+", "preempt": "dynamic", "image": {"sha256": "%s"}}'
-        % K.hashlib.sha256(b"kernel").hexdigest())
+        % hashlib.sha256(b"kernel").hexdigest())
     got = K.build_kernel(tree, "aarch64", [f.path], cache_dir=tmp_path / "cache", progress=None,
                          out=tmp_path / "out")
     assert got.cached and got.release == "6.12.117-rtlab+" and got.preempt == "dynamic"
     assert (tmp_path / "out" / "Image").read_bytes() == b"kernel" and got.path == tmp_path / "out" / "Image"
     (bdir / "Image").write_bytes(b"truncat")
-    assert K._load_build(bdir, "Image") is None
+    assert K_build._load_build(bdir, "Image") is None
 
 
 def test_with_base_puts_the_board_base_first():
@@ -369,8 +373,8 @@ def test_ccache_counts_only_source_compiles(tmp_path):
     log.write_text("# /dev/null\ndirect_cache_hit\n# \nno_input_file\n# /src/kernel/fork.c\ndirect_cache_hit\n"
                    "local_storage_hit\n# /src/mm/slub.c\ncache_miss\ndirect_cache_miss\n"
                    "# /src/arch/arm64/kernel/entry.S\npreprocessed_cache_hit\n")
-    assert K._ccache_counts(log) == {"hits": 2, "misses": 1}
-    assert K._ccache_counts(tmp_path / "absent") == {"hits": 0, "misses": 0}
+    assert K_make._ccache_counts(log) == {"hits": 2, "misses": 1}
+    assert K_make._ccache_counts(tmp_path / "absent") == {"hits": 0, "misses": 0}
 
 
 class FakeBoard:
@@ -457,17 +461,17 @@ def test_prune_frees_the_build_cache_least_recently_used_first(tmp_path):
 
 
 def test_a_cache_hit_counts_as_a_use(tree, tmp_path, monkeypatch):
-    monkeypatch.setattr(K, "_toolchain", lambda cc: "gcc-test")
+    monkeypatch.setattr(K_build, "_toolchain", lambda cc: "gcc-test")
     bdir = tmp_path / "b"
     bdir.mkdir()
     (bdir / "Image").write_bytes(b"kernel")
     (bdir / ".config").write_text("CONFIG_X=y\n")
-    (bdir / "build.json").write_text('{"image": {"sha256": "%s"}}' % K.hashlib.sha256(b"kernel").hexdigest())
+    (bdir / "build.json").write_text('{"image": {"sha256": "%s"}}' % hashlib.sha256(b"kernel").hexdigest())
     import os
     os.utime(bdir / "build.json", (1, 1))
-    assert K._last_used(bdir) == 1
-    assert K._load_build(bdir, "Image") is not None
-    assert K._last_used(bdir) > 1e9
+    assert K_cache._last_used(bdir) == 1
+    assert K_build._load_build(bdir, "Image") is not None
+    assert K_cache._last_used(bdir) > 1e9
 
 
 @pytest.mark.parametrize("text, size", [("500M", 500 << 20), ("2G", 2 << 30), ("1.5GiB", int(1.5 * (1 << 30))),

@@ -318,7 +318,7 @@ def test_rtla_job_on_a_kernel_without_the_tracer_says_not_available(tmp_path):
 
     run = SuiteRun(id="timerlat@idle", name="timerlat", suite="timerlat", load="idle",
                    params=SUITES["timerlat"].params({}), cpus=(0,))
-    steps = suite_steps(SUITES["timerlat"], run, {})
+    steps = suite_steps(SUITES["timerlat"], run, None)
     tool = next(s for s in steps if s.startswith("if why=$("))
     assert tool_wrapper(SUITES["timerlat"].command(run)) in tool
     assert any(f"rtlab_emit timerlat@idle {NOT_AVAILABLE_TEXT} " in s for s in steps)

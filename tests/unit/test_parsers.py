@@ -23,9 +23,12 @@ import pytest
 
 from rtlab.errors import InputError
 from rtlab.model import PERCENTILES, Histogram
-from rtlab.parsers import TOOLS, parse_file, parse_text
+from rtlab.parsers import known_tools, parse_file, parse_text
 from rtlab.parsers._common import Opt, parse_optstring, scan_options
 from rtlab.parsers.rtjson import cyclictest_histogram_size
+
+#: every tool a suite parses (the suite registry names each one's parser)
+TOOLS = known_tools()
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
 RT = FIX / "rt-tests-2.4"

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from rtlab.boards import Board
 from rtlab.budgets import Budget
 from rtlab.campaign import load_campaign
 from rtlab.gate import judge
@@ -69,7 +70,8 @@ def test_other_placements_and_params():
     assert SUITES["hackbench"].outputs(run_of("hackbench", runs=2)) == ["hackbench-1.txt", "hackbench-2.txt"]
     # rtbench: the board image has it on PATH; the local board runs the build by path
     assert cmd("rtbench", (1,)).startswith("rtbench -q -l 1000 -D 0.2 -p 80 -a 1 ")
-    local = cmd("rtbench", (0, 1), board={"kind": "local", "arch": "x86_64"})
+    local = cmd("rtbench", (0, 1), board=Board(name="local", env_file=Path("local.yaml"), arch="x86_64",
+                                                   cpus=2, isolate_cpu=None, budget_class="local", kind="local"))
     assert local.startswith(str(FIX.parents[1] / "rtbench/build/x86_64/rtbench") + " ") and "-a 1 " in local
 
 
@@ -209,3 +211,70 @@ def test_table_shows_results_and_loads(tmp_path):
     lines = table.splitlines()
     assert any(l.split() == ["result", "237k", "inv"] for l in lines)
     assert any(l.split() == ["load", "busy", "4%"] for l in lines)
+
+
+# --- suites own their parser ------------------------------------------------------------
+
+#: a real capture of every tool whose suite has a single-file parser
+CAPTURES = {"cyclictest": "cyclictest-h400.json", "signaltest": "signaltest-t2.json",
+            "cyclicdeadline": "cyclicdeadline-i10000.json", "rt-migrate-test": "rt-migrate-test.json",
+            "oslat": "oslat-c1.json", "sigwaittest": "sigwaittest-t2.json", "svsematest": "svsematest-t2.json",
+            "ptsematest": "ptsematest-S.json", "pmqtest": "pmqtest-S.json", "pi_stress": "pi_stress.json",
+            "hackbench": "hackbench.txt"}
+
+
+@pytest.mark.parametrize("name", sorted(SUITES))
+def test_parse_file_finds_each_suites_parser_in_the_registry(name):
+    """parse_file(tool=...) resolves through the suite registry: the parser
+    called is the one the suite names, and every suite's tool is either
+    parseable by it or read by the suite itself (rtla's two histograms)."""
+    from rtlab.errors import InputError
+    from rtlab.parsers import known_tools, parse_file, parser_for
+    from rtlab.suites import Suite
+    suite = SUITES[name]
+    if suite.parser is None:
+        assert type(suite).parse_outputs is not Suite.parse_outputs or \
+            type(suite).parse_output is not Suite.parse_output
+        assert suite.tool not in known_tools()
+        with pytest.raises(InputError, match=f"{suite.tool}: its suite reads its raw files itself"):
+            parser_for(suite.tool, "x")
+        return
+    assert parser_for(suite.tool, "x") is suite.parser and suite.tool in known_tools()
+    path = FIX / "rtbench" / "rtbench-real-l500.json" if suite.tool == "rtbench" else RT / CAPTURES[suite.tool]
+    out = parse_file(path, tool=suite.tool)
+    assert out.tool == suite.tool and (out.threads or out.metrics)
+
+
+def test_a_new_suite_is_parseable_by_its_tool_with_no_table_to_edit(tmp_path):
+    """A suite class naming its parser is all it takes: parse_file and the
+    results path (Suite.parse, used by the labgrid runner and LAVA ingest
+    alike) call it; once the suite is gone, its tool is unknown again."""
+    from rtlab.errors import InputError
+    from rtlab.model import ToolOutput
+    from rtlab.parsers import known_tools, parse_file
+    from rtlab.suites import Suite
+
+    seen = []
+
+    def fakejit_format(box, path, tool, nsecs):
+        seen.append((box.pop(), tool))
+        return ToolOutput(path=str(path), tool=tool, metrics={"jitter": 1.0})
+
+    class Fakejit(Suite):
+        name = tool = "fakejit"
+        json_file = "fakejit.json"
+        parser = staticmethod(fakejit_format)
+
+    try:
+        f = tmp_path / "out.json"
+        f.write_text('{"jitter": 1}')
+        assert parse_file(f, tool="fakejit").metrics == {"jitter": 1.0}
+        assert seen == [('{"jitter": 1}', "fakejit")] and "fakejit" in known_tools()
+        run = SuiteRun(id="fakejit@idle", name="fakejit", suite="fakejit", load="idle")
+        (tmp_path / run.id).mkdir()
+        (tmp_path / run.id / "fakejit.json").write_text("{}")
+        assert SUITES["fakejit"].parse(tmp_path, run).tool == "fakejit" and seen[-1] == ("{}", "fakejit")
+    finally:
+        SUITES.pop("fakejit", None)
+    with pytest.raises(InputError, match="unknown tool 'fakejit'"):
+        parse_file(f, tool="fakejit")

@@ -31,7 +31,7 @@ def commands(campaign):
     out = {}
     for j in campaign.jobs():
         for r in j.suites:
-            cmd = SUITES[r.suite].command(r, j.board.to_json())
+            cmd = SUITES[r.suite].command(r, j.board)
             out[(j.board.name, j.variant.name, r.id)] = cmd if isinstance(cmd, str) else shlex.join(cmd)
     return out
 
