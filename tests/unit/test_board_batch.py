@@ -1,0 +1,72 @@
+"""Per-job console round trips, batched: kernel facts read in one batch are
+the facts read one command at a time (the commands LAVA jobs run as they
+are), in far fewer round trips; and the local board's pty console closes
+without waiting out labgrid's SIGTERM timeout."""
+import subprocess
+
+from rtlab.suites.board import BoardShell, kernel_facts, read_kernel_facts, run_batch
+
+
+class CountingShell:
+    """labgrid CommandProtocol.run() over this machine's `sh -c`, counting round trips."""
+
+    def __init__(self):
+        self.seen = []
+
+    def run(self, cmd, timeout=30):
+        self.seen.append(cmd)
+        p = subprocess.run(["sh", "-c", cmd], capture_output=True, text=True, timeout=timeout)
+        return p.stdout.splitlines(), p.stderr.splitlines(), p.returncode
+
+
+def test_kernel_facts_in_one_batch_equal_the_facts_one_command_at_a_time():
+    one, batch = CountingShell(), CountingShell()
+    facts_one = read_kernel_facts(BoardShell(one))
+    facts_batch = kernel_facts(BoardShell(batch))
+    assert facts_batch == facts_one
+    assert facts_one["release"] and facts_one["cmdline"]  # this machine's: really read
+    assert len(one.seen) >= 10 and len(batch.seen) <= 2
+
+
+def test_a_batch_keeps_each_commands_lines_and_exit_code():
+    sh = CountingShell()
+    cmds = ["printf 'a\\nb\\n'", "printf 'no newline'", "false", "cat /nonexistent 2>/dev/null",
+            "true"] + [f"echo {i}" for i in range(60)]
+    got = run_batch(BoardShell(sh), cmds)
+    assert got["printf 'a\\nb\\n'"] == (["a", "b"], 0)
+    assert got["printf 'no newline'"] == (["no newline"], 0)
+    assert got["false"] == ([], 1)
+    assert got["cat /nonexistent 2>/dev/null"][1] != 0
+    assert all(got[f"echo {i}"] == ([str(i)], 0) for i in range(60))
+    assert 1 < len(sh.seen) < 10 and all(len(c) <= 800 for c in sh.seen)  # short console lines
+    assert got["true"] == ([], 0)
+
+
+def test_a_command_whose_answer_never_came_is_missing_not_someone_elses():
+    # `exit` ends the batch line's shell: what followed it there has no
+    # answer (kernel_facts then asks the board for it on its own)
+    got = run_batch(BoardShell(CountingShell()), ["echo a", "exit 7", "echo b"])
+    assert got == {"echo a": (["a"], 0)}
+
+
+def test_the_local_boards_pty_console_closes_at_once_and_leaves_no_process(tmp_path):
+    import os
+    import signal
+
+    from labgrid import Environment
+
+    from rtlab.lab.drivers import RtlabPtyConsoleDriver
+    from rtlab import ROOT
+
+    env = Environment(str(ROOT / "env" / "local.yaml"))
+    target = env.get_target("main")
+    console = target.get_driver("ConsoleProtocol")
+    assert isinstance(console, RtlabPtyConsoleDriver)
+    child = console._child
+    console.write(b"echo hi\n")
+    target.deactivate(console)
+    assert console.status == 0
+    # ended by the hang-up, not killed after labgrid's SIGTERM (which script(1) ignores) timed out
+    assert child.returncode is not None and child.returncode != -signal.SIGKILL
+    assert not os.path.exists(f"/proc/{child.pid}")
+    target.cleanup()
