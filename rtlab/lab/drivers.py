@@ -15,14 +15,14 @@ target for ``CommandProtocol`` and mean the shell (U-Boot is reached through
 its driver name, ``target.get_driver("UBootDriver")``).
 
 ``RtlabPtyConsoleDriver``: labgrid's ExternalConsoleDriver for a shell on a
-pty (this machine as a board), closed with a hang-up. ``script(1)`` ignores
-the SIGTERM labgrid's close() sends, which then waited its full second
-before SIGKILL at the end of every job; SIGHUP is what a closed terminal
-sends, and script and its shell end at once.
+pty (this machine as a board), closed by ending its shell. ``script(1)``
+ignores the SIGTERM labgrid's close() sends, which then waited its full
+second before SIGKILL at the end of every job; an ``exit`` typed to the
+shell ends shell and script at once. A shell busy with a command that does
+not read its input gets labgrid's close() after a second, as before.
 """
 from __future__ import annotations
 
-import signal
 import subprocess
 
 import attr
@@ -64,12 +64,12 @@ class RtlabPtyConsoleDriver(ExternalConsoleDriver):
     def close(self):
         child = getattr(self, "_child", None)
         if self.status and child is not None and child.poll() is None:
-            child.send_signal(signal.SIGHUP)
             try:
+                self.write(b"\nexit\n")
                 child.wait(timeout=1)
-            except subprocess.TimeoutExpired:
+            except (OSError, subprocess.TimeoutExpired):
                 pass  # labgrid's close() below: SIGTERM, then SIGKILL
-        if child is not None and child.poll() is not None:  # gone: what labgrid's close() would say "vanished"
+        if child is not None and child.poll() is not None:  # gone: labgrid's close() would say "vanished"
             child.communicate()
             self._child = None
             self.status = 0
