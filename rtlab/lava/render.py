@@ -46,7 +46,7 @@ from ..images.console import PROMPT_RE
 from ..images.imageset import ImageSet
 from ..runner import BOOT_ALLOWANCE_S, stage_kernel, unavailable
 from ..suites import SUITES, Suite, SuiteRun
-from ..suites.board import BOARD_WORKDIR, CommandRecorder, read_kernel_facts, shell_line
+from ..suites.board import BOARD_WORKDIR, fact_commands, shell_line
 from ..variants import Variant
 from . import loads as lava_loads
 from . import onboard
@@ -75,13 +75,6 @@ def _seconds_to_timeout(seconds: float) -> dict[str, int]:
 def definition_name(run: SuiteRun) -> str:
     """LAVA definition names allow [-_a-zA-Z0-9.]: "cyclictest@idle" -> "cyclictest-idle"."""
     return re.sub(r"[^-_a-zA-Z0-9.]", "_", f"{run.name}-{run.load}")
-
-
-def fact_commands() -> list[str]:
-    """The shell commands :func:`read_kernel_facts` runs on a board, in order."""
-    rec = CommandRecorder()
-    read_kernel_facts(rec)
-    return rec.commands
 
 
 def suite_steps(suite: Suite, run: SuiteRun, board: Optional[Board],
