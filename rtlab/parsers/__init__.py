@@ -35,7 +35,7 @@ from . import rtjson, rttext
 from ._common import DEFAULT_MAX_MB, limit
 from .registry import FormatParser, known_tools, parser_for
 
-__all__ = ["FormatParser", "known_tools", "parse_file", "parse_text", "parser_for", "rt_tests", "rtbench"]
+__all__ = ["FormatParser", "known_tools", "parse_file", "parse_text", "parser_for", "rt_tests", "rtbench_json"]
 
 
 def parse_file(path, tool: Optional[str] = None, *, nsecs: Optional[bool] = None) -> ToolOutput:
@@ -107,7 +107,7 @@ def rt_tests(box: list, path, tool: Optional[str], nsecs: Optional[bool]) -> Too
     return rttext.parse(text, path, tool, nsecs)
 
 
-def rtbench(box: list, path, tool: Optional[str], nsecs: Optional[bool]) -> ToolOutput:
+def rtbench_json(box: list, path, tool: Optional[str], nsecs: Optional[bool]) -> ToolOutput:
     """Format parser of rtbench (rtlab's own benchmark): JSON only."""
     first = _NON_SPACE.search(box[0])
     if first is not None and first.group() != "{":

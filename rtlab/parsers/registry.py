@@ -2,7 +2,7 @@
 
 A suite names its parser (``Suite.parser``, rtlab.suites): one of the
 format parsers here (:func:`rtlab.parsers.rt_tests` for every rt-tests
-program, :func:`rtlab.parsers.rtbench`), or None when the suite reads its
+program, :func:`rtlab.parsers.rtbench_json`), or None when the suite reads its
 raw files itself (rtla's two-part histograms). There is no table of tools
 beside the suites: a new suite's tool is parseable once its class exists.
 

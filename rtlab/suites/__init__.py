@@ -115,7 +115,7 @@ class Suite:
     #: signal/IPC wake-up latency between threads (the dashboards' IPC panel)
     ipc: ClassVar[bool] = False
     #: the format parser of the tool's output file (rtlab.parsers: rt_tests,
-    #: rtbench ...), wrapped in staticmethod(); parse_file(path, tool=...)
+    #: rtbench_json ...), wrapped in staticmethod(); parse_file(path, tool=...)
     #: finds it here. None: the suite reads its raw files itself (parse_outputs)
     parser: Optional[FormatParser] = None
     #: LAVA: the board reports per-thread test cases from the tool's rt-tests

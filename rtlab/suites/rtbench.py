@@ -54,7 +54,7 @@ class Rtbench(Suite):
     name = "rtbench"
     tool = "rtbench"
     json_file = "rtbench.json"
-    parser = staticmethod(parsers.rtbench)
+    parser = staticmethod(parsers.rtbench_json)
     defaults = {
         "loops": 1000,        # -l: samples per benchmark
         "cap_s": 0.2,         # -D: cap on each benchmark's sampling time
