@@ -276,7 +276,10 @@ def run_batch(sh: BoardShell, commands: Sequence[str], timeout: float = 60.0) ->
         return {c: known[c] for c in commands}
     parts = [f"{{ {cmd} ; }}; r=$?; echo; echo \"{_RC_MARK} {i} $r\"" for i, cmd in enumerate(commands)]
     put_script = getattr(sh, "script", None)  # a BoardShell; a bare CommandProtocol-like shell has none
-    path = put_script("\n".join(parts) + "\n") if put_script is not None and len(commands) > 1 else None
+    text = "\n".join(parts) + "\n"
+    # a script costs two round trips the first time (mkdir, nc): worth it
+    # where the batch would be typed as more than one console line
+    path = put_script(text) if put_script is not None and len(text) > MAX_LINE else None
     if path is not None:
         lines = [f"sh {shlex.quote(path)}"]
     else:
