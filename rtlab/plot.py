@@ -6,12 +6,14 @@ GitLab and every browser render it as an artifact.
 from __future__ import annotations
 
 import html
+import json
 import math
 from pathlib import Path
 from typing import Optional
 
 from .model import Histogram, RunResult
 from .report import comparison_table
+from .snapshot import SNAPSHOT_FILE, summary_lines
 
 #: distinct, colour-blind-safe line colours (Okabe-Ito)
 COLOURS = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#000000"]
@@ -153,8 +155,6 @@ def regression_html(run_dir: Path) -> list[str]:
     """The regression verdict against a baseline, where `rtlab compare` or
     `rtlab gate --baseline` judged this run (compare.json), with a link to
     the comparison report."""
-    import json
-
     f = Path(run_dir) / "compare.json"
     try:
         v = json.loads(f.read_text())
@@ -270,13 +270,10 @@ def evidence_html(run: RunResult) -> list[str]:
 
 def snapshot_html(run: RunResult, run_dir: Path) -> list[str]:
     """Each job's system snapshot (rtlab.snapshot), summarised and linked."""
-    from .snapshot import SNAPSHOT_FILE, summary_lines
-
     out = []
     for job in run.jobs:
         f = run_dir / job.board / job.variant / SNAPSHOT_FILE
         try:
-            import json
             snap = json.loads(f.read_text())
         except (OSError, ValueError):
             continue

@@ -335,7 +335,7 @@ def _ingest_one(rec: LavaRecord, jr: JobResult, spec: JobSpec) -> list[Measureme
     load_problems: list[str] = []
     for part in s.get("loads") or []:
         load_problems += [f"load {part['name']}: {p}"
-                          for p in lava_loads.check_load(part, suite_dir, run, s["board"])]
+                          for p in lava_loads.check_load(part, suite_dir, run, spec.board)]
 
     cases = _suite_cases(rec)
     missing = missing_cases(rec)
