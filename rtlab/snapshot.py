@@ -30,6 +30,8 @@ import re
 from pathlib import Path
 from typing import Any, Optional
 
+from .suites.board import run_batch
+
 SNAPSHOT_FILE = "snapshot.json"
 DMESG_LINES = 40
 #: an interrupt's count during the measurement must change by this factor
@@ -115,8 +117,6 @@ def _sections(sh, commands: dict[str, str]) -> dict[str, list[str]]:
     """Every section's lines, in one console round trip where the board
     takes a script over its bulk path (a TCG board's console takes ~1 ms per
     character typed), else as few as short console lines allow."""
-    from .suites.board import run_batch
-
     answers = run_batch(sh, batch_commands(commands))
     return {name: answers.get(cmd, ([], 1))[0] for name, cmd in zip(commands, batch_commands(commands))}
 
