@@ -169,16 +169,19 @@ class BoardShell:
         t0 = time.monotonic()
         limit = BULK_MIN_BYTES if self.bulk is not None else None
         listed = " ".join(shlex.quote(n) for n in names)
-        small = (f"[ $(wc -c < \"$f\") -lt {limit} ] && " if limit else "")
+        # one wc and one find for all files (a $(wc) per file forks twice: tens of ms each on TCG)
+        small = f"-size -{limit}c" if limit else ""
         out, rc = self.run(
-            f"cd {shlex.quote(wd)} && for f in {listed}; do [ -f \"$f\" ] && echo \"SIZE $(wc -c < \"$f\") $f\"; "
-            f"done; s=$(for f in {listed}; do [ -f \"$f\" ] && {small}echo \"$f\"; done); echo RAW; "
+            f"cd {shlex.quote(wd)} && wc -c {listed} 2>/dev/null; echo RAW; "
+            f"s=$(find {listed} -maxdepth 0 -type f {small} 2>/dev/null); "
             f"[ -n \"$s\" ] && tar -cf - $s 2>/dev/null | gzip -c | base64; echo END; cd /", timeout=timeout)
         sizes: dict[str, int] = {}
         for line in out:
-            words = line.strip().split(" ", 2)
-            if len(words) == 3 and words[0] == "SIZE" and words[1].isdigit() and words[2] in names:
-                sizes[words[2]] = int(words[1])
+            if line.strip() == "RAW":
+                break
+            words = line.split()
+            if len(words) == 2 and words[0].isdigit() and words[1] in names:
+                sizes[words[1]] = int(words[0])
         lines = [line.strip() for line in out]
         if rc != 0 or "RAW" not in lines or "END" not in lines:
             return self._fetch_each(wd, names, timeout)
