@@ -25,7 +25,7 @@ from . import ROOT, WORKDIR
 from .budgets import load_budgets
 from .campaign import Campaign, Job
 from .errors import Cancelled, InfraError, RtlabError
-from . import joblife
+from . import joblife, timing
 from .model import JobResult, Measurement, MeasurementKey, RunResult, ToolOutput, Verdict
 from .results import JobSpec, ResultsDir, collect, new_run_id, read_exit_code, tool_exit_problem
 from .suites import SUITES, not_available
@@ -196,20 +196,24 @@ def run_job(job: Job, rd: ResultsDir, images: dict, progress: Callable[[str], No
     if isinstance(bk, KernelBuildFailed):
         result.build_error = str(bk)
         return result
+    events_path = job_dir / "events.jsonl"
     try:
-        lg_env, kernel = stage_kernel(job, images, built)
+        with timing.timed(events_path, "stage"):
+            lg_env, kernel = stage_kernel(job, images, built)
+            boot_args = lg_env["LG_RTLAB_BOOT_ARGS"]
+            spec = JobSpec(job_dir=job_dir, board=board, variant=variant, boot_args=boot_args,
+                           suites=list(job.suites), kernel=kernel,
+                           place=lease_env.get("LG_PLACE") if lease_env else None)
+            spec_path = spec.write()
     except RtlabError as e:
         result.infra_error = str(e)
         return result
-    boot_args = lg_env["LG_RTLAB_BOOT_ARGS"]
-    spec = JobSpec(job_dir=job_dir, board=board, variant=variant, boot_args=boot_args,
-                   suites=list(job.suites), kernel=kernel,
-                   place=lease_env.get("LG_PLACE") if lease_env else None)
-    spec_path = spec.write()
     # one job per board at a time (the local board too): a second waits, then INFRA
     try:
+        t_lock = time.monotonic()
         with joblife.board_lock(board, rd.run_id, job.id, progress=lambda m: progress(f"{label} {m}"),
                                 timeout=lock_timeout):
+            timing.append(events_path, "lock", time.monotonic() - t_lock)
             return _run_board_tests(job, rd, job_dir, spec_path, lg_env, lease_env, on_spawn,
                                     progress, label, result, t0)
     except InfraError as e:
@@ -234,6 +238,7 @@ def _run_board_tests(job: Job, rd: ResultsDir, job_dir: Path, spec_path: Path, l
     pos = 0
     with open(job_dir / "pytest.log", "w") as log:
         children_before = joblife.my_children()
+        t_spawn = time.monotonic()
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
                                 cwd=str(ROOT), start_new_session=True,
                                 preexec_fn=_die_with_parent if lease_env else None)
@@ -269,6 +274,7 @@ def _run_board_tests(job: Job, rd: ResultsDir, job_dir: Path, spec_path: Path, l
             if proc.poll() is None:
                 proc.wait()
             joblife.JOB_PIDS.discard(proc.pid)
+            timing.append(events_path, "pytest_process", time.monotonic() - t_spawn)
         new, pos = _read_events(events_path, pos)
         events.extend(new)
     if board.kind == "local":  # its work dir is here: whatever no fetch brought home
@@ -338,6 +344,11 @@ def collect_suites(job: Job, job_dir: Path, events: list[dict], result: JobResul
     """The job's measurements from the board tests' events and the raw files
     (rtlab.results.collect, as LAVA ingest does). Every suite that left
     output is parsed, even after a later failure."""
+    with timing.timed(job_dir / "events.jsonl", "collect"):
+        return _collect_suites(job, job_dir, events, result)
+
+
+def _collect_suites(job: Job, job_dir: Path, events: list[dict], result: JobResult) -> JobResult:
     board, variant = job.board, job.variant
     outcomes = _outcomes(events)
     for run in job.suites:
@@ -435,6 +446,8 @@ def run_campaign(campaign: Campaign, *, results_root: Path = RESULTS_DIR,
 
     images = {}
     arches = sorted({j.board.arch for j in jobs if not j.board.fixed_kernel})
+    run_timing = run_dir / timing.RUN_TIMING_FILE
+    t_images = time.monotonic()
     if arches:
         from .images import ensure_images
         from .suites.rtbench import image_overlays  # rtbench in the board image
@@ -447,7 +460,9 @@ def run_campaign(campaign: Campaign, *, results_root: Path = RESULTS_DIR,
 
     def finish(job: Job, jr: JobResult, label: str) -> None:
         # judged as each job lands, for the progress line; raw files are on disk
-        rd.finish_job(jr, budgets)
+        jd = rd.job_dir(jr.board, jr.variant, jr.repeat)
+        with timing.timed(jd / "events.jsonl" if jd.is_dir() else None, "judge"):
+            rd.finish_job(jr, budgets)
         finished.append(jr)
         progress(f"{label} {_job_summary(jr)}")
 
@@ -456,6 +471,7 @@ def run_campaign(campaign: Campaign, *, results_root: Path = RESULTS_DIR,
     scheduled = places > 1 or any(j.board.kind == "remote" for j in jobs)
     ready = []
     built = build_kernels(jobs, images, kernel_tree, progress) if images else {}
+    timing.append(run_timing, "images", time.monotonic() - t_images)
     if kernel_tree is not None and not run.commit.get("sha"):
         from .kernel import tree_state
         run.commit["sha"] = tree_state(Path(kernel_tree)).commit
@@ -500,7 +516,8 @@ def run_campaign(campaign: Campaign, *, results_root: Path = RESULTS_DIR,
         rd.finish(run)
         e.run_dir = run_dir  # type: ignore[union-attr]
         raise
-    rd.finish(run)
+    with timing.timed(run_timing, "finish"):
+        rd.finish(run)
     return run, run_dir
 
 

@@ -6,7 +6,7 @@ and runs two inline test definitions:
 
 ``0_rtlab-boot``
     silences the console like RtlabStrategy does (``dmesg -n 1``), prints
-    the output of every command :func:`rtlab.suites.board.kernel_facts` runs
+    the output of every command :func:`rtlab.suites.board.read_kernel_facts` runs
     (recorded at render time, replayed through the real function at ingest),
     and cheap on-board checks for LAVA users (kernel release, boot args).
 ``1_<suite>-<load>``
@@ -47,7 +47,7 @@ from ..images.console import PROMPT_RE
 from ..images.imageset import ImageSet
 from ..runner import BOOT_ALLOWANCE_S, stage_kernel, unavailable
 from ..suites import SUITES, Suite, SuiteRun
-from ..suites.board import BOARD_WORKDIR, BoardShell, kernel_facts, shell_line
+from ..suites.board import BOARD_WORKDIR, fact_commands, shell_line
 from ..variants import Variant
 from . import loads as lava_loads
 from . import onboard
@@ -76,26 +76,6 @@ def _seconds_to_timeout(seconds: float) -> dict[str, int]:
 def definition_name(run: SuiteRun) -> str:
     """LAVA definition names allow [-_a-zA-Z0-9.]: "cyclictest@idle" -> "cyclictest-idle"."""
     return re.sub(r"[^-_a-zA-Z0-9.]", "_", f"{run.name}-{run.load}")
-
-
-class _RecordingShell(BoardShell):
-    """Records the commands kernel_facts sends, answering none of them."""
-
-    def __init__(self):
-        super().__init__(None)
-        self.commands: list[str] = []
-
-    def run(self, cmd: str, timeout: float = 30.0):
-        if cmd not in self.commands:
-            self.commands.append(cmd)
-        return [], 1
-
-
-def fact_commands() -> list[str]:
-    """The shell commands :func:`kernel_facts` runs on a board, in order."""
-    rec = _RecordingShell()
-    kernel_facts(rec)
-    return rec.commands
 
 
 def suite_steps(suite: Suite, run: SuiteRun, board: Optional[Board],
