@@ -246,7 +246,8 @@ def main(argv=None) -> int:
     ratio = median(known[0]) / median(known[1]) if known[0] and known[1] else float("nan")
     load1 = os.getloadavg()
     print()
-    print(f"board {a.board}/{a.variant}, cyclictest {a.duration} s per repeat, N={a.n} per side, "
+    runs = "kept pools re-judged" if a.pools else f"cyclictest {a.duration} s per repeat"
+    print(f"board {a.board}/{a.variant}, {runs}, N={a.n} per side, "
           f"pools of {pool}, {a.comparisons} comparisons each, policy {policy.source}")
     print(f"baseline p99 per repeat (us): {p99s(base)}")
     print(f"regressed p99 per repeat (us): {p99s(bad)}  ({what})")

@@ -28,6 +28,7 @@ from typing import Optional
 
 from .config import open_node
 from .model import PERCENTILES, Budget
+from .policy import policy_from_node
 
 WILDCARD = "*"
 
@@ -80,8 +81,5 @@ def load_budgets(path) -> Budgets:
                         .setdefault(str(suite), {})[str(load)] = budget
     unbudgeted = {str(cls): set(n.str_list()) for cls, n in root.child("unbudgeted").items()}
     if root.child("regression").value is not None:  # checked here: a bad policy fails before any boot
-        # lazy: rtlab.compare sits above (it reads runs back and imports scipy); its
-        # policy belongs below budgets (see the layering test's allowed edges)
-        from .compare import policy_from_node
         policy_from_node(root.child("regression"), path)
     return Budgets(table, path, unbudgeted)

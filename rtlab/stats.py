@@ -56,11 +56,10 @@ import numpy as np
 from scipy import stats as sps
 
 from .model import ThreadResult
-
-#: run-level statistics: name -> how it is read off a run's combined thread
-#: (percentiles are the model's nearest-rank ones, so the gate and the
-#: comparison agree on what "p99" is)
-RUN_STATISTICS = ("p50", "p99", "p99.9", "p99.99", "max")
+#: run-level statistics: the names a policy may gate on, read off a run's
+#: combined thread (percentiles are the model's nearest-rank ones, so the
+#: gate and the comparison agree on what "p99" is)
+from .policy import RUN_STATISTICS
 
 
 def run_statistics(t: ThreadResult, threshold_us: Optional[float] = None) -> dict[str, Optional[float]]:

@@ -14,9 +14,6 @@ ROOT = Path(__file__).resolve().parents[2] / "rtlab"
 #: (importer, imported): lazy imports that would close a cycle, each with why;
 #: an entry that no longer exists fails the test, so the list only shrinks
 ALLOWED_LAZY = {
-    # the regression policy (policy_from_node) lives in rtlab.compare, above the
-    # budgets: it belongs in a module below both
-    ("rtlab.budgets", "rtlab.compare"),
     # a load's work dir is the job's (rtlab.suites.board.job_workdir): that helper
     # belongs below both loads and suites
     ("rtlab.loads.base", "rtlab.suites.board"),
