@@ -17,6 +17,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Callable, Optional
@@ -26,10 +27,17 @@ from .budgets import load_budgets
 from .campaign import Campaign, Job
 from .errors import Cancelled, InfraError, RtlabError
 from . import joblife, timing
+from . import kernel as kbuild
+from .arch import get_or_none
+from .evidence import arm_job, arms
+from .images import ensure_images
+from .kernel import tree_state
+from .procutil import die_with_parent
 from .model import JobResult, Measurement, MeasurementKey, RunResult, ToolOutput, Verdict
 from .results import JobSpec, ResultsDir, collect, new_run_id, read_exit_code, tool_exit_problem
 from .suites import SUITES, not_available
 from .suites.board import WORKDIR_ENV
+from .suites.rtbench import image_overlays  # rtbench in the board image
 
 #: the board-side pytest files (shipped in the package, so an installed rtlab runs them)
 SUITES_DIR = Path(__file__).resolve().parent / "boardtests"
@@ -79,7 +87,6 @@ def stage_kernel(job: Job, images: dict, built: Optional[dict] = None) -> tuple[
         raise RtlabError(f"variant {variant.name}: no kernel for board {board.name}")
     env["LG_RTLAB_KERNEL"] = kernel["path"]
     env["LG_RTLAB_INITRD"] = kernel["initrd"] = str(imgs.initramfs)
-    from .arch import get_or_none
     a = get_or_none(board.arch)
     if a is not None and a.dtbs:
         # device trees come from Debian's kernel package of the flavour (a
@@ -135,7 +142,6 @@ def build_kernels(jobs: list[Job], images: dict, kernel_tree: Optional[Path],
     otherwise only the variants Debian's prebuilt kernels cannot be (e.g.
     PREEMPT_DYNAMIC on aarch64), from the pinned linux-source-6.12.
     Returns (board, variant) -> BuiltKernel or KernelBuildFailed."""
-    from . import kernel as kbuild
 
     todo: dict[tuple, list[Job]] = {}
     for job in jobs:
@@ -331,7 +337,6 @@ def _stop_job(proc: subprocess.Popen, grace: float) -> None:
 
 
 def _main_thread() -> bool:
-    import threading
     return threading.current_thread() is threading.main_thread()
 
 
@@ -387,7 +392,6 @@ def _board_problems(outcome: dict, suite, host_dir: Path) -> list[str]:
 
 def _die_with_parent() -> None:
     """A job holding a place dies with the runner, whose death frees the place."""
-    from .procutil import die_with_parent
     die_with_parent()
 
 
@@ -437,7 +441,6 @@ def run_campaign(campaign: Campaign, *, results_root: Path = RESULTS_DIR,
     rd.keep(campaign.path, "campaign.yaml")
     rd.keep(campaign.budgets, "budgets.yaml")  # what this run was judged by
     jobs = campaign.jobs()
-    from .evidence import arm_job, arms
     # stop and trace at the budget (rtlab.evidence), per board
     armed = sorted({j.board.name for j in jobs if arms(j, evidence, campaign.evidence)})
     jobs = [arm_job(j, budgets) if j.board.name in armed else j for j in jobs]
@@ -449,8 +452,6 @@ def run_campaign(campaign: Campaign, *, results_root: Path = RESULTS_DIR,
     run_timing = run_dir / timing.RUN_TIMING_FILE
     t_images = time.monotonic()
     if arches:
-        from .images import ensure_images
-        from .suites.rtbench import image_overlays  # rtbench in the board image
         for arch in arches:
             images[arch] = ensure_images(arch, overlays=image_overlays(arch), progress=progress)
 
@@ -473,7 +474,6 @@ def run_campaign(campaign: Campaign, *, results_root: Path = RESULTS_DIR,
     built = build_kernels(jobs, images, kernel_tree, progress) if images else {}
     timing.append(run_timing, "images", time.monotonic() - t_images)
     if kernel_tree is not None and not run.commit.get("sha"):
-        from .kernel import tree_state
         run.commit["sha"] = tree_state(Path(kernel_tree)).commit
     try:
         for i, job in enumerate(jobs, 1):

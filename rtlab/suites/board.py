@@ -12,7 +12,6 @@ import hashlib
 import io
 import json
 import logging
-import os
 import re
 import shlex
 import tarfile
@@ -23,21 +22,10 @@ from typing import Any, Optional, Sequence
 from ..config import parse_cpulist
 from ..variants import Variant
 
-BOARD_WORKDIR = "/tmp/rtlab"
-#: the job's own directory on the board, named by the runner per job so two
-#: jobs never share files (the local board runs every job in this machine's /tmp)
-WORKDIR_ENV = "RTLAB_BOARD_WORKDIR"
-_WORKDIR_RE = re.compile(r"^/[A-Za-z0-9._/@+-]+$")
+# the job's work dir on the board lives with the board (rtlab.boards): loads
+# and suites both use it
+from ..boards import BOARD_WORKDIR, WORKDIR_ENV, job_workdir  # noqa: E402,F401
 log = logging.getLogger("rtlab.board")
-
-
-def job_workdir() -> str:
-    """This job's work dir on the board (RTLAB_BOARD_WORKDIR, set by the
-    runner), BOARD_WORKDIR outside a job (LAVA definitions, tests)."""
-    wd = os.environ.get(WORKDIR_ENV) or BOARD_WORKDIR
-    if not _WORKDIR_RE.match(wd) or ".." in wd:
-        raise ValueError(f"{WORKDIR_ENV}={wd!r} is not a plain absolute path")
-    return wd
 
 
 from ..errors import SuiteFailure  # noqa: E402,F401 - raised here, defined below loads and suites
