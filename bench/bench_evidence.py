@@ -32,6 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 from rtlab import evidence  # noqa: E402
 from rtlab.parsers import parse_file  # noqa: E402
+import rtlab.suites  # noqa: E402,F401  the suites register their tools' parsers
 
 
 class LocalShell:

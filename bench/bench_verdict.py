@@ -2,8 +2,14 @@
 
     python bench/bench_verdict.py                      # local board, N=5 (pools of 10), 15 s runs
     python bench/bench_verdict.py --small              # N=3, pools of 6, 2 s runs: ~2-3 min
-    python bench/bench_verdict.py --board qemu-aarch64 --variant rt \
-        --bad-tree KERNEL_TREE [--good-tree KERNEL_TREE]   # a kernel-side regression
+    python bench/bench_verdict.py --board qemu-aarch64 --variant preempt --interval-us 10000 \
+        --duration 5 --bad-tree KERNEL_TREE [--good-tree KERNEL_TREE]   # a kernel-side regression
+    python bench/bench_verdict.py ... --keep DIR                      # keep the pools
+    python bench/bench_verdict.py ... --pools BASE_RUN BAD_RUN        # re-judge kept pools
+    python bench/bench_verdict.py ... --alternative p99,max           # also tally other gating statistics
+
+Kernel trees with a planted regression: tests/integration/kernel_project.py
+(make_kernel_project: branch `latency`, the 400 ms kthread).
 
 What it does:
 
@@ -29,6 +35,7 @@ injection achieved, the wall time of one repeat and of one comparison
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import random
@@ -48,7 +55,7 @@ from rtlab.model import RunResult  # noqa: E402
 from rtlab.stats import median  # noqa: E402
 
 
-def campaign_file(tmp: Path, board: str, variant: str, duration: int) -> Path:
+def campaign_file(tmp: Path, board: str, variant: str, duration: int, interval_us: int = 1000) -> Path:
     p = tmp / "campaign.yaml"
     p.write_text(textwrap.dedent(f"""
         name: bench-verdict
@@ -57,7 +64,7 @@ def campaign_file(tmp: Path, board: str, variant: str, duration: int) -> Path:
         variants: [{variant}]
         suites:
           - name: cyclictest
-            params: {{interval_us: 1000, duration_s: {duration}, histogram_us: 20000}}
+            params: {{interval_us: {interval_us}, duration_s: {duration}, histogram_us: 20000}}
     """))
     return p
 
@@ -70,7 +77,27 @@ def run_pool(camp: Path, results: Path, repeat: int, extra=()) -> tuple[Path, fl
     wall = time.monotonic() - t0
     if "results: " not in res.stdout:
         sys.exit(f"rtlab run failed (exit {res.returncode}):\n{res.stdout[-2000:]}\n{res.stderr[-2000:]}")
-    return Path(res.stdout.split("results: ")[-1].split()[0]), wall
+    run_dir = Path(res.stdout.split("results: ")[-1].split()[0])
+    (run_dir / "bench-wall.json").write_text(json.dumps({"wall_s": wall}))
+    print(f"  {run_dir} ({wall:.0f} s)", flush=True)
+    return run_dir, wall
+
+
+def pool_wall(run_dir: Path) -> float:
+    """The wall time a kept pool took (written by run_pool)."""
+    f = run_dir / "bench-wall.json"
+    return float(json.loads(f.read_text())["wall_s"]) if f.is_file() else float("nan")
+
+
+def pool_duration(run_dir: Path, default: int) -> int:
+    """cyclictest's duration_s in a kept pool's campaign copy."""
+    import yaml
+
+    try:
+        doc = yaml.safe_load((run_dir / "campaign.yaml").read_text())
+        return int(doc["suites"][0]["params"]["duration_s"])
+    except (OSError, KeyError, IndexError, TypeError, ValueError):
+        return default
 
 
 def repeats_of(run_dir: Path) -> list[RunResult]:
@@ -130,9 +157,16 @@ def main(argv=None) -> int:
     ap.add_argument("--period-ms", type=float, default=3)
     ap.add_argument("--good-tree", type=Path, help="kernel tree of the baseline (booting boards)")
     ap.add_argument("--bad-tree", type=Path, help="kernel tree with the regression (booting boards)")
+    ap.add_argument("--interval-us", type=int, default=1000,
+                    help="cyclictest period (10000 on TCG, which misses 1 ms wake-ups under load)")
+    ap.add_argument("--keep", type=Path, help="keep the pools' run dirs under this directory")
+    ap.add_argument("--base-run", type=Path, help="reuse this run dir as the baseline pool")
+    ap.add_argument("--bad-run", type=Path, help="reuse this run dir as the regressed pool")
+    ap.add_argument("--alternative", action="append", metavar="STAT,STAT",
+                    default=["p99,p99.9", "max", "p99,p99.9,max", "p99.9,max"],
+                    help="also tally these gating statistics on the same comparisons")
     ap.add_argument("--small", action="store_true", help="N=3, pools of 6, 2 s runs")
     ap.add_argument("--seed", type=int, default=1)
-    ap.add_argument("--keep", type=Path, help="keep the pools' run dirs under this directory (printed)")
     ap.add_argument("--pools", type=Path, nargs=2, metavar=("BASE_RUN", "BAD_RUN"),
                     help="re-use two kept pools (run dirs) instead of measuring: other N, same runs")
     a = ap.parse_args(argv)
@@ -141,47 +175,51 @@ def main(argv=None) -> int:
     pool = a.pool or 2 * a.n
     if pool < 2 * a.n and not a.pools:
         sys.exit("--pool must hold two disjoint sides (>= 2N)")
-    if a.board != "local" and not a.bad_tree:
+    if a.board != "local" and not (a.bad_tree or a.bad_run or a.pools):
         sys.exit("a booting board needs --bad-tree (a kernel with the regression)")
     rng = random.Random(a.seed)
     policy = load_policy(ROOT / "budgets" / "default.yaml")
     load0 = os.getloadavg()
-    with tempfile.TemporaryDirectory(prefix="bench-verdict-") as tmp:
-        tmp = Path(tmp)
-        camp = campaign_file(tmp, a.board, a.variant, a.duration)
+    with tempfile.TemporaryDirectory(prefix="bench-verdict-") as tmpname:
+        tmp = Path(tmpname)
+        keep = a.keep or tmp / "r"
+        camp = campaign_file(tmp, a.board, a.variant, a.duration, a.interval_us)
         good_extra = ("--kernel-tree", str(a.good_tree)) if a.good_tree else ()
+        if a.pools:  # both kept pools at once
+            a.base_run, a.bad_run = a.pools
+        if a.base_run:
+            base_dir, base_wall = a.base_run, pool_wall(a.base_run)
+        else:
+            print(f"baseline pool: {pool} repeats of {a.board}/{a.variant} cyclictest {a.duration} s "
+                  f"every {a.interval_us} us ...", flush=True)
+            base_dir, base_wall = run_pool(camp, keep, pool, good_extra)
+        if a.bad_run:
+            bad_dir, bad_wall = a.bad_run, pool_wall(a.bad_run)
+            what = f"pool {a.bad_run.name}"
+        elif a.board == "local":
+            from stealer import stealing
+            print(f"regressed pool: {pool} repeats with a SCHED_FIFO spin of {a.spin_us:g} us "
+                  f"every {a.period_ms:g} ms per CPU ...", flush=True)
+            with stealing(spin_us=a.spin_us, period_ms=a.period_ms):
+                bad_dir, bad_wall = run_pool(camp, keep, pool)
+            what = f"SCHED_FIFO spin {a.spin_us:g} us / {a.period_ms:g} ms per CPU"
+        else:
+            print(f"regressed pool: {pool} repeats of the kernel from {a.bad_tree} ...", flush=True)
+            bad_dir, bad_wall = run_pool(camp, keep, pool, ("--kernel-tree", str(a.bad_tree)))
+            what = f"kernel from {a.bad_tree}"
         if a.keep:
-            a.keep.mkdir(parents=True, exist_ok=True)
-        results = (a.keep or tmp) / "r"
-        if a.pools:
-            base_dir, bad_dir = a.pools
-            base_wall = bad_wall = float("nan")
-            what = f"kept pools {base_dir.name} / {bad_dir.name}"
-        if not a.pools:
-            print(f"baseline pool: {pool} repeats of {a.board}/{a.variant} cyclictest {a.duration} s ...", flush=True)
-            base_dir, base_wall = run_pool(camp, results, pool, good_extra)
-            if a.board == "local":
-                from stealer import stealing
-                print(f"regressed pool: {pool} repeats with a SCHED_FIFO spin of {a.spin_us:g} us "
-                      f"every {a.period_ms:g} ms per CPU ...", flush=True)
-                with stealing(spin_us=a.spin_us, period_ms=a.period_ms):
-                    bad_dir, bad_wall = run_pool(camp, results, pool)
-                what = f"SCHED_FIFO spin {a.spin_us:g} us / {a.period_ms:g} ms per CPU"
-            else:
-                print(f"regressed pool: {pool} repeats of the kernel from {a.bad_tree} ...", flush=True)
-                bad_dir, bad_wall = run_pool(camp, results, pool, ("--kernel-tree", str(a.bad_tree)))
-                what = f"kernel from {a.bad_tree}"
-            if a.keep:
-                print(f"kept pools: --pools {base_dir} {bad_dir}", flush=True)
+            print(f"kept pools: --pools {base_dir} {bad_dir}", flush=True)
         base, bad = repeats_of(base_dir), repeats_of(bad_dir)
+        if a.base_run:  # kept pools: the run length they were measured with
+            a.duration = pool_duration(base_dir, a.duration)
         if len(base) < 2 * a.n or len(bad) < a.n:
             sys.exit(f"too few valid repeats: {len(base)} baseline, {len(bad)} regressed (INFRA on a loaded host?)")
 
-        def tally(pairs):
+        def tally(pairs, pol=policy):
             out = {REGRESSION: 0, UNDECIDED: 0}
             t0 = time.monotonic()
             for b, c in pairs:
-                o = compare_runs(b, c, policy).outcome
+                o = compare_runs(b, c, pol).outcome
                 if o in out:
                     out[o] += 1
             return out, (time.monotonic() - t0) / len(pairs)
@@ -196,16 +234,29 @@ def main(argv=None) -> int:
         # the same baseline subsets against the other half doubled: power at
         # exactly 2x p99 with the real spread between runs of this host
         x2, _ = tally([(b, [scaled(r, 2.0) for r in c]) for b, c in aa_pairs])
+        # the same comparisons with other gating statistics (the shipped
+        # min effects and correction): what chose the class's statistics
+        alternatives = []
+        for stat_set in a.alternative:
+            names = tuple(stat_set.split(","))
+            alt = dataclasses.replace(policy, statistics=names, class_statistics={})
+            alternatives.append((names, tally(aa_pairs, alt)[0], tally(pw_pairs, alt)[0]))
     per_repeat = (base_wall + bad_wall) / (2 * pool)
     known = [v for v in p99s(bad) if v != ">range"], [v for v in p99s(base) if v != ">range"]
     ratio = median(known[0]) / median(known[1]) if known[0] and known[1] else float("nan")
     load1 = os.getloadavg()
     print()
-    print(f"board {a.board}/{a.variant}, cyclictest {a.duration} s per repeat, N={a.n} per side, "
+    runs = "kept pools re-judged" if a.pools else f"cyclictest {a.duration} s per repeat"
+    print(f"board {a.board}/{a.variant}, {runs}, N={a.n} per side, "
           f"pools of {pool}, {a.comparisons} comparisons each, policy {policy.source}")
     print(f"baseline p99 per repeat (us): {p99s(base)}")
     print(f"regressed p99 per repeat (us): {p99s(bad)}  ({what})")
     print(f"p99 ratio regressed/baseline (medians): {ratio:.2f}x")
+    for name, runs_ in (("baseline", base), ("regressed", bad)):
+        tails = [(m.output.combined().percentiles_us["99.9"], m.output.combined().max_us)
+                 for r in runs_ for m in r.measurements()]
+        print(f"{name} p99.9 / max per repeat (us): " + ", ".join(
+            f"{'>range' if p is None else f'{p:g}'}/{mx:g}" for p, mx in sorted(tails, key=lambda x: x[1])))
     print(f"A/A false alarms: {aa[REGRESSION]}/{a.comparisons} = {aa[REGRESSION] / a.comparisons:.0%} "
           f"(undecided {aa[UNDECIDED]})   target <= 5 %")
     print(f"power: {pw[REGRESSION]}/{a.comparisons} = {pw[REGRESSION] / a.comparisons:.0%} "
@@ -215,6 +266,10 @@ def main(argv=None) -> int:
     print(f"wall time: {per_repeat:.1f} s per repeat ({a.duration} s of it cyclictest; "
           f"{per_repeat / a.duration:.2f}x the tool time), {a.n * per_repeat + stat_s:.0f} s per comparison "
           f"(N repeats + {stat_s * 1000:.0f} ms of statistics)")
+    for names, faa, fpw in alternatives:
+        print(f"  gating on {'+'.join(names):<16} A/A false alarms {faa[REGRESSION]:>2}/{a.comparisons} "
+              f"(undecided {faa[UNDECIDED]}), power {fpw[REGRESSION]:>2}/{a.comparisons} "
+              f"(undecided {fpw[UNDECIDED]})")
     print(f"host load average (1 min) {load0[0]:.1f} at start, {load1[0]:.1f} at end, on {os.cpu_count()} CPUs")
     return 0
 

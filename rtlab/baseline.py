@@ -3,7 +3,9 @@
 What a baseline needs is stored with every judged run (``verdict`` points,
 scope ``measurement``; dashboards/SCHEMA.md): per repeat and key the
 run-level statistics (``p50_us`` ... ``max_us``), ``cycles``, ``bucket_us``,
-and the run's ``run_id``, ``commit``, ``branch``, ``campaign``. Read back
+``hist_size``, ``overflows``, and the run's ``run_id``, ``commit``,
+``branch``, ``campaign``; the histograms (``latency_hist``, same time and
+``rep``) come back too, so a comparison report overlays both sides. Read back
 here into the comparison's :class:`~rtlab.compare.Side`: for every key of
 the candidate, the last K runs of the same board × variant × suite × load
 and campaign on the branch (never the candidate's own runs).
@@ -25,10 +27,10 @@ from typing import Iterable, Optional
 
 from .compare import Replicate, Side
 from .errors import RtlabError
-from .model import MeasurementKey, RunResult
+from .model import Histogram, MeasurementKey, RunResult
 from .store.base import StoreError, rows
 from .store.lineproto import Point, timestamp
-from .store.schema import VERDICT, pct_field
+from .store.schema import HIST, VERDICT, pct_field
 from .stats import RUN_STATISTICS
 
 PIN = "baseline_pin"
@@ -65,13 +67,48 @@ def keys_of(runs: Iterable[RunResult]) -> tuple[set[MeasurementKey], set[str]]:
     return keys, campaigns
 
 
-def _replicate(row: dict) -> Replicate:
+def _replicate(row: dict, histogram: Optional[Histogram] = None) -> Replicate:
     values = {s: (float(row[_field_of(s)]) if row.get(_field_of(s)) is not None else None)
               for s in RUN_STATISTICS}
+    # a percentile the run's histogram could not hold (stored as missing) is
+    # at least the histogram's range, where the range is known
+    size, bucket = row.get("hist_size"), row.get("bucket_us")
+    censored = ({s: float(size) * float(bucket) for s in RUN_STATISTICS
+                 if s != "max" and values[s] is None} if size and bucket and row.get("cycles") else {})
     return Replicate(run_id=str(row.get("run_id") or "?"), repeat=int(row.get("repeat") or 0),
                      campaign=str(row.get("campaign") or ""), budget_class=str(row.get("budget_class") or ""),
-                     values=values, bucket_us=row.get("bucket_us"), histogram=None,
-                     commit=str(row.get("commit") or ""))
+                     values=values, bucket_us=bucket, histogram=histogram,
+                     commit=str(row.get("commit") or ""), censored=censored)
+
+
+def _histograms(store, key: MeasurementKey, chosen: list[dict]) -> dict[tuple[str, str], Histogram]:
+    """The chosen runs' histograms from ``latency_hist``: (time, rep) ->
+    the threads' buckets added (as the verdict's combined thread is), with
+    the range and overflow count of the verdict row. One query per key over
+    the chosen runs' time span; a run without histogram points gets none."""
+    want = {(str(r.get("time")), str(r.get("rep") or "")): r for r in chosen
+            if r.get("bucket_us") and r.get("verdict") != "infra"}
+    if not want:
+        return {}
+    times = sorted(t for t, _ in want)
+    q = (f'SELECT "count" FROM "{HIST}" WHERE "board" = {_q(key.board)} AND "variant" = {_q(key.variant)} '
+         f'AND "suite" = {_q(key.suite)} AND "load" = {_q(key.load)} '
+         f'AND time >= {_q(times[0])} AND time <= {_q(times[-1])} GROUP BY "bucket", "rep"')
+    counts: dict[tuple[str, str], dict[int, int]] = {}
+    for r in _query(store, q):
+        k = (str(r.get("time")), str(r.get("rep") or ""))
+        if k not in want or r.get("count") is None:
+            continue
+        idx = int(round(float(r["bucket"]) / float(want[k]["bucket_us"])))
+        c = counts.setdefault(k, {})
+        c[idx] = c.get(idx, 0) + int(r["count"])
+    out = {}
+    for k, c in counts.items():
+        row = want[k]
+        size = row.get("hist_size")
+        out[k] = Histogram(counts=c, bucket_us=float(row["bucket_us"]), size=int(size) if size else None,
+                           overflows=int(row.get("overflows") or 0))
+    return out
 
 
 def read_baseline(store, keys: Iterable[MeasurementKey], campaign: str, branch: str, last: int,
@@ -96,6 +133,7 @@ def read_baseline(store, keys: Iterable[MeasurementKey], campaign: str, branch: 
                     order.append(r.get("run_id"))
             keep = set(order[:last])
             chosen = [r for r in found if r.get("run_id") in keep]
+        hists = _histograms(store, key, chosen)
         for r in chosen:
             rid = str(r.get("run_id"))
             if rid not in side.campaign_of:
@@ -104,7 +142,8 @@ def read_baseline(store, keys: Iterable[MeasurementKey], campaign: str, branch: 
             if r.get("verdict") == "infra":
                 side.dropped.setdefault(key, []).append(f"{rid}: infra ({r.get('reason') or ''})")
                 continue
-            side.keys.setdefault(key, []).append(_replicate(r))
+            side.keys.setdefault(key, []).append(
+                _replicate(r, hists.get((str(r.get("time")), str(r.get("rep") or "")))))
     return side
 
 

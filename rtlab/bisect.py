@@ -45,7 +45,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional
 
+from . import kernel as kbuild
+from .campaign import load_campaign
 from .errors import InputError, RtlabError
+from .kernel import tree_state
+from .params import ParamError
+from .runner import run_campaign
+from .store.base import rows
+from .store.publish import load_run
 
 GOOD, BAD, SKIP = 0, 1, 125
 ABORT = 255  # >= 128: `git bisect run` stops
@@ -98,7 +105,7 @@ def run_stats(run, suite: str, load: str) -> Optional[dict[str, float]]:
 def fallback_compare(baseline: list, candidate: list, suite: str, load: str,
                      alpha: float = ALPHA, min_effect: float = MIN_EFFECT) -> Verdict:
     """The stand-in for rtlab.compare (see the module doc)."""
-    import numpy as np
+    import numpy as np  # lazy: numpy/scipy stay out of the CLI start-up
     from scipy import stats
 
     b = [s for s in (run_stats(r, suite, load) for r in baseline)]
@@ -152,7 +159,8 @@ def bisect_policy(cmpmod, budgets: Optional[Path], baseline: list, n_cand: int, 
     it says "regression" less often with fewer runs)."""
     policy = cmpmod.load_policy(budgets) if budgets is not None else cmpmod.Policy()
     stats_ = tuple(st for st in dict.fromkeys((*policy.statistics, "max")) if _knowable(baseline, suite, load, st))
-    return dataclasses.replace(policy, statistics=stats_,
+    # class_statistics cleared: the list above, made for this key, gates
+    return dataclasses.replace(policy, statistics=stats_, class_statistics={},
                                min_runs=max(2, min(policy.min_runs, len(baseline), n_cand)))
 
 
@@ -160,7 +168,7 @@ def compare(baseline: list, candidate: list, suite: str, load: str,
             budgets: Optional[Path] = None) -> Verdict:
     """The regression verdict of rtlab.compare; the stand-in's run-level
     numbers go into the report (and decide a step that is infra only)."""
-    from . import compare as cmpmod
+    from . import compare as cmpmod  # lazy: rtlab.compare imports scipy (CLI start-up)
 
     fb = fallback_compare(baseline, candidate, suite, load)  # the numbers for the report
     if fb.outcome == "undecided" and not fb.numbers:  # infra: nothing to compare
@@ -192,8 +200,6 @@ class Settings:
 
 def load_bisect_campaign(s: Settings):
     """The campaign narrowed to one board, variant, suite and load."""
-    from .campaign import load_campaign
-
     camp = load_campaign(Path(s.campaign), boards=[s.board], variants=[s.variant])
     entries = [e for e in camp.suites if e.name == s.suite and s.load in e.loads]
     if not entries:
@@ -205,7 +211,6 @@ def load_bisect_campaign(s: Settings):
     camp.suites = [dataclasses.replace(e, loads=(s.load,), params=params)]
     if s.budgets:
         camp.budgets = Path(s.budgets)
-    from .params import ParamError
     try:
         jobs = camp.jobs()
     except ParamError as e:
@@ -222,8 +227,6 @@ def say(msg: str) -> None:
 
 def build(s: Settings, job) -> dict[str, Any]:
     """Build the checked-out commit for the job (cached by commit)."""
-    from . import kernel as kbuild
-
     frags = kbuild.with_base(job.board.arch, job.variant.fragments_for(job.board.arch), job.board.name)
     t0 = time.monotonic()
     bk = kbuild.build_kernel(Path(s.tree), job.board.arch, frags, progress=lambda m: say(m))
@@ -233,8 +236,6 @@ def build(s: Settings, job) -> dict[str, Any]:
 
 def measure(s: Settings, label: str, n: int) -> tuple[list, dict[str, Any]]:
     """Build HEAD of the tree and measure it n times (fresh boot each)."""
-    from .runner import run_campaign
-
     camp, job = load_bisect_campaign(s)
     commit = _git(Path(s.tree), "rev-parse", "HEAD").stdout.strip()
     timing: dict[str, Any] = {"build": 0.0, "boot": 0.0, "measure": 0.0, "other": 0.0}
@@ -277,7 +278,6 @@ def measure(s: Settings, label: str, n: int) -> tuple[list, dict[str, Any]]:
 
 
 def load_runs(dirs: list[str]) -> list:
-    from .store.publish import load_run
     return [load_run(Path(d)) for d in dirs]
 
 
@@ -331,8 +331,6 @@ def step_main(state_file: str) -> int:
 # ------------------------------------------------------------------ checks
 def check_inputs(s: Settings, store=None, has_history: Optional[Callable[[], int]] = None) -> dict[str, str]:
     """Everything that can be wrong before the tree is touched."""
-    from .kernel import tree_state
-
     tree = Path(s.tree)
     if not tree.is_dir():
         raise BisectInputError("--kernel-tree", f"{tree}: no such directory")
@@ -369,8 +367,7 @@ def check_inputs(s: Settings, store=None, has_history: Optional[Callable[[], int
 
 
 def store_history_count(store, s: Settings) -> int:
-    from .regressions import _lit, check_name
-    from .store.base import rows
+    from .regressions import _lit, check_name  # lazy: scipy and ruptures (CLI start-up)
 
     for opt, v in (("--board", s.board), ("--variant", s.variant), ("--suite", s.suite), ("--load", s.load)):
         check_name(opt, v)

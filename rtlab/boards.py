@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import platform
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
@@ -19,6 +20,21 @@ from .config import Node
 from .errors import InputError
 from .params import ParamError, check_name
 from .variants import HOST_VARIANT
+
+BOARD_WORKDIR = "/tmp/rtlab"
+#: the job's own directory on the board, named by the runner per job so two
+#: jobs never share files (the local board runs every job in this machine's /tmp)
+WORKDIR_ENV = "RTLAB_BOARD_WORKDIR"
+_WORKDIR_RE = re.compile(r"^/[A-Za-z0-9._/@+-]+$")
+
+
+def job_workdir() -> str:
+    """This job's work dir on the board (RTLAB_BOARD_WORKDIR, set by the
+    runner), BOARD_WORKDIR outside a job (LAVA definitions, tests)."""
+    wd = os.environ.get(WORKDIR_ENV) or BOARD_WORKDIR
+    if not _WORKDIR_RE.match(wd) or ".." in wd:
+        raise ValueError(f"{WORKDIR_ENV}={wd!r} is not a plain absolute path")
+    return wd
 
 ENV_DIR = ROOT / "env"
 KINDS = ("qemu", "local", "remote")

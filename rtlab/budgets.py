@@ -23,31 +23,14 @@ budget already breaks it, which matches "share of samples at or above".
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
 from .config import open_node
-from .model import PERCENTILES
+from .model import PERCENTILES, Budget
+from .policy import policy_from_node
 
 WILDCARD = "*"
-
-
-@dataclass(frozen=True)
-class Budget:
-    max_us: Optional[float] = None
-    percentiles_us: dict[str, float] = field(default_factory=dict)
-    #: where it came from: "file: class.variant.suite.load"
-    source: str = ""
-
-    def to_json(self) -> dict:
-        return {"max_us": self.max_us, "percentiles_us": dict(self.percentiles_us),
-                "source": self.source}
-
-    @classmethod
-    def from_json(cls, d: dict) -> "Budget":
-        return cls(max_us=d.get("max_us"), percentiles_us=dict(d.get("percentiles_us") or {}),
-                   source=d.get("source", ""))
 
 
 class Budgets:
@@ -98,6 +81,5 @@ def load_budgets(path) -> Budgets:
                         .setdefault(str(suite), {})[str(load)] = budget
     unbudgeted = {str(cls): set(n.str_list()) for cls, n in root.child("unbudgeted").items()}
     if root.child("regression").value is not None:  # checked here: a bad policy fails before any boot
-        from .compare import policy_from_node
         policy_from_node(root.child("regression"), path)
     return Budgets(table, path, unbudgeted)

@@ -160,7 +160,7 @@ def segment(levels: Sequence[float], penalty: float = PENALTY, min_size: int = M
     after a change): ruptures' PELT, L1 cost (medians: one wild run does not
     make a segment) on log levels (latency steps are ratios), penalty
     ``penalty`` × noise × ln n. Deterministic."""
-    import ruptures as rpt
+    import ruptures as rpt  # lazy: a slow import only the change-point search needs
 
     lv = np.asarray(levels, dtype=float)
     if len(lv) < 2 * min_size:

@@ -13,8 +13,15 @@ Outcomes per key and for the whole comparison:
 
 - ``regression``: exit 1, with the key, the statistic and the effect named;
 - ``no-regression``: exit 0;
-- ``undecided``: exit 2 — too few valid runs, a key on one side only, an
-  unknowable statistic, runs of different campaigns or histogram buckets.
+- ``undecided``: exit 2 — too few valid runs, a key on one side only, a
+  statistic beyond a histogram of unknown range, runs of different
+  campaigns or histogram buckets.
+
+A percentile beyond a histogram of known range is censored: at least the
+range (the overflow count makes its rank exact), and tested by a rank test
+with the censored runs tied at the top (``stats.censored_shift_test``).
+The gating statistics and the minimum effects may differ per budget class
+and statistic (``regression:`` in the budget file; budgets/README.md).
   Nothing that cannot be judged passes.
 
 A regression wins over undecided keys elsewhere (it is definitive), as a
@@ -28,85 +35,16 @@ from pathlib import Path
 from typing import Any, Iterable, Optional
 
 from . import stats
-from .config import Node
 from .errors import InputError
 from .model import Histogram, MeasurementKey, RunResult, Verdict
+# the policy lives below the budgets that load it; re-exported for callers
+from .policy import MinEffect, Policy, load_policy, policy_from_node  # noqa: F401
+from .results import load_run
 
 REGRESSION = "regression"
 NO_REGRESSION = "no-regression"
 UNDECIDED = "undecided"
 OUTCOME_EXIT = {NO_REGRESSION: 0, REGRESSION: 1, UNDECIDED: 2}
-
-
-# -- policy -----------------------------------------------------------------
-@dataclass(frozen=True)
-class MinEffect:
-    """Below this nothing gates: both must be exceeded."""
-
-    relative: float = 0.20   # +20 %
-    abs_us: float = 2.0      # and +2 us
-
-
-@dataclass(frozen=True)
-class Policy:
-    """How the verdict is reached; from the budget file's ``regression:``.
-
-    ``statistics``: the run-level statistics that gate (p50, p99, p99.9,
-    p99.99, max); the others are shown. ``alpha``: the campaign-wide false
-    alarm rate. ``min_runs``: valid runs per side below which a key is
-    undecided. ``trim``: Yuen trimming of each side (0.2 drops the most
-    extreme run of five at each end); 0 by default: at 5 runs a side the
-    trimmed test keeps 3, and its power for a doubled p99 fell from 96 % to
-    38 % in simulation (30 keys, log sd 0.15), while the plain Welch test
-    already refuses to call one wild run a shift (its variance explodes)."""
-
-    statistics: tuple[str, ...] = ("p99", "p99.9")
-    alpha: float = 0.05
-    min_runs: int = 3
-    trim: float = 0.0
-    min_effect: dict[str, MinEffect] = field(default_factory=dict)
-    source: str = "built-in defaults"
-
-    def effect_for(self, budget_class: str) -> MinEffect:
-        return self.min_effect.get(budget_class) or self.min_effect.get("*") or MinEffect()
-
-    def to_json(self) -> dict[str, Any]:
-        return {"statistics": list(self.statistics), "alpha": self.alpha, "min_runs": self.min_runs,
-                "trim": self.trim, "source": self.source,
-                "min_effect": {k: {"relative": v.relative, "abs_us": v.abs_us}
-                               for k, v in self.min_effect.items()}}
-
-
-def policy_from_node(node: Node, path: Path) -> Policy:
-    """``regression:`` of a budget file, every value typed and ranged."""
-    node.only(["statistics", "alpha", "min_runs", "trim", "min_effect"])
-    d = Policy()
-    st = tuple(node.child("statistics").str_list(list(d.statistics)))
-    for s in st:
-        if s not in stats.RUN_STATISTICS:
-            raise node.child("statistics").error(
-                f"unknown statistic {s!r} (known: {', '.join(stats.RUN_STATISTICS)})")
-    if not st:
-        raise node.child("statistics").error("needs at least one statistic")
-    alpha = node.child("alpha").number(d.alpha, positive=True)
-    if not alpha < 0.5:
-        raise node.child("alpha").error(f"must be below 0.5, got {alpha!r}")
-    min_runs = node.child("min_runs").integer(d.min_runs, minimum=2)
-    trim = node.child("trim").number(d.trim) if node.child("trim").value is not None else d.trim
-    if not 0 <= trim < 0.5:
-        raise node.child("trim").error(f"must be in [0, 0.5), got {trim!r}")
-    effects = {}
-    for cls, enode in node.child("min_effect").items():
-        enode.only(["relative", "abs_us"])
-        rel = enode.child("relative")
-        ab = enode.child("abs_us")
-        effects[str(cls)] = MinEffect(
-            relative=rel.number(MinEffect.relative) if rel.value is not None else MinEffect.relative,
-            abs_us=ab.number(MinEffect.abs_us) if ab.value is not None else MinEffect.abs_us)
-        if effects[str(cls)].relative < 0 or effects[str(cls)].abs_us < 0:
-            raise enode.error("minimum effects must not be negative")
-    return Policy(statistics=st, alpha=float(alpha), min_runs=min_runs, trim=float(trim),
-                  min_effect=effects, source=f"{Path(path).name}: regression")
 
 
 # -- replicates -------------------------------------------------------------
@@ -122,6 +60,9 @@ class Replicate:
     bucket_us: Optional[float] = None
     histogram: Optional[Histogram] = None
     commit: str = ""
+    #: statistics beyond the histogram's range: name -> the range (the
+    #: statistic is at least that: right-censored, not unknowable)
+    censored: dict[str, float] = field(default_factory=dict)
 
     @property
     def label(self) -> str:
@@ -163,7 +104,8 @@ def side_from_runs(runs: Iterable[RunResult], source: str = "") -> Side:
                                 campaign=run.campaign, budget_class=job.budget_class,
                                 values=stats.run_statistics(c),
                                 bucket_us=c.histogram.bucket_us if c.histogram else None,
-                                histogram=c.histogram, commit=sha)
+                                histogram=c.histogram, commit=sha,
+                                censored=stats.censored_statistics(c))
                 side.keys.setdefault(k, []).append(rep)
         if not run.jobs:
             side.dropped.setdefault(MeasurementKey("*", "*", "*", "*"), []).append(
@@ -181,6 +123,10 @@ class StatComparison:
     p_adjusted: Optional[float] = None
     gates: bool = True
     big_enough: bool = False
+    #: per run: the value is the histogram's range and the statistic at
+    #: least that (right-censored); the medians are then lower bounds
+    baseline_censored: list[bool] = field(default_factory=list)
+    candidate_censored: list[bool] = field(default_factory=list)
 
     @property
     def base_median(self) -> float:
@@ -190,18 +136,36 @@ class StatComparison:
     def cand_median(self) -> float:
         return stats.median(self.candidate)
 
+    @staticmethod
+    def _median_censored(values: list[float], censored: list[bool]) -> bool:
+        order = sorted(zip([math.inf if c else v for v, c in zip(values, censored)], censored))
+        n = len(order)
+        return bool(n) and (order[n // 2][1] or (n % 2 == 0 and order[n // 2 - 1][1]))
+
+    def medians_text(self) -> str:
+        def one(m: float, cens: bool) -> str:
+            return (">=" if cens else "") + _us(m)
+        return (f"{one(self.base_median, self._median_censored(self.baseline, self.baseline_censored))} -> "
+                f"{one(self.cand_median, self._median_censored(self.candidate, self.candidate_censored))} us")
+
     def to_json(self) -> dict[str, Any]:
         t = self.test
+
+        def fin(x: Optional[float]) -> Optional[float]:
+            return x if x is not None and math.isfinite(x) else None
         return {"statistic": self.name, "baseline": self.baseline, "candidate": self.candidate,
+                "baseline_censored": self.baseline_censored, "candidate_censored": self.candidate_censored,
                 "baseline_median": self.base_median, "candidate_median": self.cand_median,
                 "gates": self.gates, "big_enough": self.big_enough,
                 "p": t.p if t else None, "p_adjusted": self.p_adjusted,
                 "ratio": t.ratio if t else None,
-                "ratio_interval": [t.ratio_low, t.ratio_high] if t else None,
+                "ratio_interval": [fin(t.ratio_low), fin(t.ratio_high)] if t else None,
                 "method": t.method if t else None}
 
 
 def _pct(x: float) -> str:
+    if math.isinf(x):
+        return "+inf %"
     v = (x - 1) * 100
     return f"{v:+.0f} %" if abs(v) >= 1 or v == 0 else f"{v:+.1f} %"
 
@@ -248,7 +212,7 @@ class KeyComparison:
         t = s.test
         p = s.p_adjusted if s.p_adjusted is not None else t.p
         text = (f"{s.name} {_pct(t.ratio)} [{_pct(t.ratio_low)}, {_pct(t.ratio_high)}] "
-                f"({_us(s.base_median)} -> {_us(s.cand_median)} us), "
+                f"({s.medians_text()}), "
                 f"{self.n_candidate} runs vs {self.n_baseline}, p={p:.2g}")
         if self.reasons:
             text += " (" + "; ".join(self.reasons) + ")"
@@ -347,6 +311,7 @@ def compare_sides(base: Side, cand: Side, policy: Optional[Policy] = None) -> Co
     all_keys = [k for k in all_keys if k.board != "*"]
     family: list[tuple[KeyComparison, StatComparison]] = []
     pending: list[tuple[StatComparison, float, MinEffect]] = []
+    censored: list[tuple[StatComparison, MinEffect]] = []
     for key in all_keys:
         kc = KeyComparison(key=key, alpha=policy.alpha)
         cmp.keys.append(kc)
@@ -377,27 +342,43 @@ def compare_sides(base: Side, cand: Side, policy: Optional[Policy] = None) -> Co
         if kc.reasons:
             continue
         floor = 0.5 * min((r.bucket_us for r in b + c if r.bucket_us), default=1.0)
-        eff = policy.effect_for(kc.budget_class)
+        gating = policy.statistics_for(kc.budget_class)
         for name in stats.RUN_STATISTICS:
-            bv = [r.values.get(name) for r in b]
-            cv = [r.values.get(name) for r in c]
-            gates = name in policy.statistics
+            # a value beyond the histogram's range is censored at the range
+            # (known to be at least that), read from the overflow count
+            bv = [r.values.get(name) if r.values.get(name) is not None else r.censored.get(name) for r in b]
+            cv = [r.values.get(name) if r.values.get(name) is not None else r.censored.get(name) for r in c]
+            gates = name in gating
             if any(v is None for v in bv + cv):
                 if gates:
                     who = [r.label for r, v in zip(b + c, bv + cv) if v is None]
-                    kc.reasons.append(f"{name} unknowable (beyond the histogram range) in {', '.join(who)}")
+                    kc.reasons.append(f"{name} unknowable (beyond a histogram of unknown range) in {', '.join(who)}")
                 continue
             sc = StatComparison(name=name, baseline=[float(v) for v in bv],
-                                candidate=[float(v) for v in cv], gates=gates)
+                                candidate=[float(v) for v in cv], gates=gates,
+                                baseline_censored=[name in r.censored and r.values.get(name) is None for r in b],
+                                candidate_censored=[name in r.censored and r.values.get(name) is None for r in c])
             kc.stats.append(sc)
             if gates:  # only what gates is tested: the rest is shown
                 family.append((kc, sc))
-                pending.append((sc, floor, eff))
+                seff = policy.effect_for(kc.budget_class, name)
+                if any(sc.baseline_censored + sc.candidate_censored):
+                    censored.append((sc, seff))
+                else:
+                    pending.append((sc, floor, seff))
     tests = stats.shift_tests([(sc.baseline, sc.candidate) for sc, _, _ in pending],
                               trim=policy.trim, floor=[f for _, f, _ in pending])
-    for (sc, _, eff), t in zip(pending, tests):
+    for (sc, _, _), t in zip(pending, tests):
         sc.test = t
-        sc.big_enough = (t.ratio >= 1 + eff.relative and sc.cand_median - sc.base_median >= eff.abs_us)
+    for sc, _ in censored:
+        sc.test = stats.censored_shift_test(sc.baseline, sc.baseline_censored,
+                                            sc.candidate, sc.candidate_censored)
+    for sc, _, eff in pending + [(sc, 0.0, eff) for sc, eff in censored]:
+        # the minimum effect, on the run-level medians of the statistic, in
+        # its own unit (us): the ratio and the difference must both reach
+        # it; with censored runs the medians are lower bounds, so a censored
+        # candidate median only ever understates the effect
+        sc.big_enough = (sc.test.ratio >= 1 + eff.relative and sc.cand_median - sc.base_median >= eff.abs_us)
     adjusted = stats.adjust([sc.test.p for _, sc in family])
     for (_, sc), p in zip(family, adjusted):
         sc.p_adjusted = p
@@ -416,20 +397,7 @@ def compare_sides(base: Side, cand: Side, policy: Optional[Policy] = None) -> Co
     return cmp
 
 
-def load_policy(budgets_path) -> Policy:
-    """The ``regression:`` section of a budget file (defaults without one)."""
-    from .config import open_node
-
-    root = open_node(budgets_path)
-    node = root.child("regression")
-    if node.value is None:
-        return Policy(source=f"{Path(budgets_path).name}: built-in defaults (no regression: section)")
-    return policy_from_node(node, budgets_path)
-
-
 def load_runs(run_dirs: Iterable[Path]) -> list[RunResult]:
-    from .store.publish import load_run
-
     runs, seen = [], set()
     for d in run_dirs:
         run = load_run(d)

@@ -38,6 +38,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
+from .errors import InputError
+from .parsers.rtla import parse_timerlat_hist
+
 TRACEFS = "/sys/kernel/tracing"
 EVIDENCE_DIR = "evidence"
 ANALYSIS_FILE = "analysis.json"
@@ -425,9 +428,6 @@ def analyse_timerlat_trace(text: str, run_evidence: dict[str, float],
 
 def _timerlat_worst(host_dir: Path, run) -> Optional[tuple[str, int, float]]:
     """(kind, cpu, max_us) of the worst column over its threshold in rtla's summary."""
-    from .errors import InputError
-    from .parsers.rtla import parse_timerlat_hist
-
     try:
         irq, thread = parse_timerlat_hist((host_dir / "stdout.txt").read_text(errors="replace"),
                                           host_dir / "stdout.txt")

@@ -11,16 +11,33 @@ from __future__ import annotations
 
 import enum
 import math
-from fractions import Fraction
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Optional
-
-if TYPE_CHECKING:  # budgets.py reads PERCENTILES from here
-    from .budgets import Budget
+from fractions import Fraction
+from typing import Any, Optional
 
 #: percentiles every thread reports; keys are the strings used in JSON,
 #: budgets and the store ("99.9" rather than 99.9 so they survive YAML/JSON)
 PERCENTILES = ("50", "99", "99.9", "99.99")
+
+
+@dataclass(frozen=True)
+class Budget:
+    """The limits one measurement is judged against (rtlab.budgets finds
+    the one that applies; it lives here because a Measurement carries it)."""
+
+    max_us: Optional[float] = None
+    percentiles_us: dict[str, float] = field(default_factory=dict)
+    #: where it came from: "file: class.variant.suite.load"
+    source: str = ""
+
+    def to_json(self) -> dict:
+        return {"max_us": self.max_us, "percentiles_us": dict(self.percentiles_us),
+                "source": self.source}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "Budget":
+        return cls(max_us=d.get("max_us"), percentiles_us=dict(d.get("percentiles_us") or {}),
+                   source=d.get("source", ""))
 
 
 @dataclass(frozen=True)
@@ -292,7 +309,7 @@ class Measurement:
     verdict: Optional[Verdict] = None
     reasons: list[str] = field(default_factory=list)
     #: the budget applied, None if none
-    budget: Optional["Budget"] = None
+    budget: Optional[Budget] = None
     #: share of samples at or above budget max_us (worst thread), None if unknowable
     share_over_budget: Optional[float] = None
     #: the breach evidence (rtlab.evidence): {"dir": raw dir of the trace and
@@ -301,8 +318,6 @@ class Measurement:
 
     def __post_init__(self) -> None:
         if isinstance(self.budget, dict):  # as run.json holds it
-            from .budgets import Budget
-
             self.budget = Budget.from_json(self.budget)
 
     def to_json(self) -> dict[str, Any]:

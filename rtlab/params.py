@@ -16,6 +16,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
+from .config import parse_cpulist
+
 #: names that become paths, directory names and shell words: boards,
 #: variants, suites, loads, campaign suite names, run ids
 SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -158,7 +160,6 @@ class Cpus(Spec):
         if isinstance(v, str):
             if not _CPULIST.match(v):
                 raise ParamError(f"must be 'auto', 'all', a list of CPUs or a cpulist like '0-2,5', got {v!r}")
-            from .config import parse_cpulist
             try:
                 named = parse_cpulist(v)
             except ValueError as e:  # "3-1": a descending range
@@ -175,8 +176,6 @@ class Cpus(Spec):
 
 def cpus_of(v: Any) -> Optional[list[int]]:
     """The CPU numbers an explicit selection names, None for auto/all."""
-    from .config import parse_cpulist
-
     if v in (None, "auto", "all"):
         return None
     if isinstance(v, str):

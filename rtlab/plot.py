@@ -6,12 +6,14 @@ GitLab and every browser render it as an artifact.
 from __future__ import annotations
 
 import html
+import json
 import math
 from pathlib import Path
 from typing import Optional
 
 from .model import Histogram, RunResult
 from .report import comparison_table
+from .snapshot import SNAPSHOT_FILE, summary_lines
 
 #: distinct, colour-blind-safe line colours (Okabe-Ito)
 COLOURS = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#000000"]
@@ -153,8 +155,6 @@ def regression_html(run_dir: Path) -> list[str]:
     """The regression verdict against a baseline, where `rtlab compare` or
     `rtlab gate --baseline` judged this run (compare.json), with a link to
     the comparison report."""
-    import json
-
     f = Path(run_dir) / "compare.json"
     try:
         v = json.loads(f.read_text())
@@ -199,15 +199,20 @@ def runs_svg(stat, width: int = 760, height: int = 150) -> str:
            f'font-family="sans-serif" font-size="11">', f'<rect width="{width}" height="{height}" fill="white"/>',
            f'<text x="{width / 2}" y="14" text-anchor="middle" font-size="12">{html.escape(stat.name)} '
            f'of each run (µs)</text>']
-    for row, (label, values, colour) in enumerate((("baseline", stat.baseline, COLOURS[0]),
-                                                   ("candidate", stat.candidate, COLOURS[1]))):
+    for row, (label, values, colour, cens) in enumerate((
+            ("baseline", stat.baseline, COLOURS[0], getattr(stat, "baseline_censored", [])),
+            ("candidate", stat.candidate, COLOURS[1], getattr(stat, "candidate_censored", [])))):
         yy = 45 + row * 45
         out.append(f'<text x="{left - 8}" y="{yy + 4}" text-anchor="end">{label} ({len(values)})</text>'
                    f'<line x1="{left}" y1="{yy}" x2="{left + pw}" y2="{yy}" stroke="#eee"/>')
         for i, v in enumerate(values):
             jitter = ((i % 5) - 2) * 3
-            out.append(f'<circle cx="{x(v):.1f}" cy="{yy + jitter}" r="4" fill="{colour}" fill-opacity="0.7">'
-                       f'<title>{v:g} us</title></circle>')
+            # a run whose statistic lies beyond the histogram is drawn at
+            # the range, hollow: it is at least that
+            beyond = i < len(cens) and cens[i]
+            fill = f'fill="white" stroke="{colour}" stroke-width="2"' if beyond else f'fill="{colour}"'
+            out.append(f'<circle cx="{x(v):.1f}" cy="{yy + jitter}" r="4" {fill} fill-opacity="0.7">'
+                       f'<title>{">=" if beyond else ""}{v:g} us</title></circle>')
         med = sorted(values)[len(values) // 2] if len(values) % 2 else \
             (sorted(values)[len(values) // 2 - 1] + sorted(values)[len(values) // 2]) / 2
         out.append(f'<line x1="{x(med):.1f}" y1="{yy - 12}" x2="{x(med):.1f}" y2="{yy + 12}" '
@@ -270,13 +275,10 @@ def evidence_html(run: RunResult) -> list[str]:
 
 def snapshot_html(run: RunResult, run_dir: Path) -> list[str]:
     """Each job's system snapshot (rtlab.snapshot), summarised and linked."""
-    from .snapshot import SNAPSHOT_FILE, summary_lines
-
     out = []
     for job in run.jobs:
         f = run_dir / job.board / job.variant / SNAPSHOT_FILE
         try:
-            import json
             snap = json.loads(f.read_text())
         except (OSError, ValueError):
             continue

@@ -6,10 +6,13 @@ the budget and the verdict. Reasons for every non-pass follow the tables.
 """
 from __future__ import annotations
 
+import statistics
 from collections import OrderedDict
 from typing import Optional
 
+from .loads.health import load_cell
 from .model import JobResult, Measurement, RunResult, Verdict, combine_verdicts
+from .suites import Suite
 
 
 def _us(v: Optional[float]) -> str:
@@ -34,9 +37,6 @@ EXTRA_ROWS = ("result", "load")
 
 
 def _extra(m: Measurement) -> dict[str, str]:
-    from .loads.health import load_cell
-    from .suites import Suite
-
     out = {}
     suite = Suite.for_tool(m.output.tool)
     r = suite.result_cell(m.output) if suite is not None else None
@@ -69,7 +69,6 @@ def _repeat_cells(pairs: list[tuple[Optional[Measurement], JobResult]]) -> dict[
     across repeats with its min-max, the verdict of them all."""
     if len(pairs) == 1:
         return _cells(*pairs[0])
-    import statistics
 
     first = next((m for m, _ in pairs if m is not None), None)
     cells = _cells(first, pairs[0][1])

@@ -25,7 +25,6 @@ Layout::
 from __future__ import annotations
 
 import dataclasses
-
 import datetime as dt
 import json
 import os
@@ -38,11 +37,13 @@ from .boards import Board
 from .budgets import Budgets
 from .errors import InputError
 from .evidence import EVIDENCE_DIR, read_analysis
-from .gate import judge_run
+from .gate import judge_run, sample_problems
 from .model import JobResult, Measurement, MeasurementKey, RunResult, ToolOutput, Verdict
+from .plot import write_html_report
 from .suites import Suite, SuiteRun
 from .suites.board import check_variant
 from .variants import Variant
+from .vendor import write_vendor_html
 
 JOB_SPEC = "job-spec.json"
 LATEST = "latest"
@@ -200,7 +201,7 @@ def collect(job_dir: Path, key: MeasurementKey, suite: Suite, run: SuiteRun, *,
                         out.path = str(Path(out.path).relative_to(job_dir))
                     if check is not None:
                         reasons += check(out)
-                    from .gate import sample_problems  # a run cut short is INFRA, not a verdict
+                    # a run cut short is INFRA, not a verdict (sample_problems)
                     # ... unless it stopped itself at the breach (evidence armed): that short
                     # run is the breach's record, judged on what it measured
                     expected = None if suite.breached(host_dir, run) else suite.expected_samples(run)
@@ -273,9 +274,6 @@ class ResultsDir:
     def finish(self, run: RunResult) -> Path:
         """run.json, report.html, vendor.html (the vendor reports' tables,
         `rtlab report --vendor`), and ``latest`` pointing here."""
-        from .plot import write_html_report  # plot -> report -> model: heavy, only at the end
-        from .vendor import write_vendor_html
-
         (self.path / "run.json").write_text(json.dumps(run.to_json(), indent=2) + "\n")
         write_html_report(run, self.path / "report.html")
         write_vendor_html(run, self.path / "vendor.html", run_dir=self.path)

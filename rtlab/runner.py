@@ -17,6 +17,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Callable, Optional
@@ -25,11 +26,18 @@ from . import ROOT, WORKDIR
 from .budgets import load_budgets
 from .campaign import Campaign, Job
 from .errors import Cancelled, InfraError, RtlabError
-from . import joblife
+from . import joblife, timing
+from . import kernel as kbuild
+from .arch import get_or_none
+from .evidence import arm_job, arms
+from .images import ensure_images
+from .kernel import tree_state
+from .procutil import die_with_parent
 from .model import JobResult, Measurement, MeasurementKey, RunResult, ToolOutput, Verdict
 from .results import JobSpec, ResultsDir, collect, new_run_id, read_exit_code, tool_exit_problem
 from .suites import SUITES, not_available
 from .suites.board import WORKDIR_ENV
+from .suites.rtbench import image_overlays  # rtbench in the board image
 
 #: the board-side pytest files (shipped in the package, so an installed rtlab runs them)
 SUITES_DIR = Path(__file__).resolve().parent / "boardtests"
@@ -79,7 +87,6 @@ def stage_kernel(job: Job, images: dict, built: Optional[dict] = None) -> tuple[
         raise RtlabError(f"variant {variant.name}: no kernel for board {board.name}")
     env["LG_RTLAB_KERNEL"] = kernel["path"]
     env["LG_RTLAB_INITRD"] = kernel["initrd"] = str(imgs.initramfs)
-    from .arch import get_or_none
     a = get_or_none(board.arch)
     if a is not None and a.dtbs:
         # device trees come from Debian's kernel package of the flavour (a
@@ -135,7 +142,6 @@ def build_kernels(jobs: list[Job], images: dict, kernel_tree: Optional[Path],
     otherwise only the variants Debian's prebuilt kernels cannot be (e.g.
     PREEMPT_DYNAMIC on aarch64), from the pinned linux-source-6.12.
     Returns (board, variant) -> BuiltKernel or KernelBuildFailed."""
-    from . import kernel as kbuild
 
     todo: dict[tuple, list[Job]] = {}
     for job in jobs:
@@ -196,20 +202,24 @@ def run_job(job: Job, rd: ResultsDir, images: dict, progress: Callable[[str], No
     if isinstance(bk, KernelBuildFailed):
         result.build_error = str(bk)
         return result
+    events_path = job_dir / "events.jsonl"
     try:
-        lg_env, kernel = stage_kernel(job, images, built)
+        with timing.timed(events_path, "stage"):
+            lg_env, kernel = stage_kernel(job, images, built)
+            boot_args = lg_env["LG_RTLAB_BOOT_ARGS"]
+            spec = JobSpec(job_dir=job_dir, board=board, variant=variant, boot_args=boot_args,
+                           suites=list(job.suites), kernel=kernel,
+                           place=lease_env.get("LG_PLACE") if lease_env else None)
+            spec_path = spec.write()
     except RtlabError as e:
         result.infra_error = str(e)
         return result
-    boot_args = lg_env["LG_RTLAB_BOOT_ARGS"]
-    spec = JobSpec(job_dir=job_dir, board=board, variant=variant, boot_args=boot_args,
-                   suites=list(job.suites), kernel=kernel,
-                   place=lease_env.get("LG_PLACE") if lease_env else None)
-    spec_path = spec.write()
     # one job per board at a time (the local board too): a second waits, then INFRA
     try:
+        t_lock = time.monotonic()
         with joblife.board_lock(board, rd.run_id, job.id, progress=lambda m: progress(f"{label} {m}"),
                                 timeout=lock_timeout):
+            timing.append(events_path, "lock", time.monotonic() - t_lock)
             return _run_board_tests(job, rd, job_dir, spec_path, lg_env, lease_env, on_spawn,
                                     progress, label, result, t0)
     except InfraError as e:
@@ -234,6 +244,7 @@ def _run_board_tests(job: Job, rd: ResultsDir, job_dir: Path, spec_path: Path, l
     pos = 0
     with open(job_dir / "pytest.log", "w") as log:
         children_before = joblife.my_children()
+        t_spawn = time.monotonic()
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
                                 cwd=str(ROOT), start_new_session=True,
                                 preexec_fn=_die_with_parent if lease_env else None)
@@ -269,6 +280,7 @@ def _run_board_tests(job: Job, rd: ResultsDir, job_dir: Path, spec_path: Path, l
             if proc.poll() is None:
                 proc.wait()
             joblife.JOB_PIDS.discard(proc.pid)
+            timing.append(events_path, "pytest_process", time.monotonic() - t_spawn)
         new, pos = _read_events(events_path, pos)
         events.extend(new)
     if board.kind == "local":  # its work dir is here: whatever no fetch brought home
@@ -325,7 +337,6 @@ def _stop_job(proc: subprocess.Popen, grace: float) -> None:
 
 
 def _main_thread() -> bool:
-    import threading
     return threading.current_thread() is threading.main_thread()
 
 
@@ -338,6 +349,11 @@ def collect_suites(job: Job, job_dir: Path, events: list[dict], result: JobResul
     """The job's measurements from the board tests' events and the raw files
     (rtlab.results.collect, as LAVA ingest does). Every suite that left
     output is parsed, even after a later failure."""
+    with timing.timed(job_dir / "events.jsonl", "collect"):
+        return _collect_suites(job, job_dir, events, result)
+
+
+def _collect_suites(job: Job, job_dir: Path, events: list[dict], result: JobResult) -> JobResult:
     board, variant = job.board, job.variant
     outcomes = _outcomes(events)
     for run in job.suites:
@@ -376,7 +392,6 @@ def _board_problems(outcome: dict, suite, host_dir: Path) -> list[str]:
 
 def _die_with_parent() -> None:
     """A job holding a place dies with the runner, whose death frees the place."""
-    from .procutil import die_with_parent
     die_with_parent()
 
 
@@ -426,7 +441,6 @@ def run_campaign(campaign: Campaign, *, results_root: Path = RESULTS_DIR,
     rd.keep(campaign.path, "campaign.yaml")
     rd.keep(campaign.budgets, "budgets.yaml")  # what this run was judged by
     jobs = campaign.jobs()
-    from .evidence import arm_job, arms
     # stop and trace at the budget (rtlab.evidence), per board
     armed = sorted({j.board.name for j in jobs if arms(j, evidence, campaign.evidence)})
     jobs = [arm_job(j, budgets) if j.board.name in armed else j for j in jobs]
@@ -435,9 +449,9 @@ def run_campaign(campaign: Campaign, *, results_root: Path = RESULTS_DIR,
 
     images = {}
     arches = sorted({j.board.arch for j in jobs if not j.board.fixed_kernel})
+    run_timing = run_dir / timing.RUN_TIMING_FILE
+    t_images = time.monotonic()
     if arches:
-        from .images import ensure_images
-        from .suites.rtbench import image_overlays  # rtbench in the board image
         for arch in arches:
             images[arch] = ensure_images(arch, overlays=image_overlays(arch), progress=progress)
 
@@ -447,7 +461,9 @@ def run_campaign(campaign: Campaign, *, results_root: Path = RESULTS_DIR,
 
     def finish(job: Job, jr: JobResult, label: str) -> None:
         # judged as each job lands, for the progress line; raw files are on disk
-        rd.finish_job(jr, budgets)
+        jd = rd.job_dir(jr.board, jr.variant, jr.repeat)
+        with timing.timed(jd / "events.jsonl" if jd.is_dir() else None, "judge"):
+            rd.finish_job(jr, budgets)
         finished.append(jr)
         progress(f"{label} {_job_summary(jr)}")
 
@@ -456,8 +472,8 @@ def run_campaign(campaign: Campaign, *, results_root: Path = RESULTS_DIR,
     scheduled = places > 1 or any(j.board.kind == "remote" for j in jobs)
     ready = []
     built = build_kernels(jobs, images, kernel_tree, progress) if images else {}
+    timing.append(run_timing, "images", time.monotonic() - t_images)
     if kernel_tree is not None and not run.commit.get("sha"):
-        from .kernel import tree_state
         run.commit["sha"] = tree_state(Path(kernel_tree)).commit
     try:
         for i, job in enumerate(jobs, 1):
@@ -500,7 +516,8 @@ def run_campaign(campaign: Campaign, *, results_root: Path = RESULTS_DIR,
         rd.finish(run)
         e.run_dir = run_dir  # type: ignore[union-attr]
         raise
-    rd.finish(run)
+    with timing.timed(run_timing, "finish"):
+        rd.finish(run)
     return run, run_dir
 
 

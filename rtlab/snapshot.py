@@ -30,6 +30,8 @@ import re
 from pathlib import Path
 from typing import Any, Optional
 
+from .suites.board import run_batch
+
 SNAPSHOT_FILE = "snapshot.json"
 DMESG_LINES = 40
 #: an interrupt's count during the measurement must change by this factor
@@ -37,9 +39,10 @@ DMESG_LINES = 40
 RATE_FACTOR = 10
 MIN_DELTA = 1000
 
+# no command substitution: on a TCG board every fork costs tens of ms
 _CONFIG_CMD = ("if [ -r /proc/config.gz ]; then echo /proc/config.gz; zcat /proc/config.gz | sha256sum; "
-               "elif [ -r /boot/config-$(uname -r) ]; then echo /boot/config-$(uname -r); "
-               "sha256sum < /boot/config-$(uname -r); else echo none; fi")
+               "else read r < /proc/sys/kernel/osrelease; if [ -r /boot/config-$r ]; then echo /boot/config-$r; "
+               "sha256sum < /boot/config-$r; else echo none; fi; fi")
 
 
 def parse_interrupts(lines: list[str]) -> dict[str, dict[str, Any]]:
@@ -80,6 +83,7 @@ def counters(sh) -> dict[str, Any]:
 
 
 _CS = "/sys/devices/system/clocksource/clocksource0"
+_CPU = "/sys/devices/system/cpu/cpu[0-9]*"
 #: section -> shell command; all run in ONE console round trip (a TCG
 #: board's console answers a command in ~0.3 s)
 COMMANDS = {
@@ -87,48 +91,53 @@ COMMANDS = {
     "version": "uname -v",
     "config": _CONFIG_CMD,
     "cmdline": "cat /proc/cmdline",
-    "clocksource": f"cat {_CS}/current_clocksource; cat {_CS}/available_clocksource",
-    "affinity": "for d in /proc/irq/[0-9]*; do echo \"${d##*/} $(cat $d/smp_affinity_list 2>/dev/null)\"; done",
+    "clocksource": f"cat {_CS}/current_clocksource {_CS}/available_clocksource",
+    # one grep each, "path:value" lines (a loop of $(cat) forked per IRQ, per CPU, per state)
+    "affinity": "grep -H . /proc/irq/[0-9]*/smp_affinity_list",
     "interrupts": "cat /proc/interrupts",
     "softirqs": "cat /proc/softirqs",
-    "cpufreq": ("for c in /sys/devices/system/cpu/cpu[0-9]*; do f=$c/cpufreq; [ -d $f ] && "
-                "echo \"${c##*cpu} $(cat $f/scaling_governor) $(cat $f/scaling_driver) "
-                "$(cat $f/scaling_cur_freq)\"; done"),
-    "idle": ("for s in /sys/devices/system/cpu/cpu[0-9]*/cpuidle/state*; do [ -d $s ] || continue; "
-             "c=${s%/cpuidle/*}; echo \"${c##*cpu} $(cat $s/name) $(cat $s/disable) $(cat $s/latency)\"; done"),
+    "cpufreq": " ".join(["grep -H ."] + [f"{_CPU}/cpufreq/{f}" for f in ("scaling_governor", "scaling_driver",
+                                                                      "scaling_cur_freq")]),
+    "idle": " ".join(["grep -H ."] + [f"{_CPU}/cpuidle/state*/{f}" for f in ("name", "disable", "latency")]),
     "rt": "cat /proc/sys/kernel/sched_rt_runtime_us /proc/sys/kernel/sched_rt_period_us",
     "modules": "cat /proc/modules",
     "dmesg": f"dmesg | tail -n {DMESG_LINES}",
 }
-_MARK = "==rtlab-snapshot=="
-
-
-#: longest console line sent (a console line editor mangles long lines)
+#: longest console line a batch sends where the board takes no script (rtlab.suites.board)
 MAX_LINE = 800
 
 
+def batch_commands(commands: dict[str, str]) -> list[str]:
+    """The commands as a console batch runs them (rtlab.suites.board.run_batch),
+    errors dropped: a file a board lacks is an empty section."""
+    return [f"{{ {cmd} ; }} 2>/dev/null" for cmd in commands.values()]
+
+
 def _sections(sh, commands: dict[str, str]) -> dict[str, list[str]]:
-    parts = [f"echo '{_MARK} {name}'; {{ {cmd} ; }} 2>/dev/null" for name, cmd in commands.items()]
-    lines, cur_line = [], ""
-    for p in parts:  # as few round trips as lines of at most MAX_LINE characters allow
-        if cur_line and len(cur_line) + 2 + len(p) > MAX_LINE:
-            lines.append(cur_line)
-            cur_line = ""
-        cur_line = f"{cur_line}; {p}" if cur_line else p
-    lines.append(cur_line)
+    """Every section's lines, in one console round trip where the board
+    takes a script over its bulk path (a TCG board's console takes ~1 ms per
+    character typed), else as few as short console lines allow."""
+    answers = run_batch(sh, batch_commands(commands))
+    return {name: answers.get(cmd, ([], 1))[0] for name, cmd in zip(commands, batch_commands(commands))}
+
+
+def _path_values(lines: list[str]) -> list[tuple[str, str]]:
+    """`grep -H . FILES` lines: (path, value)."""
     out = []
     for line in lines:
-        o, _ = sh.run(line, timeout=60)
-        out += o
-    secs: dict[str, list[str]] = {name: [] for name in commands}
-    cur = None
-    for line in out:
-        if line.startswith(_MARK):
-            cur = line[len(_MARK):].strip()
-            continue
-        if cur in secs:
-            secs[cur].append(line.rstrip())
-    return secs
+        path, sep, value = line.partition(":")
+        if sep and path.startswith("/"):
+            out.append((path, value))
+    return out
+
+
+def _cpu_of(path: str) -> Optional[str]:
+    m = re.search(r"/cpu(\d+)/", path)
+    return m.group(1) if m else None
+
+
+def _state_no(state: str) -> int:
+    return int(state[5:]) if state[5:].isdigit() else 0
 
 
 def take(sh) -> dict[str, Any]:
@@ -146,26 +155,42 @@ def take(sh) -> dict[str, Any]:
     cs = sec["clocksource"]
     snap["clocksource"] = {"current": cs[0].strip() if cs else "", "available": cs[1].split() if len(cs) > 1 else []}
     aff = {}
-    for l in sec["affinity"]:
-        irq, _, cpus = l.partition(" ")
+    for path, value in _path_values(sec["affinity"]):  # /proc/irq/N/smp_affinity_list:CPUS
+        irq = path.split("/")[3] if path.count("/") >= 4 else ""
         if irq.isdigit():
-            aff[irq] = cpus.strip()
+            aff[irq] = value.strip()
     snap["irq_affinity"] = dict(sorted(aff.items(), key=lambda kv: int(kv[0])))
     snap["interrupts"] = parse_interrupts(sec["interrupts"])
     snap["softirqs"] = parse_softirqs(sec["softirqs"])
     freq: dict[str, dict[str, Any]] = {}
-    for l in sec["cpufreq"]:
-        t = l.split()
-        if len(t) >= 2 and t[0].isdigit():
-            freq[t[0]] = {"governor": t[1], "driver": t[2] if len(t) > 2 else None,
-                          "cur_khz": int(t[3]) if len(t) > 3 and t[3].isdigit() else None}
+    for path, value in _path_values(sec["cpufreq"]):  # .../cpuN/cpufreq/scaling_X:value
+        cpu, field = _cpu_of(path), path.rsplit("/", 1)[-1]
+        if cpu is None:
+            continue
+        f = freq.setdefault(cpu, {"governor": None, "driver": None, "cur_khz": None})
+        if field == "scaling_governor":
+            f["governor"] = value.strip()
+        elif field == "scaling_driver":
+            f["driver"] = value.strip()
+        elif field == "scaling_cur_freq":
+            f["cur_khz"] = int(value) if value.strip().isdigit() else None
     snap["cpufreq"] = freq
+    states: dict[tuple[str, str], dict[str, Any]] = {}
+    for path, value in _path_values(sec["idle"]):  # .../cpuN/cpuidle/stateM/field:value
+        cpu, parts = _cpu_of(path), path.split("/")
+        if cpu is None or len(parts) < 3:
+            continue
+        st = states.setdefault((cpu, parts[-2]), {"name": None, "disable": False, "latency_us": None})
+        v = value.strip()
+        if parts[-1] == "name":
+            st["name"] = v
+        elif parts[-1] == "disable":
+            st["disable"] = v == "1"
+        elif parts[-1] == "latency":
+            st["latency_us"] = int(v) if v.isdigit() else None
     idle: dict[str, list[dict[str, Any]]] = {}
-    for l in sec["idle"]:
-        t = l.split()
-        if len(t) == 4 and t[0].isdigit():
-            idle.setdefault(t[0], []).append({"name": t[1], "disable": t[2] == "1",
-                                              "latency_us": int(t[3]) if t[3].isdigit() else None})
+    for (cpu, _state), st in sorted(states.items(), key=lambda kv: (int(kv[0][0]), _state_no(kv[0][1]))):
+        idle.setdefault(cpu, []).append(st)
     snap["idle"] = idle
     rt = [l.strip() for l in sec["rt"]]
     snap["rt_throttling"] = {k: int(rt[i]) if len(rt) > i and re.fullmatch(r"-?\d+", rt[i]) else None

@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Optional
 
 from . import ROOT
+from .arch import ARCHES
 from .config import Node, format_cpulist, open_node
 from .params import ParamError, check_name
 
@@ -174,7 +175,6 @@ def load_variants(path: Path = DEFAULT_FILE, fragments_dir: Path = FRAGMENTS_DIR
         fragments = _fragments(kernel.child("build"), fragments_dir)
         by_arch = {}
         for a, n in kernel.child("build_by_arch").items():
-            from .arch import ARCHES
             if a not in ARCHES:
                 raise n.error(f"unknown arch {a!r} (known: {', '.join(ARCHES)})")
             by_arch[str(a)] = list(_fragments(n, fragments_dir))

@@ -30,8 +30,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Optional, Union
 
-from .parsers._common import IPC_TOOLS
 from .model import Histogram, JobResult, Measurement, RunResult, ThreadResult, ToolOutput, Verdict, combine_verdicts
+from .parsers._common import IPC_TOOLS
+from .plot import histogram_svg
+from .suites import Suite
 
 #: the reports' thresholds: 10 µs (interrupt response), 70 µs (periodic
 #: jitter under stress), 100 µs (the usual "hard real-time" line)
@@ -389,8 +391,6 @@ def _commands(b: Block) -> list[tuple[str, str]]:
 
 def block_rows(block: Block, thresholds: Iterable[float]) -> list[tuple[str, dict[str, str]]]:
     """(row label, {variant: cell}) for one block; unknown shares add notes."""
-    from .suites import Suite
-
     thresholds = tuple(thresholds)
     cells = {v: c for v, c in block.cells.items() if isinstance(c, Cell)}
 
@@ -585,8 +585,6 @@ def _html_table(header: list[str], rows: list[tuple[str, list[str]]], cls: str =
 
 def write_vendor_html(run: RunResult, path: Path, thresholds: Iterable[float] = DEFAULT_THRESHOLDS,
                       run_dir: RunDirs = None) -> Path:
-    from .plot import histogram_svg
-
     thresholds = tuple(thresholds)
     blocks = vendor_blocks(run, run_dir)
     parts = ["<!doctype html><meta charset='utf-8'>",

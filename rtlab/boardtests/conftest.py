@@ -15,7 +15,7 @@ import pytest
 
 from rtlab.results import JobSpec
 from rtlab.suites.board import BoardShell, job_workdir
-from rtlab.suites.events import emit
+from rtlab.suites.events import emit, phase
 from rtlab.suites.transfer import channel_for
 
 
@@ -80,7 +80,8 @@ def board_shell(request, job, strategy, target):
     sh = BoardShell(target.get_driver("CommandProtocol"), bulk=channel_for(job.board))
     yield sh
     # the job's work dir goes with the job (raw files are on the host by now)
-    try:
-        sh.run(f"rm -rf {shlex.quote(job_workdir())}", timeout=60)
-    except Exception:  # noqa: BLE001 - a board that is gone has nothing left to clean
-        pass
+    with phase(request.config, "cleanup"):
+        try:
+            sh.run(f"rm -rf {shlex.quote(job_workdir())}", timeout=60)
+        except Exception:  # noqa: BLE001 - a board that is gone has nothing left to clean
+            pass

@@ -9,13 +9,14 @@ judged FAIL by the gate from its raw files. A suite the board cannot run
 (rtla on a kernel without the tracer) is recorded as not available.
 """
 import json
+import time
 
 from rtlab import evidence, snapshot
 from rtlab.loads import LOADS
 from rtlab.results import tool_exit_problem
 from rtlab.suites import NOT_AVAILABLE_FILE, SUITES
 from rtlab.suites.board import SuiteFailure, run_tool
-from rtlab.suites.events import emit
+from rtlab.suites.events import emit, phase
 
 
 def pytest_generate_tests(metafunc):
@@ -30,7 +31,8 @@ def test_suite(request, suite_run, job, job_dir, board_shell):
     host_dir = job_dir / suite_run.id
     duration = suite.duration_s(suite_run)
     argv = suite.command(suite_run, board=job.board)
-    why = suite.unavailable(board_shell)
+    with phase(request.config, "suite_setup"):
+        why = suite.unavailable(board_shell)
     if why is not None:  # not run, not judged: the host records it as not available
         host_dir.mkdir(parents=True, exist_ok=True)
         (host_dir / NOT_AVAILABLE_FILE).write_text(json.dumps({"reason": why}) + "\n")
@@ -38,7 +40,9 @@ def test_suite(request, suite_run, job, job_dir, board_shell):
         return
     emit(request.config, event="suite", id=suite_run.id, duration_s=duration)
     traced = False
+    t_load = time.monotonic()
     with load.running(board_shell, host_dir, suite_run, board=job.board):
+        emit(request.config, event="phase", name="load_start", duration_s=round(time.monotonic() - t_load, 4))
         if suite_run.evidence and suite.traces_kernel:  # armed: record what happens up to the breach
             traced = evidence.start_tracing(board_shell) is None
         try:
@@ -48,7 +52,10 @@ def test_suite(request, suite_run, job, job_dir, board_shell):
         finally:
             if traced:
                 evidence.stop_tracing(board_shell)
-    found = evidence.collect(board_shell, suite, suite_run, host_dir, traced)
+            t_load = time.monotonic()
+    emit(request.config, event="phase", name="load_stop", duration_s=round(time.monotonic() - t_load, 4))
+    with phase(request.config, "evidence"):
+        found = evidence.collect(board_shell, suite, suite_run, host_dir, traced)
     if found is not None:
         emit(request.config, event="evidence", id=suite_run.id, summary=found.get("summary"))
     problem = tool_exit_problem(suite, rc, host_dir)  # the host judges it the same way
@@ -56,14 +63,15 @@ def test_suite(request, suite_run, job, job_dir, board_shell):
         raise SuiteFailure(problem)
 
 
-def test_snapshot_after(job_dir, board_shell):
+def test_snapshot_after(request, job_dir, board_shell):
     """After the last suite: the interrupt and softirq counters again, and
     their per-CPU delta over the measurements, into snapshot.json."""
     path = job_dir / snapshot.SNAPSHOT_FILE
     before = snapshot.load(path)
     if before is None or "error" in before:
         return
-    try:  # context, never a verdict (a console lost by a suite is that suite's INFRA)
-        snapshot.write(path, snapshot.finish(before, snapshot.counters(board_shell)))
-    except Exception as e:  # noqa: BLE001
-        snapshot.write(path, {**before, "after_error": f"{type(e).__name__}: {e}"})
+    with phase(request.config, "snapshot_after"):
+        try:  # context, never a verdict (a console lost by a suite is that suite's INFRA)
+            snapshot.write(path, snapshot.finish(before, snapshot.counters(board_shell)))
+        except Exception as e:  # noqa: BLE001
+            snapshot.write(path, {**before, "after_error": f"{type(e).__name__}: {e}"})

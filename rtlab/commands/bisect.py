@@ -14,6 +14,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..bisect import Settings, check_inputs, load_bisect_campaign, report_text, run_bisect, store_history_count
+from ..campaign import DEFAULT_CAMPAIGN
+from ..errors import InputError
+from .regressions import open_store
+
 
 def register(sub):
     p = sub.add_parser("bisect", help="git bisect a latency regression on a board (build, boot, measure, compare)")
@@ -37,11 +42,6 @@ def register(sub):
 
 
 def run(args) -> int:
-    from ..bisect import Settings, check_inputs, report_text, run_bisect, store_history_count
-    from ..campaign import DEFAULT_CAMPAIGN
-    from ..errors import InputError
-    from .regressions import open_store
-
     for opt, v, lo, hi in (("--repeat", args.repeat, 1, 50), ("--baseline-repeat", args.baseline_repeat, 1, 100)):
         if not lo <= v <= hi:
             raise InputError(opt, f"{v} is not in {lo}..{hi}")
@@ -54,7 +54,6 @@ def run(args) -> int:
                  campaign=str(Path(args.campaign).resolve() if args.campaign else DEFAULT_CAMPAIGN),
                  work=str(report_dir), duration_s=args.duration,
                  budgets=str(Path(args.budgets).resolve()) if args.budgets else None)
-    from ..bisect import load_bisect_campaign
     shas = check_inputs(s, has_history=lambda: store_history_count(open_store(args.store_config), s))
     load_bisect_campaign(s)  # the board, variant, suite and load exist together
     report = run_bisect(s, shas)

@@ -3,7 +3,11 @@
 whatever the verdicts (the gate judges; this only reports)."""
 from __future__ import annotations
 
+import json
 from pathlib import Path
+
+from ..junit import write_junit
+from ..results import load_run
 
 
 def register(sub):
@@ -14,11 +18,6 @@ def register(sub):
 
 
 def junit(args) -> int:
-    from ..junit import write_junit
-    from ..results import load_run
-
-    import json
-
     runs = [load_run(d) for d in args.run_dirs]
     verdicts = {}  # the regression verdict, where rtlab compare/gate --baseline left one
     for run, d in zip(runs, args.run_dirs):

@@ -22,7 +22,7 @@ def register(sub):
     pin.add_argument("--last", type=int, default=5, metavar="K")
     pin.set_defaults(func=baseline_pin)
     der = bsub.add_parser("derive", help="absolute budgets from repeated runs: per key the p99 and "
-                                         "p99.9 one more run stays below with 99 % probability")
+                                         "p99.9 one more run stays below with 99 %% probability")
     der.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR")
     der.add_argument("--level", type=float, default=0.99)
     der.set_defaults(func=baseline_derive)

@@ -4,10 +4,11 @@ from __future__ import annotations
 import json
 import sys
 
+from ..images import ARCHES, ensure_images
+from ..suites.rtbench import image_overlays
+
 
 def register(sub):
-    from ..images import ARCHES
-
     p = sub.add_parser("images", help="build or reuse board kernels + initramfs and print their manifest")
     p.add_argument("--arch", action="append", choices=sorted(ARCHES), metavar="ARCH",
                    help=f"arch to ensure ({', '.join(ARCHES)}); repeatable, default all")
@@ -22,7 +23,6 @@ def register(sub):
 def run(args) -> int:
     from pathlib import Path
 
-    from ..images import ARCHES, ensure_images
 
     # progress goes to stderr so stdout stays one JSON document
     def progress(msg: str) -> None:
@@ -32,7 +32,6 @@ def run(args) -> int:
     for arch in args.arch or list(ARCHES):
         # the same overlays `rtlab run` stages (rtbench), so `make images` builds
         # exactly the image a run will ask for
-        from ..suites.rtbench import image_overlays
         images = ensure_images(arch, cache_dir=Path(args.cache_dir) if args.cache_dir else None,
                                overlays=[*image_overlays(arch), *map(Path, args.overlay)],
                                progress=progress,

@@ -18,10 +18,12 @@ from __future__ import annotations
 import json
 import sys
 
+from ..errors import InputError
+from ..kernel import ARCHES, SOURCE_PACKAGE, SOURCE_VERSION, build_kernel, ensure_source, prune_builds, with_base
+from ..variants import load_variants
+
 
 def register(sub):
-    from ..kernel import ARCHES, SOURCE_PACKAGE, SOURCE_VERSION
-
     p = sub.add_parser("kernel", help="build kernels from source from config fragments (kernel-configs/fragments)")
     ksub = p.add_subparsers(dest="kernel_command", required=True, metavar="SUBCOMMAND")
 
@@ -68,7 +70,6 @@ def _progress(msg: str) -> None:
 def run_source(args) -> int:
     from pathlib import Path
 
-    from ..kernel import ensure_source
 
     src = ensure_source(args.version, cache_dir=Path(args.cache_dir) if args.cache_dir else None,
                         progress=_progress)
@@ -80,9 +81,6 @@ def run_source(args) -> int:
 def run_build(args) -> int:
     from pathlib import Path
 
-    from ..errors import InputError
-    from ..kernel import build_kernel, ensure_source, with_base
-    from ..variants import load_variants
 
     cache = Path(args.cache_dir) if args.cache_dir else None
     if args.variant:
@@ -112,7 +110,6 @@ def run_build(args) -> int:
 
 def parse_size(text: str) -> int:
     """"500M", "2G", "1.5G", "1048576" -> bytes."""
-    from ..errors import InputError
     t = text.strip().upper().removesuffix("IB").removesuffix("B")
     mult = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}.get(t[-1:], 1)
     num = t[:-1] if t[-1:] in "KMGT" and t[-1:] else t
@@ -128,7 +125,6 @@ def parse_size(text: str) -> int:
 def run_prune(args) -> int:
     from pathlib import Path
 
-    from ..kernel import prune_builds
 
     res = prune_builds(Path(args.cache_dir) if args.cache_dir else None, max_bytes=parse_size(args.max_size),
                        older_than_s=args.older_than_days * 86400)

@@ -16,7 +16,21 @@ from __future__ import annotations
 import functools
 import json
 import sys
+import tempfile
 from pathlib import Path
+
+from ..campaign import load_campaign
+from ..errors import InputError
+from ..lava import dispatch
+from ..lava.dispatch import record_name, run_job, validate_pipeline
+from ..lava.ingest import ingest_records, load_record
+from ..lava.render import load_job, render_campaign
+from ..lava.schema import validate_files
+from ..model import EXIT_CODE
+from ..report import comparison_table
+from ..results import new_run_id
+from ..runner import Progress
+from .run import commit_from_env
 
 RESULTS = "results"
 
@@ -95,14 +109,10 @@ def _numbered(progress, prefix: str, msg: str) -> None:
 
 
 def _progress():
-    from ..runner import Progress
-
     return Progress()
 
 
 def _job_files(paths, boards=None, variants=None) -> list[Path]:
-    from ..errors import InputError
-
     files: list[Path] = []
     for p in paths:
         p = Path(p)
@@ -118,8 +128,6 @@ def _job_files(paths, boards=None, variants=None) -> list[Path]:
         else:
             raise InputError(p, "no such job file or directory")
     if boards or variants:
-        from ..lava.render import load_job
-
         keep = []
         for f in files:
             _, spec = load_job(f)
@@ -133,9 +141,6 @@ def _job_files(paths, boards=None, variants=None) -> list[Path]:
 
 
 def _finish(run, run_dir) -> int:
-    from ..model import EXIT_CODE
-    from ..report import comparison_table
-
     print()
     print(comparison_table(run))
     print(f"\nresults: {run_dir}")
@@ -143,10 +148,6 @@ def _finish(run, run_dir) -> int:
 
 
 def render(args) -> int:
-    from ..campaign import load_campaign
-    from ..lava.render import render_campaign
-    from ..lava.schema import validate_files
-
     progress = _progress()
     campaign = load_campaign(args.campaign, variants=args.variant)
     out = args.out or Path(RESULTS) / "lava-jobs" / campaign.name
@@ -170,11 +171,6 @@ def render(args) -> int:
 
 
 def validate(args) -> int:
-    import tempfile
-
-    from ..lava.dispatch import validate_pipeline
-    from ..lava.schema import validate_files
-
     files = _job_files(args.jobs)
     results, version = validate_files(files)
     status = 0
@@ -192,12 +188,6 @@ def validate(args) -> int:
 
 
 def run(args) -> int:
-    from ..lava.dispatch import record_name, run_job
-    from ..lava.ingest import ingest_records, load_record
-    from ..lava.render import load_job
-    from ..results import new_run_id
-    from .run import commit_from_env
-
     progress = _progress()
     files = _job_files(args.jobs, args.board, args.variant)
     selected = []
@@ -228,8 +218,6 @@ def run(args) -> int:
 
 
 def _records(paths) -> list[Path]:
-    from ..errors import InputError
-
     found: list[Path] = []
     for p in paths:
         p = Path(p)
@@ -246,9 +234,6 @@ def _records(paths) -> list[Path]:
 
 
 def ingest(args) -> int:
-    from ..lava.ingest import ingest_records, load_record
-    from .run import commit_from_env
-
     progress = _progress()
     records = [load_record(r) for r in _records(args.records)]
     run_res, run_dir = ingest_records(records, args.results or Path(RESULTS), run_id=args.run_id,
@@ -257,8 +242,6 @@ def ingest(args) -> int:
 
 
 def submit(args) -> int:
-    from ..lava import dispatch
-
     files = _job_files(args.jobs)
     ids = dispatch.submit(files, identity=args.identity, uri=args.uri)
     for f, jid in ids.items():
@@ -273,10 +256,6 @@ def submit(args) -> int:
 
 
 def fetch(args) -> int:
-    from ..lava import dispatch
-    from ..lava.ingest import ingest_records, load_record
-    from .run import commit_from_env
-
     progress = _progress()
     out = args.out or Path(RESULTS) / "lava-fetch"
     records = []

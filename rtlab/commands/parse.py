@@ -4,6 +4,9 @@ from __future__ import annotations
 import json
 import sys
 
+from .. import suites  # noqa: F401  the suites register their tools' parsers (rtlab.parsers.registry)
+from ..parsers import parse_file
+
 
 def register(sub):
     p = sub.add_parser("parse", help="parse rt-tests/rtbench outputs (JSON or text) into the result model")
@@ -15,8 +18,6 @@ def register(sub):
 
 
 def run(args) -> int:
-    from ..parsers import parse_file
-
     files = [parse_file(f, tool=args.tool) for f in args.files]
     json.dump({"files": [f.to_json(with_histogram=args.histogram) for f in files]},
               sys.stdout, indent=2)

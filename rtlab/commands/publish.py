@@ -15,6 +15,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..errors import InputError
+from ..store.local import LocalInfluxd
 from ..store.publish import PublishReport, Session, load_run, publish_run, summarize
 
 __all__ = ["register", "run", "publish_run", "PublishReport"]
@@ -57,8 +58,6 @@ def _run_dirs(paths) -> list[Path]:
 
 
 def run(args) -> int:
-    from ..store.local import LocalInfluxd
-
     if not args.results and not args.replay and not args.stop_local:
         raise InputError("rtlab publish", "give RESULTS_DIR, --replay or --stop-local")
     dirs = _run_dirs(args.results)  # every directory exists before anything is written

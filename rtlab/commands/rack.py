@@ -21,7 +21,10 @@ from pathlib import Path
 
 from .. import ROOT
 from ..errors import RtlabError
+from ..procutil import pid_alive
+from ..rack.config import load_places
 from ..rack.pdu import FAULTS
+from ..rack.state import STATE_FILE, coordinator_address, rack_dir, read_state, running_state
 
 UP_TIMEOUT_S = 120
 
@@ -63,8 +66,6 @@ def register(sub):
 def rack_up(directory=None, *, config=None, coordinator_port=None, pdu_port=None,
             timeout: float = UP_TIMEOUT_S, quiet: bool = False) -> dict:
     """Start the rack service detached; return its state once ready."""
-    from ..procutil import pid_alive
-    from ..rack.state import STATE_FILE, rack_dir, read_state, running_state
     d = rack_dir(directory)
     st = running_state(d)
     if st:
@@ -104,8 +105,6 @@ def rack_up(directory=None, *, config=None, coordinator_port=None, pdu_port=None
 
 def rack_down(directory=None, timeout: float = 30.0) -> bool:
     """Stop the rack service; False if none was running."""
-    from ..procutil import pid_alive
-    from ..rack.state import rack_dir, read_state
     d = rack_dir(directory)
     st = read_state(d)
     if not st:
@@ -157,9 +156,7 @@ def pdu_request(state: dict, method: str, path: str, body: str = "") -> str:
 
 
 def rack_status(directory=None) -> dict:
-    from ..lab.coordinator import Coordinator, CoordinatorError
-    from ..procutil import pid_alive
-    from ..rack.state import rack_dir, read_state
+    from ..lab.coordinator import Coordinator, CoordinatorError  # lazy: grpc, kept out of CLI start-up
     d = rack_dir(directory)
     st = read_state(d) or {}
     alive = pid_alive(st.get("pid"))
@@ -199,7 +196,6 @@ def _tail(path: Path, n: int = 8) -> str:
 
 
 def _running(args) -> dict:
-    from ..rack.state import rack_dir, running_state
     st = running_state(args.dir)
     if not st:
         raise RtlabError(f"no rack is running in {rack_dir(args.dir)} (`rtlab rack up`)")
@@ -219,7 +215,6 @@ def cmd_up(args) -> int:
 
 
 def cmd_down(args) -> int:
-    from ..rack.state import rack_dir
     was = rack_down(args.dir)
     print(f"rack in {rack_dir(args.dir)} {'stopped' if was else 'was not running'}")
     return 0
@@ -235,7 +230,7 @@ def cmd_status(args) -> int:
         return 1
     print(f"  coordinator {s['coordinator']}   PDU {s['pdu']}   "
           + "  ".join(f"{k} {'up' if v else 'DOWN'}" for k, v in s["processes"].items()))
-    from ..lab.places import stale_owner
+    from ..lab.places import stale_owner  # lazy: grpc, kept out of CLI start-up
     for name, p in s["places"].items():
         lock = f"locked by {p['acquired']}" if p["acquired"] else "free"
         if p["acquired"] and stale_owner(p["acquired"]):
@@ -281,9 +276,8 @@ def cmd_fault(args) -> int:
 
 
 def cmd_reap(args) -> int:
-    from ..lab.coordinator import Coordinator
+    from ..lab.coordinator import Coordinator  # lazy: grpc, kept out of CLI start-up
     from ..lab.places import reap_stale
-    from ..rack.state import coordinator_address
     addr = coordinator_address(args.dir)
     if not addr:
         raise RtlabError("no coordinator: start the rack (`rtlab rack up`) or set LG_COORDINATOR")
@@ -296,8 +290,7 @@ def cmd_reap(args) -> int:
 
 def sync_places(coordinator: str, places_file: Path) -> list[str]:
     """Declare every place of *places_file* on *coordinator* (idempotent)."""
-    from ..lab.coordinator import Coordinator
-    from ..rack.config import load_places
+    from ..lab.coordinator import Coordinator  # lazy: grpc, kept out of CLI start-up
     places = load_places(places_file)
     with Coordinator(coordinator) as c:
         for p in places.values():
@@ -306,7 +299,6 @@ def sync_places(coordinator: str, places_file: Path) -> list[str]:
 
 
 def cmd_places(args) -> int:
-    from ..rack.state import coordinator_address
     addr = args.coordinator or coordinator_address(args.dir)
     if not addr:
         raise RtlabError("no coordinator: give --coordinator, set LG_COORDINATOR or start the rack")

@@ -15,6 +15,9 @@ from __future__ import annotations
 import json
 import sys
 
+from ..errors import RtlabError
+from ..store.publish import Session
+
 
 def register(sub):
     p = sub.add_parser("regressions", help="change points over the store's history, lab drift, annotations")
@@ -31,9 +34,6 @@ def register(sub):
 
 def open_store(config_file=None, progress=None):
     """The configured store (or the local influxd); StoreUnavailable when down."""
-    from ..errors import RtlabError
-    from ..store.publish import Session
-
     sess = Session(config_file=config_file, progress=progress or (lambda s: print(s, file=sys.stderr)))
     if sess.down or sess.store is None:
         raise RtlabError(f"store {sess.target} unavailable: {'; '.join(sess.errors) or 'not reachable'}")
@@ -42,6 +42,7 @@ def open_store(config_file=None, progress=None):
 
 
 def run(args) -> int:
+    # lazy: rtlab.regressions imports scipy, kept out of the CLI start-up
     from ..regressions import analyse, check_name, parse_since, read_history, write_annotations
 
     parse_since(args.since)

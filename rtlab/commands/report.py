@@ -2,10 +2,18 @@
 verdict re-judged against (possibly other) budgets, from results on disk."""
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 
-from ..errors import InputError
+from ..budgets import load_budgets
+from ..errors import InputError, RtlabError
+from ..gate import judge_run
+from ..model import EXIT_CODE, Verdict, combine_verdicts
+from ..plot import write_html_report
+from ..report import comparison_table
 from ..results import load_run
+from ..vendor import DEFAULT_THRESHOLDS, merge_runs, parse_thresholds, vendor_tables, write_vendor_html
+from .compare import add_baseline_args, run_comparison, write_outputs
 
 
 def register(sub):
@@ -26,7 +34,6 @@ def register(sub):
     g.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR",
                    help="one or more runs (e.g. every CI test job's): one verdict for all")
     g.add_argument("--budgets", type=Path, help="budget file (default: the one each run used)")
-    from .compare import add_baseline_args
     add_baseline_args(g)  # --baseline RUN_DIR... | --baseline-store [--branch B] [--last K] | --pin NAME
     g.add_argument("--html", type=Path, metavar="FILE",
                    help="with a baseline: the comparison report (histograms overlaid, one point per run)")
@@ -34,10 +41,6 @@ def register(sub):
 
 
 def _thresholds(text: str):
-    import argparse
-
-    from ..vendor import parse_thresholds
-
     try:
         return parse_thresholds(text)
     except ValueError as e:
@@ -45,11 +48,7 @@ def _thresholds(text: str):
 
 
 def report(args) -> int:
-    from ..report import comparison_table
-
     if args.vendor:
-        from ..vendor import DEFAULT_THRESHOLDS, merge_runs, vendor_tables, write_vendor_html
-
         thresholds = args.thresholds or DEFAULT_THRESHOLDS
         # raw files (command lines) beside each run.json, also when run.json itself is given
         run, dirs = merge_runs([(load_run(d), d.parent if d.is_file() else d) for d in args.run_dir])
@@ -64,19 +63,11 @@ def report(args) -> int:
     run = load_run(args.run_dir[0])
     print(comparison_table(run))
     if args.html:
-        from ..plot import write_html_report
         print(f"report: {write_html_report(run, args.html)}")
     return 0
 
 
 def gate(args) -> int:
-    from ..budgets import load_budgets
-    from ..gate import judge_run
-    from ..model import EXIT_CODE
-    from ..report import comparison_table
-
-    from ..model import Verdict, combine_verdicts
-
     verdicts = []
     for run_dir in args.run_dirs:
         run = load_run(run_dir)
@@ -102,8 +93,6 @@ def gate(args) -> int:
     # the regression verdict against the baseline, on top of the budgets: a
     # broken budget or a regression fails (1); otherwise anything undecided
     # or infra is 2 (a store that is down included); 0 only when both passed
-    from ..errors import RtlabError
-    from .compare import run_comparison, write_outputs
 
     args.json = None
     try:

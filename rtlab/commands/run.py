@@ -9,6 +9,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from ..campaign import load_campaign
+from ..joblife import become_subreaper
+from ..model import EXIT_CODE
+from ..report import comparison_table
+from ..runner import RESULTS_DIR, Progress, run_campaign
+
 
 def register(sub):
     p = sub.add_parser("run", help="run a campaign: boot, measure, store, report, gate")
@@ -45,13 +51,6 @@ def commit_from_env() -> dict:
 
 
 def run(args) -> int:
-    from ..campaign import load_campaign
-    from ..model import EXIT_CODE
-    from ..report import comparison_table
-    from ..runner import RESULTS_DIR, Progress, run_campaign
-
-    from ..joblife import become_subreaper
-
     campaign = load_campaign(args.campaign, boards=args.board, variants=args.variant,
                              repeat=args.repeat)
     # what the jobs start in sessions of their own comes back to us when its
@@ -67,6 +66,7 @@ def run(args) -> int:
     print(f"\nresults: {run_dir}")
     if not args.no_publish:
         try:
+            # lazy and optional: a checkout without the store still runs and gates
             from ..store.publish import publish_run  # the store (InfluxDB)
         except ImportError:
             publish_run = None

@@ -3,12 +3,13 @@ from a .config."""
 from __future__ import annotations
 
 import gzip
+import lzma
 import re
 import struct
+import zlib
 from pathlib import Path
 
 from .errors import ImageError
-
 
 _BANNER_RE = re.compile(rb"Linux version (\S+) [^\n\0]*?(#\d+ [^\n\0]*)")
 
@@ -17,9 +18,6 @@ def _arm_zimage_payload(data: bytes, path: Path) -> bytes:
     """The kernel inside a 32-bit ARM zImage (magic 0x016F2818 at 0x24): a
     decompressor stub followed by the compressed kernel (xz for Debian's
     armmp, gzip for others); the first stream that decompresses wins."""
-    import lzma
-    import zlib
-
     for magic, decoder in ((b"\xfd7zXZ\x00", lambda: lzma.LZMADecompressor(lzma.FORMAT_XZ)),
                            (b"\x1f\x8b\x08", lambda: zlib.decompressobj(31))):
         off = data.find(magic)

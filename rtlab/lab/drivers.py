@@ -1,4 +1,4 @@
-"""Two small labgrid driver refinements the rack's boards need.
+"""Small labgrid driver refinements the boards need.
 
 ``RtlabSerialDriver``: labgrid's SerialDriver whose reads return what has
 arrived. labgrid's ``SerialDriver._read(size)`` waits until *size* bytes came
@@ -13,10 +13,20 @@ so :func:`rtlab.lab.strategy.speed_up_console` can raise ``maxread`` safely.
 ``CommandProtocol``. Both implement it; on a booted board the suites ask the
 target for ``CommandProtocol`` and mean the shell (U-Boot is reached through
 its driver name, ``target.get_driver("UBootDriver")``).
+
+``RtlabPtyConsoleDriver``: labgrid's ExternalConsoleDriver for a shell on a
+pty (this machine as a board), closed by ending its shell. ``script(1)``
+ignores the SIGTERM labgrid's close() sends, which then waited its full
+second before SIGKILL at the end of every job; an ``exit`` typed to the
+shell ends shell and script at once. A shell busy with a command that does
+not read its input gets labgrid's close() after a second, as before.
 """
 from __future__ import annotations
 
+import subprocess
+
 import attr
+from labgrid.driver.externalconsoledriver import ExternalConsoleDriver
 from labgrid.driver.serialdriver import SerialDriver
 from labgrid.driver.ubootdriver import UBootDriver
 from labgrid.factory import target_factory
@@ -46,3 +56,22 @@ class RtlabSerialDriver(SerialDriver):
 @attr.s(eq=False)
 class RtlabUBootDriver(UBootDriver):
     priorities = {CommandProtocol: -10}
+
+
+@target_factory.reg_driver
+@attr.s(eq=False)
+class RtlabPtyConsoleDriver(ExternalConsoleDriver):
+    def close(self):
+        child = getattr(self, "_child", None)
+        if self.status and child is not None and child.poll() is None:
+            try:
+                self.write(b"\nexit\n")
+                child.wait(timeout=1)
+            except (OSError, subprocess.TimeoutExpired):
+                pass  # labgrid's close() below: SIGTERM, then SIGKILL
+        if child is not None and child.poll() is not None:  # gone: labgrid's close() would say "vanished"
+            child.communicate()
+            self._child = None
+            self.status = 0
+            return
+        super().close()

@@ -27,6 +27,8 @@ from typing import Callable, Optional
 
 from ..errors import RtlabError
 from ..model import JobResult
+from ..rack.state import coordinator_address
+from .coordinator import Coordinator
 from .places import PlaceError, PlaceLease, reap_stale
 
 #: run_one(job, lease_env, label, on_spawn) -> JobResult
@@ -185,7 +187,6 @@ class Scheduler:
     def run(self) -> list[JobResult]:
         if any(job_class(j) == "remote" for j in self.jobs) and self.coordinator:
             try:
-                from .coordinator import Coordinator
                 with Coordinator(self.coordinator) as c:
                     reap_stale(c, say=lambda m: self.progress(f"reaper: {m}"))
             except Exception as e:  # noqa: BLE001 - the lease reports a dead coordinator
@@ -236,7 +237,6 @@ def run_scheduled(jobs: list, run_one: RunOne, finish: Finish, *, places: int = 
                   progress: Callable[[str], None] = print, coordinator: Optional[str] = None,
                   wait_timeout: Optional[float] = None) -> list[JobResult]:
     if coordinator is None and any(job_class(j) == "remote" for j in jobs):
-        from ..rack.state import coordinator_address
         coordinator = coordinator_address()
     return Scheduler(jobs, run_one, finish, places=places, progress=progress,
                      coordinator=coordinator, wait_timeout=wait_timeout).run()

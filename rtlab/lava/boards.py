@@ -13,10 +13,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Optional
 
+from labgrid.util.yaml import load as lg_load
+
 from .. import ROOT
+from ..arch import get_or_none
 from ..boards import Board, find_board
 from ..config import Node, open_node
 from ..errors import InputError
+from ..rack.config import load_rack_config
 
 LAVA_DIR = ROOT / "lava"
 BOARDS_FILE = LAVA_DIR / "boards.yaml"
@@ -25,7 +29,6 @@ BOARDS_FILE = LAVA_DIR / "boards.yaml"
 
 def lava_arch_name(arch: str) -> str:
     """LAVA's architecture name (job context.arch) of an rtlab arch (rtlab/arch.py)."""
-    from ..arch import get_or_none
     a = get_or_none(arch)
     return a.lava if a else arch
 
@@ -118,10 +121,6 @@ def _qemu_machine(board: Board) -> QemuMachine:
 def _twin_machine(twin: Board, where: Node) -> QemuMachine:
     """The QEMU machine of a rack twin (labgrid/rack.yaml board type of the
     place tagged board=<twin>) and the kernel command line its env file stages."""
-    from labgrid.util.yaml import load as lg_load
-
-    from ..rack.config import load_rack_config
-
     cfg = load_rack_config()
     groups = [m.split("/")[1] for p in cfg.places.values() if p.tags.get("board") == twin.name
               for m in p.matches]

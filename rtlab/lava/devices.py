@@ -13,12 +13,14 @@ method's guest parameters); see /work/shared/notes/lava.md.
 """
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import yaml
 
+from .. import ROOT
 from ..arch import get_or_none
-from .boards import LavaBoard
+from .boards import LavaBoard, load_lava_boards
 
 HEADER = """\
 # Device dictionary for lava-run (rendered form), board {name}.
@@ -71,8 +73,6 @@ def qemu_device_dictionary(lb: LavaBoard) -> dict:
 
 
 def qemu_device_text(lb: LavaBoard) -> str:
-    from .. import ROOT
-
     env = lb.board.env_file
     try:
         env = env.relative_to(ROOT)
@@ -83,8 +83,6 @@ def qemu_device_text(lb: LavaBoard) -> str:
 
 
 def write_qemu_devices() -> list[Path]:
-    from .boards import load_lava_boards
-
     written = []
     for lb in load_lava_boards().values():
         if lb.boot == "qemu":
@@ -95,8 +93,6 @@ def write_qemu_devices() -> list[Path]:
 
 
 if __name__ == "__main__":  # pragma: no cover - maintenance entry point
-    import sys
-
     if sys.argv[1:] == ["--write"]:
         for p in write_qemu_devices():
             print(f"wrote {p}")

@@ -30,9 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-
 from .. import ROOT
 from ..errors import InputError, RtlabError
+from .logs import _load_line
 from .render import load_job
 
 LAVA_RUN = os.environ.get("RTLAB_LAVA_RUN", "lava-run")
@@ -163,8 +163,6 @@ def run_job(job_file: Path, record_dir: Path, *, device: Optional[Path] = None,
     """Run one rendered job with lava-run; the record directory gets
     job.yaml, lava-run.log (the stderr stream, verbatim), job.json and the
     output dir."""
-    from ..lava.logs import _load_line
-
     if os.geteuid() != 0:
         raise RtlabError("lava-run must run as root (it mounts, loops and owns "
                          "/var/lib/lava/dispatcher); run rtlab lava run as root")

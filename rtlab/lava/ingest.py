@@ -51,7 +51,7 @@ from ..errors import InputError
 from ..model import JobResult, Measurement, MeasurementKey, RunResult, ThreadResult, ToolOutput, Verdict
 from ..results import JobSpec, ResultsDir, collect, new_run_id, raw_files, variant_problems
 from ..suites import SUITES, SuiteRun
-from ..suites.board import BoardShell, kernel_facts
+from ..suites.board import BoardShell, read_kernel_facts
 from ..variants import Variant
 from . import loads as lava_loads
 from . import onboard
@@ -159,7 +159,7 @@ def replay_facts(spec: dict, blocks: dict[tuple[str, str], RawBlock]) -> tuple[O
     if problems:
         return None, problems
     sh = _ReplayShell(answers)
-    facts = kernel_facts(sh)
+    facts = read_kernel_facts(sh)
     if sh.missing:  # kernel_facts changed since the job was rendered
         return None, [f"kernel fact `{c}` was not recorded on the board (re-render the job)" for c in sh.missing]
     return facts, []
@@ -335,7 +335,7 @@ def _ingest_one(rec: LavaRecord, jr: JobResult, spec: JobSpec) -> list[Measureme
     load_problems: list[str] = []
     for part in s.get("loads") or []:
         load_problems += [f"load {part['name']}: {p}"
-                          for p in lava_loads.check_load(part, suite_dir, run, s["board"])]
+                          for p in lava_loads.check_load(part, suite_dir, run, spec.board)]
 
     cases = _suite_cases(rec)
     missing = missing_cases(rec)

@@ -39,9 +39,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Union
 
-from ..loads import LOADS, BoardLoad, Load, LoadEnv
-from ..loads import health
-from ..loads.base import CONSOLE_NICE, as_board, HELPER, HELPER_PATH, LOAD_DIR_FILES, LOADS_ROOT, load_cpus
+from ..boards import Board
+from ..loads import LOADS, BoardLoad, Load, LoadEnv, health
+from ..loads.base import CONSOLE_NICE, HELPER, HELPER_PATH, LOAD_DIR_FILES, LOADS_ROOT, load_cpus
+from ..suites import SuiteRun
 
 #: the LAVA start/end steps of a load (shell; dash and busybox ash)
 SCRIPT_PATH = f"{LOADS_ROOT}/rtlab-lava-load.sh"
@@ -169,11 +170,11 @@ def cases(parts: list[LavaLoadPart]) -> list[str]:
     return [start_case(p.load) for p in parts]
 
 
-def check_load(spec_part: dict, suite_dir: Path, run, board: dict) -> list[str]:
+def check_load(spec_part: dict, suite_dir: Path, run: SuiteRun, board: Board) -> list[str]:
     """The labgrid path's check (BoardLoad.judge) on the files a LAVA job
     sent back; writes ``load-<name>.json`` beside them, returns the problems (INFRA)."""
     load = LOADS[spec_part["name"]]
-    env = LoadEnv(sh=None, host_dir=suite_dir, run=run, board=as_board(board), online=spec_part["online"],
+    env = LoadEnv(sh=None, host_dir=suite_dir, run=run, board=board, online=spec_part["online"],
                   isolated=spec_part["isolated"], cpus=spec_part["cpus"],
                   mem_total_kb=spec_part["mem_total_kb"], mem_avail_kb=spec_part["mem_avail_kb"],
                   tmp_avail_kb=spec_part["tmp_avail_kb"], opts=dict(spec_part["opts"]))

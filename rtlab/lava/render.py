@@ -6,7 +6,7 @@ and runs two inline test definitions:
 
 ``0_rtlab-boot``
     silences the console like RtlabStrategy does (``dmesg -n 1``), prints
-    the output of every command :func:`rtlab.suites.board.kernel_facts` runs
+    the output of every command :func:`rtlab.suites.board.read_kernel_facts` runs
     (recorded at render time, replayed through the real function at ingest),
     and cheap on-board checks for LAVA users (kernel release, boot args).
 ``1_<suite>-<load>``
@@ -28,6 +28,7 @@ import math
 import os
 import re
 import shlex
+import subprocess
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence, Union
 
@@ -36,7 +37,7 @@ import yaml
 from .. import ROOT
 from ..boards import Board
 from ..campaign import Campaign, Job
-from ..config import format_cpulist
+from ..config import format_cpulist, load_yaml
 from ..errors import InputError, RtlabError
 from ..fsutil import atomic_write, sha256_file
 from ..images.apt import AptSource
@@ -46,7 +47,7 @@ from ..images.console import PROMPT_RE
 from ..images.imageset import ImageSet
 from ..runner import BOOT_ALLOWANCE_S, stage_kernel, unavailable
 from ..suites import SUITES, Suite, SuiteRun
-from ..suites.board import BOARD_WORKDIR, BoardShell, kernel_facts, shell_line
+from ..suites.board import BOARD_WORKDIR, fact_commands, shell_line
 from ..variants import Variant
 from . import loads as lava_loads
 from . import onboard
@@ -75,26 +76,6 @@ def _seconds_to_timeout(seconds: float) -> dict[str, int]:
 def definition_name(run: SuiteRun) -> str:
     """LAVA definition names allow [-_a-zA-Z0-9.]: "cyclictest@idle" -> "cyclictest-idle"."""
     return re.sub(r"[^-_a-zA-Z0-9.]", "_", f"{run.name}-{run.load}")
-
-
-class _RecordingShell(BoardShell):
-    """Records the commands kernel_facts sends, answering none of them."""
-
-    def __init__(self):
-        super().__init__(None)
-        self.commands: list[str] = []
-
-    def run(self, cmd: str, timeout: float = 30.0):
-        if cmd not in self.commands:
-            self.commands.append(cmd)
-        return [], 1
-
-
-def fact_commands() -> list[str]:
-    """The shell commands :func:`kernel_facts` runs on a board, in order."""
-    rec = _RecordingShell()
-    kernel_facts(rec)
-    return rec.commands
 
 
 def suite_steps(suite: Suite, run: SuiteRun, board: Optional[Board],
@@ -166,8 +147,6 @@ class Artifacts:
 def extract_dtb(images: ImageSet, flavour: str, dtb: str, cache: Optional[Path] = None) -> Path:
     """The DTB `dtb` (e.g. rockchip/rk3568-rock-3a.dtb) from the kernel
     package of `flavour`, extracted once into the LAVA cache."""
-    import subprocess
-
 
     k = images.kernels[flavour]
     cache = Path(cache) if cache else ROOT / ".cache" / "lava" / "dtbs"
@@ -213,33 +192,96 @@ def render_job(lb: LavaBoard, variant: Variant, run: SuiteRun, images: ImageSet,
     if isinstance(loads, str):
         raise InputError(campaign.path, f"{run.id} on {lb.name}: {loads}")
     board = lb.board
-    job = Job(board=board, variant=variant, suites=(run,))
-    env, kernel = stage_kernel(job, {board.arch: images})
+    env, kernel = stage_kernel(Job(board=board, variant=variant, suites=(run,)), {board.arch: images})
     boot_args = env["LG_RTLAB_BOOT_ARGS"]
-    flavour = variant.prebuilt
     boot_def, suite_def = f"0_{BOOT_DEFINITION}", f"1_{definition_name(run)}"
     command = shell_line(suite.command(run, board=board))
-
     facts = fact_commands()
-    boot_steps = [onboard.install_step(), "dmesg -n 1",
-                  *[f"rtlab_fact {i} {shlex.quote(c)}" for i, c in enumerate(facts)],
-                  f"lava-test-case {CASE_FACTS} --result pass"]
-    boot_cases = [CASE_FACTS]
-    if kernel.get("release"):
-        boot_steps.append(f'rtlab_case {CASE_RELEASE} test "$(uname -r)" = {shlex.quote(kernel["release"])}')
-        boot_cases.append(CASE_RELEASE)
-    if boot_args:
-        boot_steps.append(f"rtlab_case {CASE_BOOT_ARGS} rtlab_cmdline_has {shlex.quote(boot_args)}")
-        boot_cases.append(CASE_BOOT_ARGS)
+    boot_steps, boot_cases = _boot_checks(facts, kernel, boot_args)
     expected = ([f"{boot_def}/{c}" for c in boot_cases]
                 + [f"{suite_def}/{c}" for c in [*lava_loads.cases(loads), *suite_cases(suite, run)]])
+    test_s, job_s = _test_and_job_seconds(suite, run, loads)
+    context, deploy, boot, kernel_args = _deploy_and_boot(lb, variant, images, kernel, boot_args, artifacts)
+    spec = {
+        "format": FORMAT,
+        "campaign": campaign.name,
+        "campaign_file": _repo_rel(campaign.path),
+        "budgets": _repo_rel(campaign.budgets),
+        "lava": _lava_spec(lb),
+        "board": board.to_json(),
+        "variant": variant.to_json(),
+        "boot_args": boot_args,
+        "kernel_args": kernel_args,
+        "kernel": kernel,
+        "suite": run.to_json(),
+        "command": command,
+        "definitions": {"boot": boot_def, "suite": suite_def},
+        "facts": facts,
+        "expected": expected,
+        "loads": [p.to_json() for p in loads],
+    }
+    definition = {
+        "job_name": f"rtlab {board.name} {variant.name} {run.id}",
+        "device_type": lb.device_type,
+        "visibility": "public",
+        "priority": "medium",
+        "timeouts": {"job": _seconds_to_timeout(job_s), "connection": {"minutes": 2}},
+        "context": context,
+        "metadata": {
+            "rtlab.format": str(FORMAT),
+            "rtlab.campaign": campaign.name,
+            "rtlab.board": board.name,
+            "rtlab.variant": variant.name,
+            "rtlab.suite": run.name,
+            "rtlab.load": run.load,
+            "rtlab.command": command,
+            "rtlab.expected": ",".join(expected),
+            "rtlab.spec": json.dumps(spec, separators=(",", ":"), sort_keys=True),
+        },
+        "actions": [
+            {"deploy": deploy},
+            {"boot": boot},
+            {"test": {"timeout": _seconds_to_timeout(test_s), "definitions": [
+                _inline(BOOT_DEFINITION, f"rtlab: is {board.name} running variant {variant.name}?", boot_steps),
+                _inline(definition_name(run), f"rtlab: {suite.tool} ({run.id}) on {board.name}/{variant.name}",
+                        suite_steps(suite, run, board, loads)),
+            ]}},
+        ],
+    }
+    return definition, spec
 
+
+def _boot_checks(facts: list[str], kernel: dict, boot_args: str) -> tuple[list[str], list[str]]:
+    """The boot definition's steps and test cases: kernel facts, then is
+    this the variant's kernel (release) booted with its arguments."""
+    steps = [onboard.install_step(), "dmesg -n 1",
+             *[f"rtlab_fact {i} {shlex.quote(c)}" for i, c in enumerate(facts)],
+             f"lava-test-case {CASE_FACTS} --result pass"]
+    cases = [CASE_FACTS]
+    if kernel.get("release"):
+        steps.append(f'rtlab_case {CASE_RELEASE} test "$(uname -r)" = {shlex.quote(kernel["release"])}')
+        cases.append(CASE_RELEASE)
+    if boot_args:
+        steps.append(f"rtlab_case {CASE_BOOT_ARGS} rtlab_cmdline_has {shlex.quote(boot_args)}")
+        cases.append(CASE_BOOT_ARGS)
+    return steps, cases
+
+
+def _test_and_job_seconds(suite: Suite, run: SuiteRun, loads: Sequence[lava_loads.LavaLoadPart]) -> tuple[float, float]:
+    """(test action, whole job) timeouts in seconds."""
     suite_s = suite.duration_s(run) * 2 + 60 + TRANSFER_ALLOWANCE_S  # the runner's per-suite allowance + transfer
     # a load may take its ready timeout to get going, then settles
     suite_s += sum(p.load.ready_timeout_s + float(p.env.opts.get("settle_s") or 0) for p in loads)
     test_s = BOOT_DEFINITION_S + suite_s
-    job_s = DEPLOY_TIMEOUT_S + BOOT_TIMEOUT_S + test_s + JOB_MARGIN_S
+    return test_s, DEPLOY_TIMEOUT_S + BOOT_TIMEOUT_S + test_s + JOB_MARGIN_S
 
+
+def _deploy_and_boot(lb: LavaBoard, variant: Variant, images: ImageSet, kernel: dict, boot_args: str,
+                     artifacts: Artifacts) -> tuple[dict[str, Any], dict, dict, str]:
+    """(job context, deploy action, boot action, kernel command line): QEMU
+    boards boot the images directly, the others over TFTP from U-Boot."""
+    board = lb.board
+    flavour = variant.prebuilt
     kernel_path = Path(kernel["path"])
     k_url = artifacts.url(kernel_path, board.arch)
     r_url = artifacts.url(images.initramfs, board.arch)
@@ -283,59 +325,17 @@ def render_job(lb: LavaBoard, variant: Variant, run: SuiteRun, images: ImageSet,
             deploy["dtb"] = {"url": artifacts.url(dtb, board.arch), "sha256sum": sha256_file(dtb)}
         boot = {"method": "u-boot", "commands": "ramdisk", "timeout": _seconds_to_timeout(BOOT_TIMEOUT_S),
                 "prompts": [PROMPT_RE]}
+    return context, deploy, boot, kernel_args
 
+
+def _lava_spec(lb: LavaBoard) -> dict[str, Any]:
+    """The spec's "lava" part: which LAVA device the job is for."""
     try:
         device_rel = str(lb.device.relative_to(ROOT))
     except ValueError:
         device_rel = str(lb.device)
-    spec = {
-        "format": FORMAT,
-        "campaign": campaign.name,
-        "campaign_file": _repo_rel(campaign.path),
-        "budgets": _repo_rel(campaign.budgets),
-        "lava": {"board": lb.name, "device_type": lb.device_type, "boot": lb.boot, "device": device_rel,
-                 "dispatcher": _repo_rel(lb.dispatcher) if lb.dispatcher else None, "runs_here": lb.runs_here},
-        "board": board.to_json(),
-        "variant": variant.to_json(),
-        "boot_args": boot_args,
-        "kernel_args": kernel_args,
-        "kernel": kernel,
-        "suite": run.to_json(),
-        "command": command,
-        "definitions": {"boot": boot_def, "suite": suite_def},
-        "facts": facts,
-        "expected": expected,
-        "loads": [p.to_json() for p in loads],
-    }
-    definition = {
-        "job_name": f"rtlab {board.name} {variant.name} {run.id}",
-        "device_type": lb.device_type,
-        "visibility": "public",
-        "priority": "medium",
-        "timeouts": {"job": _seconds_to_timeout(job_s), "connection": {"minutes": 2}},
-        "context": context,
-        "metadata": {
-            "rtlab.format": str(FORMAT),
-            "rtlab.campaign": campaign.name,
-            "rtlab.board": board.name,
-            "rtlab.variant": variant.name,
-            "rtlab.suite": run.name,
-            "rtlab.load": run.load,
-            "rtlab.command": command,
-            "rtlab.expected": ",".join(expected),
-            "rtlab.spec": json.dumps(spec, separators=(",", ":"), sort_keys=True),
-        },
-        "actions": [
-            {"deploy": deploy},
-            {"boot": boot},
-            {"test": {"timeout": _seconds_to_timeout(test_s), "definitions": [
-                _inline(BOOT_DEFINITION, f"rtlab: is {board.name} running variant {variant.name}?", boot_steps),
-                _inline(definition_name(run), f"rtlab: {suite.tool} ({run.id}) on {board.name}/{variant.name}",
-                        suite_steps(suite, run, board, loads)),
-            ]}},
-        ],
-    }
-    return definition, spec
+    return {"board": lb.name, "device_type": lb.device_type, "boot": lb.boot, "device": device_rel,
+            "dispatcher": _repo_rel(lb.dispatcher) if lb.dispatcher else None, "runs_here": lb.runs_here}
 
 
 def _repo_rel(path) -> str:
@@ -448,8 +448,6 @@ def _job_header(spec: dict) -> str:
 
 def load_job(path: Path) -> tuple[dict, dict]:
     """A rendered job file -> (definition, rtlab spec)."""
-    from ..config import load_yaml
-
     definition = load_yaml(path)
     if not isinstance(definition, dict):
         raise InputError(path, "not a LAVA job definition (expected a mapping)")

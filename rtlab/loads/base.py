@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Iterator, Optional, Sequence, Union
 
-from ..boards import Board
+from ..boards import Board, job_workdir
 from ..config import format_cpulist, parse_cpulist
 from ..errors import SuiteFailure
 from . import health
@@ -336,7 +336,6 @@ class BoardLoad(Load):
 
     # -- mechanics ---------------------------------------------------------------------
     def dir(self, env: LoadEnv) -> str:
-        from ..suites.board import job_workdir  # the job's own dir: jobs never share a load dir
         return f"{job_workdir()}/loads/{env.run.id}/{self.name}"
 
     def script(self, env: LoadEnv) -> str:

@@ -6,6 +6,7 @@ and the place (``line N`` for text, ``key a.b.c`` for JSON).
 from __future__ import annotations
 
 import math
+import os
 import re
 from typing import Any, Iterable, Optional
 
@@ -45,7 +46,6 @@ DEFAULT_MAX_MB = 256
 
 
 def limit(name: str, default: int) -> int:
-    import os
     try:
         v = int(os.environ.get(name) or default)
     except ValueError:

@@ -27,12 +27,13 @@ from typing import Any, Optional
 
 from ..errors import InputError
 from ..model import Histogram, ThreadResult, ToolOutput
-from .registry import known_tools
 from ._common import (
     DEFAULT_MAX_ENTRIES, IPC_TOOLS, Buckets, JsonPath, Opt, atoi, bucket_counts,
     cpu_or_none, last, limit,
     parse_optstring, program, scan_options, us,
 )
+from .registry import known_tools
+from .rtbench import parse_benchmarks
 
 # ---------------------------------------------------------------------------
 # decoding
@@ -130,6 +131,9 @@ def detect(doc: dict[str, Any], path) -> str:
         prog = program(cmd)
         if prog in known_tools():
             return prog
+        if not known_tools():  # a library user who imported only rtlab.parsers
+            raise InputError(path, f"key 'cmdline:': unknown tool {prog!r}: no suite has registered "
+                                   f"a tool yet (import rtlab.suites)")
         raise InputError(path, f"key 'cmdline:': unknown tool {prog!r} "
                                f"(known: {', '.join(known_tools())}; force one with --tool)")
     if "benchmarks" in doc:
@@ -185,7 +189,6 @@ def parse(doc: dict[str, Any], path, tool: Optional[str]) -> ToolOutput:
         out.sysinfo.setdefault("rt_test_version", version)
     cmd = _cmdline(doc)
     if tool == "rtbench":
-        from .rtbench import parse_benchmarks
         out.threads = parse_benchmarks(top, path)
         skipped = doc.get("skipped")
         if skipped:

@@ -320,6 +320,11 @@ class _Builder:
             if allt is not None:
                 vf["cycles"] = _int(allt.cycles)
                 vf["bucket_us"] = _num(allt.histogram.bucket_us) if allt.histogram else None
+                # the histogram's range and the samples beyond it: a baseline
+                # read back rebuilds the histogram (latency_hist) and knows a
+                # percentile among the overflows is at least the range
+                vf["hist_size"] = _int(allt.histogram.size) if allt.histogram else None
+                vf["overflows"] = _int(allt.histogram.overflows) if allt.histogram else None
             yield Point(VERDICT, dict(mtags, scope="measurement"), vf, ctx.time)
 
         metrics = {_field_name(k): _num(v) for k, v in (m.output.metrics or {}).items()
@@ -423,7 +428,7 @@ FIELDS: dict[str, dict[str, Any]] = {
     VERDICT: {"verdict": str, "passed": int, "failed": int, "infra": int, "reason": str,
               "max_us": float, **_PCT, "share_over_budget": float, **_BUDGET, **_RUN,
               "campaign": str, "branch": str, "repeat": int, "budget_class": str, "cycles": int,
-              "bucket_us": float},
+              "bucket_us": float, "hist_size": int, "overflows": int},
     JOB: {"infra": int, "error": str, "verdict": str, "duration_s": float, "measurements": int,
           "failed": int, "infra_measurements": int, "kernel_version": str, **_RUN},
     EVENTS: {"title": str, "text": str, "tags": str, "verdict": str, "started": str, "jobs": int,

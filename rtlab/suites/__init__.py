@@ -29,9 +29,9 @@ from ..config import format_cpulist
 from ..loads import BASE_LOADS
 from ..loads.health import load_metrics
 from ..model import ToolOutput
-from ..params import (LOAD_OPTION_SPECS, Args, Bool, Cpus, Int, Num, ParamError, Spec,  # noqa: F401
-                      check_mapping)
+from ..params import LOAD_OPTION_SPECS, Args, Bool, Cpus, Int, Num, ParamError, Spec, check_mapping  # noqa: F401
 from ..parsers import FormatParser, parse_file, rt_tests
+from ..parsers.registry import add_tool_source
 
 #: every suite, by registry name (filled by Suite.__init_subclass__)
 SUITES: dict[str, "Suite"] = {}
@@ -323,4 +323,11 @@ def _import_suite_modules() -> None:
         importlib.import_module(f"{__name__}.{mod.name}")
 
 
+def _tool_parsers() -> list[tuple[str, Optional[FormatParser]]]:
+    """The parsers' tool table (rtlab.parsers.registry): read live, so a
+    suite defined or removed later is seen."""
+    return [(s.tool, s.parser) for s in SUITES.values()]
+
+
+add_tool_source(_tool_parsers)
 _import_suite_modules()

@@ -16,18 +16,17 @@ import shutil
 from pathlib import Path
 from typing import Optional
 
-from .. import ROOT
-from .. import parsers
+from .. import ROOT, parsers
+from ..arch import get_or_none
 from ..boards import Board
-from . import PRIORITY, Args, Int, Num, Suite, SuiteRun
 from ..params import Text
+from . import PRIORITY, Args, Int, Num, Suite, SuiteRun
 
 BUILD_DIR = ROOT / "rtbench" / "build"
 OVERLAY_DIR = ROOT / ".cache" / "overlays"
 
 
 def rtbench_binary(arch: str) -> Path:
-    from ..arch import get_or_none
     a = get_or_none(arch)
     return BUILD_DIR / (a.rtbench_arch if a else arch) / "rtbench"
 

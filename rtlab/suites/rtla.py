@@ -25,6 +25,7 @@ from typing import Optional
 from ..boards import Board
 from ..config import format_cpulist
 from ..model import ToolOutput
+from ..parsers.rtla import parse_osnoise_hist, parse_timerlat_hist
 from . import DURATION_S, PRIORITY, Int, ParamError, Suite, SuiteRun, _load_metrics
 
 TRACEFS = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
@@ -125,8 +126,6 @@ class Timerlat(_Rtla):
         return bool(run.evidence) and (host_dir / TIMERLAT_TRACE).is_file()
 
     def parse_outputs(self, job_dir: Path, run: SuiteRun) -> dict[str, ToolOutput]:
-        from ..parsers.rtla import parse_timerlat_hist
-
         host_dir = job_dir / run.id
         text = (host_dir / "stdout.txt").read_text(errors="replace")
         irq, thread = parse_timerlat_hist(text, str(host_dir / "stdout.txt"),
@@ -172,8 +171,6 @@ class Osnoise(_Rtla):
                 *prio, "-b", str(p["bucket_us"]), "-E", str(p["entries"])]
 
     def parse_output(self, host_dir: Path, run: SuiteRun) -> ToolOutput:
-        from ..parsers.rtla import parse_osnoise_hist
-
         return parse_osnoise_hist((host_dir / "stdout.txt").read_text(errors="replace"),
                                   str(host_dir / "stdout.txt"), bucket=int(run.params["bucket_us"]),
                                   entries=int(run.params["entries"]))

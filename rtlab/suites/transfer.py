@@ -8,7 +8,7 @@ console (gzip + base64) on any doubt, so a raw file is never lost nor
 altered by the faster path:
 
 * :class:`TcpChannel` (QEMU boards, user networking): the host listens on a
-  loopback port, the board sends the file with ``nc`` to the host's address
+  loopback port, the board sends the file gzip'd with ``nc`` to the host's address
   as the guest sees it (10.0.2.2: QEMU's slirp maps it to the host's
   loopback). No ssh server is needed in the board's busybox image.
 * :class:`LocalChannel` (the local board): the board's files are on this
@@ -16,6 +16,7 @@ altered by the faster path:
 """
 from __future__ import annotations
 
+import gzip
 import hashlib
 import logging
 import shlex
@@ -42,23 +43,34 @@ class Channel:
     def fetch(self, sh: Any, path: str, size: int, timeout: float) -> Optional[bytes]:
         raise NotImplementedError
 
+    def push(self, sh: Any, path: str, data: bytes, timeout: float = 30.0) -> bool:
+        """Put *data* at *path* on the board (its directory exists): True when
+        the board's sha256sum of it is the host's (False: use the console)."""
+        return False
+
+
+def _digest(out: list[str]) -> Optional[str]:
+    """The digest of `sha256sum FILE`'s output line (the last one that has one)."""
+    for line in reversed(out or []):
+        words = line.split()
+        if words and len(words[0]) == 64 and all(c in "0123456789abcdef" for c in words[0]):
+            return words[0]
+    return None
+
 
 def board_sha256(sh: Any, path: str) -> Optional[str]:
     out, rc = sh.run(f"sha256sum {shlex.quote(path)}")
-    if rc != 0 or not out:
-        return None
-    digest = out[-1].split()[0] if out[-1].split() else ""
-    return digest if len(digest) == 64 else None
+    return _digest(out) if rc == 0 else None
 
 
-def _verified(sh: Any, path: str, size: int, data: Optional[bytes], how: str) -> Optional[bytes]:
+def _verified(path: str, size: int, data: Optional[bytes], digest: Optional[str], how: str) -> Optional[bytes]:
     if data is None:
         return None
     if len(data) != size:
         log.warning("%s: %s brought %d bytes, the board has %d: falling back to the console",
                     path, how, len(data), size)
         return None
-    if hashlib.sha256(data).hexdigest() != board_sha256(sh, path):
+    if hashlib.sha256(data).hexdigest() != digest:
         log.warning("%s: %s brought other bytes than the board has: falling back to the console", path, how)
         return None
     return data
@@ -89,7 +101,7 @@ class TcpChannel(Channel):
                 with conn:
                     conn.settimeout(timeout)
                     try:
-                        while len(got) < size:
+                        while True:  # gzip's stream, to the end (nc closes when the board's file is sent)
                             chunk = conn.recv(1 << 16)
                             if not chunk:
                                 break
@@ -99,16 +111,53 @@ class TcpChannel(Channel):
 
             t = threading.Thread(target=receive, daemon=True)
             t.start()
+            # one console round trip: the board's digest, then the file gzip'd
+            # (a TCG board's user network is slow; histograms shrink ~10x).
             # -w: a board whose network does not reach the host gives up in seconds, then the console
-            _, rc = sh.run(f"nc -w {CONNECT_TIMEOUT_S} {shlex.quote(self.host_addr)} {port} < {shlex.quote(path)}",
-                           timeout=timeout)
+            q = shlex.quote(path)
+            out, rc = sh.run(f"sha256sum {q} && gzip -1 -c {q} | nc -w {CONNECT_TIMEOUT_S} "
+                             f"{shlex.quote(self.host_addr)} {port}", timeout=timeout)
             # nc is done: what it sent is arriving or here; a failed nc sent nothing worth waiting for
             t.join(timeout if rc == 0 else 1.0)
         t.join(1.0)  # the listener is closed: accept() gives up
-        if rc != 0 and len(got) != size:
-            log.warning("%s: nc to %s exited with %s: falling back to the console", path, self.host_addr, rc)
+        digest = _digest(out)
+        if rc != 0 or digest is None:
+            log.warning("%s: sha256sum/gzip/nc to %s exited with %s: falling back to the console",
+                        path, self.host_addr, rc)
             return None
-        return _verified(sh, path, size, bytes(got), self.name)
+        try:
+            data = gzip.decompress(bytes(got))
+        except (OSError, EOFError, ValueError) as e:
+            log.warning("%s: the stream from the board is not whole (%s): falling back to the console", path, e)
+            return None
+        return _verified(path, size, data, digest, self.name)
+
+
+    def push(self, sh: Any, path: str, data: bytes, timeout: float = 30.0) -> bool:
+        with socket.socket() as srv:
+            srv.bind((self.bind, 0))
+            srv.listen(1)
+            srv.settimeout(timeout)
+            port = srv.getsockname()[1]
+
+            def serve() -> None:
+                try:
+                    conn, _ = srv.accept()
+                    with conn:
+                        conn.sendall(data)
+                except OSError:
+                    pass
+
+            t = threading.Thread(target=serve, daemon=True)
+            t.start()
+            q = shlex.quote(path)
+            out, rc = sh.run(f"nc -w {CONNECT_TIMEOUT_S} {shlex.quote(self.host_addr)} {port} < /dev/null > {q} "
+                             f"&& sha256sum {q}", timeout=timeout)
+        t.join(1.0)
+        ok = rc == 0 and _digest(out) == hashlib.sha256(data).hexdigest()
+        if not ok:
+            log.warning("%s: pushing %d bytes over nc did not arrive whole: the console instead", path, len(data))
+        return ok
 
 
 class LocalChannel(Channel):
@@ -121,7 +170,14 @@ class LocalChannel(Channel):
             data = Path(path).read_bytes()
         except OSError:
             return None
-        return _verified(sh, path, size, data, self.name)
+        return _verified(path, size, data, board_sha256(sh, path), self.name)
+
+    def push(self, sh: Any, path: str, data: bytes, timeout: float = 30.0) -> bool:
+        try:
+            Path(path).write_bytes(data)
+        except OSError:
+            return False
+        return True
 
 
 def channel_for(board: Any) -> Optional[Channel]:

@@ -36,6 +36,7 @@ def test_too_big_a_file_or_a_gzip_bomb_is_refused(tmp_path, monkeypatch, capsys)
 def test_histograms_decode_the_same_through_the_compact_path():
     """The decoder builds histograms straight into int-keyed counts; the
     result equals the plain reading of the same JSON."""
+    import rtlab.suites  # noqa: F401  the suites register their tools' parsers
     from rtlab.parsers import parse_file
     f = FIX / "cyclictest-t2-h400.json"
     out = parse_file(f)

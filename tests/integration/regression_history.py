@@ -21,6 +21,7 @@ from pathlib import Path
 
 from rtlab.model import Histogram, JobResult, Measurement, MeasurementKey, RunResult, ThreadResult, ToolOutput
 from rtlab.parsers import parse_file
+import rtlab.suites  # noqa: F401  the suites register their tools' parsers (rtlab.parsers.registry)
 
 GOOD_COMMITS, BAD_COMMITS = 7, 7
 STEP = 3

@@ -1,6 +1,7 @@
 """Baselines read back from a real influxd (Debian's 1.6): the last K runs of
 a branch, a pinned baseline that drift cannot move, a store that is down
 (exit 2, never a silent pass)."""
+import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -93,3 +94,69 @@ def test_last_k_runs_of_a_branch_pins_and_store_down(influx, tmp_path):
     down = {**env, "RTLAB_INFLUX_URL": "http://127.0.0.1:9"}
     res = rtlab("compare", "--baseline-store", "--candidate", *same, env=down)
     assert res.returncode == 2 and "Connection refused" in res.stderr, res.stdout + res.stderr
+
+
+def two_threads(r):
+    """The run with a second thread (its histogram shifted by 3 us, and one
+    sample beyond the range): a read-back must add the threads' buckets."""
+    from rtlab.model import Histogram, ThreadResult
+
+    (m,) = r.measurements()
+    t = m.output.threads[0]
+    h = t.histogram
+    h2 = Histogram(counts={i + 3: c for i, c in h.counts.items()}, bucket_us=h.bucket_us, size=h.size,
+                   overflows=1)
+    m.output.threads.append(ThreadResult(thread=1, cpu=1, cycles=t.cycles + 1, min_us=4, avg_us=14,
+                                         max_us=h.size * h.bucket_us + 50, overflows=1, histogram=h2))
+    return r
+
+
+def test_baseline_from_the_store_brings_its_histograms_back(influx, tmp_path):
+    """The store holds every run's histogram (latency_hist): a baseline read
+    back carries it, threads added as the run's own combined histogram, with
+    its range and overflows, so the comparison report overlays both sides
+    and a percentile beyond the range is known to be at least the range."""
+    from rtlab import baseline as bl
+
+    srv, c = influx
+    env = {"RTLAB_INFLUX_URL": srv.url, "RTLAB_INFLUX_DB": "baselines", "RTLAB_STATE_DIR": str(tmp_path)}
+    published = []
+    for i, v in enumerate([24, 25, 23, 26]):
+        r = two_threads(run(f"hist{i}", v))
+        r.started = f"2026-11-23T11:{i:02d}:00Z"
+        r.commit = {"sha": f"{i:040x}", "branch": "hist"}
+        cfg = StoreConfig(url=srv.url, database="baselines", spool_dir=str(tmp_path / "spool")).normalized()
+        assert Session(cfg, progress=lambda *_: None).publish(r).ok
+        published.append(r)
+    (key,) = {m.key for m in published[0].measurements()}
+    side = bl.read_baseline(c, [key], "c", "hist", 10)
+    reps = sorted(side.keys[key], key=lambda x: x.run_id)
+    assert [x.run_id for x in reps] == ["hist0", "hist1", "hist2", "hist3"]
+    for r, x in zip(published, reps):
+        want = next(r.measurements()).output.combined().histogram
+        assert x.histogram is not None, f"{x.run_id}: no histogram read back"
+        assert x.histogram.counts == want.counts and x.histogram.overflows == want.overflows == 1
+        assert x.histogram.size == want.size and x.histogram.bucket_us == want.bucket_us
+
+    # through the CLI: the comparison report overlays baseline and candidate
+    cand = candidate(tmp_path, "hcand", [60, 66, 58])
+    html = tmp_path / "cmp.html"
+    res = rtlab("compare", "--baseline-store", "--branch", "hist", "--last", "4", "--candidate", *cand,
+                "--html", html, env=env)
+    assert res.returncode == 1, res.stdout + res.stderr
+    text = html.read_text()
+    assert text.count("<polyline") == 2, "both sides' histograms drawn"
+    assert "baseline (4 runs)" in text
+
+    # a percentile among the overflows comes back censored at the range
+    # (known to be >= 100 ms), not unknowable
+    r = run("over0", 24)
+    r.started, r.commit = "2026-11-23T12:00:00Z", {"sha": "f" * 40, "branch": "over"}
+    t = next(r.measurements()).output.threads[0]
+    # 5 of 1005 samples beyond the range: p99.9 among them
+    t.histogram = dataclasses.replace(t.histogram, overflows=5)
+    cfg = StoreConfig(url=srv.url, database="baselines", spool_dir=str(tmp_path / "spool")).normalized()
+    assert Session(cfg, progress=lambda *_: None).publish(r).ok
+    (x,) = bl.read_baseline(c, [key], "c", "over", 1).keys[key]
+    assert x.values["p99.9"] is None and x.censored["p99.9"] == t.histogram.size * t.histogram.bucket_us
+    assert x.values["p99"] == t.percentiles_us["99"]

@@ -1,5 +1,6 @@
 """The regression verdict on synthetic run sets with known answers."""
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,6 +14,7 @@ from rtlab.model import (Histogram, JobResult, Measurement, MeasurementKey, RunR
                          ToolOutput, Verdict)
 
 KEY = MeasurementKey("qemu-aarch64", "rt", "cyclictest", "idle")
+ROOT_BUDGETS = Path(__file__).resolve().parents[2] / "budgets" / "default.yaml"
 
 
 def hist(p50, p99, p999, mx, bucket=1.0):
@@ -232,18 +234,96 @@ def test_shift_test_needs_two_runs():
 
 
 def test_unknowable_statistic_is_undecided_unless_another_regressed():
-    # p99.9 of one candidate run lies beyond the histogram range (overflows)
+    # p99.9 of one candidate run lies beyond a histogram of unknown range
+    # (no size recorded): nothing bounds it
     def overflowing(r):
         t = r.jobs[0].measurements[0].output.threads[0]
-        t.histogram = Histogram(counts={10: 985, int(t.histogram.percentile(99)): 10}, size=200, overflows=5)
+        t.histogram = Histogram(counts={10: 985, int(t.histogram.percentile(99)): 10}, size=None, overflows=5)
         return r
     base = runs("b", [24, 25, 23, 24])
     same = runs("c", [24, 26, 23])
     cmp = compare_runs(base, same[:2] + [overflowing(same[2])])
-    assert cmp.exit_code == 2 and "p99.9 unknowable (beyond the histogram range) in c2" in cmp.keys[0].line()
+    assert cmp.exit_code == 2, cmp.lines()
+    assert "p99.9 unknowable (beyond a histogram of unknown range) in c2" in cmp.keys[0].line()
     worse = runs("w", [60, 66, 58])
     cmp = compare_runs(base, worse[:2] + [overflowing(worse[2])])
     assert cmp.exit_code == 1 and cmp.keys[0].line().endswith("REGRESSION")
+
+
+def censor(r, overflows=5, size=200):
+    """The run's histogram cut at `size` us with `overflows` samples beyond
+    it (cyclictest -h size): its p99.9 (rank 1001 of 1005) is among them."""
+    t = r.jobs[0].measurements[0].output.threads[0]
+    counts = {i: c for i, c in t.histogram.counts.items() if i < size}
+    t.histogram = Histogram(counts=counts, bucket_us=1.0, size=size, overflows=overflows)
+    t.max_us = 400_000.0 if overflows else t.max_us
+    return r
+
+
+def test_a_percentile_beyond_the_range_is_censored_not_unknowable():
+    # one candidate run's p99.9 beyond the 200 us range: at least 200 us,
+    # tied at the top in a rank test; the others unchanged: no regression
+    base = runs("b", [24, 25, 23, 24, 26])
+    same = runs("c", [24, 26, 23, 25, 24])
+    cmp = compare_runs(base, same[:4] + [censor(same[4])])
+    assert cmp.exit_code == 0, cmp.lines()
+    (p999,) = [s for s in cmp.keys[0].stats if s.name == "p99.9"]
+    assert p999.candidate_censored == [False] * 4 + [True] and p999.candidate[4] == 200.0
+    assert "Mann-Whitney" in p999.test.method and p999.test.p > 0.2
+
+
+def test_a_kernel_stall_beyond_the_histogram_is_a_regression():
+    # the latency-bug kernel under TCG: p99 unchanged, p99.9 of every
+    # candidate run beyond the histogram (overflows), never "cannot decide"
+    base = runs("b", [240, 250, 230, 260, 245], p999=1000, mx=4600)
+    bad = [censor(r, overflows=5, size=2000) for r in runs("w", [245, 240, 255, 235, 250], p999=1000)]
+    cmp = compare_runs(base, bad, Policy(min_effect={"qemu-tcg": MinEffect(0.5, 200)}))
+    k = cmp.keys[0]
+    assert cmp.exit_code == 1, cmp.lines()
+    assert k.deciding.name == "p99.9" and k.deciding.candidate_censored == [True] * 5
+    # exact permutation p of a complete separation at 5 vs 5: 1/252
+    assert k.deciding.test.p == pytest.approx(1 / 252)
+    assert "(1,000 -> >=2,000 us)" in k.line(), k.line()
+    assert k.line().endswith("REGRESSION")
+    # the minimum effect holds on the censored medians (lower bounds): a
+    # range only just above the baseline's p99.9 is not effect enough
+    bad = [censor(r, overflows=5, size=1100) for r in runs("w", [245, 240, 255, 235, 250], p999=1000)]
+    cmp = compare_runs(base, bad, Policy(min_effect={"qemu-tcg": MinEffect(0.5, 200)}))
+    assert cmp.exit_code == 0 and "below the minimum effect" in cmp.keys[0].line(), cmp.lines()
+
+
+def test_statistics_per_budget_class_gate_the_max_on_tcg_only(tmp_path):
+    budgets = tmp_path / "b.yaml"
+    budgets.write_text("regression:\n  statistics:\n    '*': [p99, p99.9]\n    qemu-tcg: [p99, p99.9, max]\n")
+    pol = load_policy(budgets)
+    assert pol.statistics_for("qemu-tcg") == ("p99", "p99.9", "max")
+    assert pol.statistics_for("rk3568") == ("p99", "p99.9")
+    # the shipped file: the max's own minimum effect on TCG, the class's elsewhere
+    shipped = load_policy(ROOT_BUDGETS)
+    assert shipped.effect_for("qemu-tcg", "max") == MinEffect(1.0, 20000)
+    assert shipped.effect_for("qemu-tcg", "p99") == MinEffect(0.5, 200)
+    assert shipped.effect_for("rk3568", "max") == MinEffect(0.2, 2)
+    # the max alone moved (a rare long section): the TCG class gates on it
+    base = runs("b", [24, 25, 23, 24, 26], mx=4600)
+    worse = runs("w", [24, 26, 23, 25, 24], mx=400_000)
+    cmp = compare_runs(base, worse, pol)
+    assert cmp.exit_code == 1 and cmp.keys[0].deciding.name == "max", cmp.lines()
+    assert "max +" in cmp.keys[0].line()
+    # ... a class gating on percentiles only does not
+    base = runs("b", [24, 25, 23, 24, 26], mx=4600, budget_class="rk3568")
+    worse = runs("w", [24, 26, 23, 25, 24], mx=400_000, budget_class="rk3568")
+    assert compare_runs(base, worse, pol).exit_code == 0
+    for bad, what in (("statistics: {qemu-tcg: [p98]}", "regression.statistics.qemu-tcg: unknown statistic 'p98'"),
+                      ("statistics: {qemu-tcg: []}", "regression.statistics.qemu-tcg: needs at least one"),
+                      ("min_effect: {qemu-tcg: {max: {relative: -1}}}",
+                       "regression.min_effect.qemu-tcg.max: minimum effects must not be negative"),
+                      ("min_effect: {qemu-tcg: {max: {ratio: 2}}}",
+                       "regression.min_effect.qemu-tcg.max.ratio: unknown key"),
+                      ("min_effect: {qemu-tcg: {p97: {relative: 1}}}",
+                       "regression.min_effect.qemu-tcg.p97: unknown key")):
+        budgets.write_text(f"regression:\n  {bad}\n")
+        with pytest.raises(InputError, match=what):
+            load_policy(budgets)
 
 
 def test_gate_with_baseline_combines_budgets_and_regression(tmp_path, capsys):

@@ -412,9 +412,9 @@ BOARD_FILES = {"/proc/sys/kernel/osrelease": "6.12.117-rtlab+", "/proc/cmdline":
     ({"/proc/sys/kernel/version": "#1 SMP"}, None, False, None),
 ])
 def test_kernel_facts_realtime_and_model(files, config, realtime, preempt):
-    from rtlab.suites.board import BoardShell, kernel_facts
+    from rtlab.suites.board import BoardShell, read_kernel_facts
 
-    facts = kernel_facts(BoardShell(FakeBoard({**BOARD_FILES, **files}, config)))
+    facts = read_kernel_facts(BoardShell(FakeBoard({**BOARD_FILES, **files}, config)))
     assert (facts["realtime"], facts["preempt"]) == (realtime, preempt)
     assert facts["realtime_sysfs"] == files.get("/sys/kernel/realtime")
 

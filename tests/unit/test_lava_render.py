@@ -17,7 +17,7 @@ from rtlab.lava.devices import qemu_device_text
 from rtlab.lava.render import fact_commands, load_job, render_campaign
 from rtlab.lava.schema import validate_texts
 from rtlab.suites import SUITES
-from rtlab.suites.board import kernel_facts, shell_line, tool_wrapper
+from rtlab.suites.board import read_kernel_facts, shell_line, tool_wrapper
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -171,10 +171,10 @@ def test_timeouts_scale_with_suite_duration(tmp_path):
 def test_facts_are_what_kernel_facts_reads():
     cmds = fact_commands()
     assert "uname -m" in cmds and "cat /proc/cmdline 2>/dev/null" in cmds
-    # replaying the commands with answers gives kernel_facts' own result
+    # replaying the commands with answers gives the per-command reader's result (what the labgrid path batches)
     from rtlab.lava.ingest import _ReplayShell
     sh = _ReplayShell({c: ([f"answer {i}"], 0) for i, c in enumerate(cmds)})
-    facts = kernel_facts(sh)
+    facts = read_kernel_facts(sh)
     assert not sh.missing and facts["release"] == "answer 0"
 
 

@@ -26,6 +26,7 @@ from rtlab.model import PERCENTILES, Histogram
 from rtlab.parsers import known_tools, parse_file, parse_text
 from rtlab.parsers._common import Opt, parse_optstring, scan_options
 from rtlab.parsers.rtjson import cyclictest_histogram_size
+import rtlab.suites  # noqa: F401  the suites register their tools' parsers (rtlab.parsers.registry)
 
 #: every tool a suite parses (the suite registry names each one's parser)
 TOOLS = known_tools()

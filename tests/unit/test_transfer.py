@@ -47,13 +47,13 @@ def test_tcp_channel_brings_the_exact_bytes_without_the_console(tmp_path):
     assert sh.fetch(str(f)) == f.read_bytes()
     assert sh.transfers.files[str(f)]["via"] == "tcp"
     assert not any("base64" in c for c in cmd.seen)  # nothing went over the console
+    assert len(cmd.seen) == 2  # its size, then its digest and its bytes: two console round trips
 
 
 def test_a_short_or_refused_stream_falls_back_to_the_console(tmp_path):
     f = blob(tmp_path)
-    # the board's nc sends only the first 1000 bytes
-    short = LocalCommand(lambda c: c.replace("nc ", f"head -c 1000 {f} | nc ", 1).split(" < ")[0]
-                         if c.startswith("nc ") else c)
+    # the board's nc sends only the first 1000 bytes of the stream
+    short = LocalCommand(lambda c: c.replace(" | nc ", " | head -c 1000 | nc ", 1))
     sh = BoardShell(short, bulk=TcpChannel(host_addr="127.0.0.1"))
     assert sh.fetch(str(f)) == f.read_bytes() and sh.transfers.files[str(f)]["via"] == "console"
     # nothing listens where the board sends (another address): refused
@@ -95,3 +95,39 @@ def test_a_board_whose_network_does_not_reach_the_host_falls_back_in_seconds(tmp
     t0 = time.monotonic()
     assert sh.fetch(str(f)) == f.read_bytes() and sh.transfers.files[str(f)]["via"] == "console"
     assert time.monotonic() - t0 < 30
+
+
+def test_run_tool_fetches_many_files_in_few_round_trips_byte_exact(tmp_path, monkeypatch):
+    """Every small raw file and the exit code come in one tar over one
+    console round trip, each large file over the bulk path in one more."""
+    monkeypatch.setenv("RTLAB_BOARD_WORKDIR", str(tmp_path / "board"))
+    cmd = LocalCommand()
+    sh = BoardShell(cmd, bulk=TcpChannel(host_addr="127.0.0.1"))
+    host = tmp_path / "host"
+    script = ("printf 'a\\nb' > a.txt; head -c 3000 /dev/urandom > b.bin; : > empty.txt; "
+              "head -c 70000 /dev/urandom > big.bin; echo out; echo err >&2; exit 3")
+    rc = run_tool(sh, "t@idle", ["sh", "-c", script], host, ["a.txt", "b.bin", "empty.txt", "big.bin",
+                                                               "missing.json"], timeout=30)
+    assert rc == 3  # the tool's own exit code, read from the fetched exit_code
+    board = next((tmp_path / "board").rglob("t@idle"))
+    for name in ("stdout.txt", "stderr.txt", "a.txt", "b.bin", "empty.txt", "big.bin"):
+        assert (host / name).read_bytes() == (board / name).read_bytes(), name
+    assert not (host / "missing.json").exists()
+    fetched = json.loads((host / "exit.json").read_text())["fetched"]
+    assert fetched["big.bin"]["via"] == "tcp" and fetched["a.txt"]["via"] == "console"
+    tool = next(i for i, c in enumerate(cmd.seen) if "echo $? > exit_code" in c)
+    fetches = cmd.seen[tool + 1:]
+    assert len(fetches) == 2, fetches  # sizes + small files; big.bin's digest + stream
+
+
+def test_a_tar_that_does_not_match_the_boards_sizes_is_fetched_file_by_file(tmp_path):
+    d = tmp_path / "wd"
+    d.mkdir()
+    (d / "a.txt").write_bytes(b"x" * 100)
+    (d / "b.txt").write_bytes(b"y" * 200)
+    # the board reports another size for a.txt than the tar carries
+    lying = LocalCommand(lambda c: c.replace("cd ", "wc() { command wc \"$@\" | awk '{print $1 + 1, $2}'; }; cd ", 1)
+                         if c.startswith("cd ") and "RAW" in c else c)
+    sh = BoardShell(lying)
+    assert sh.fetch_dir(str(d), ["a.txt", "b.txt", "nope"]) == {"a.txt": b"x" * 100, "b.txt": b"y" * 200}
+    assert sum("base64" in c for c in lying.seen) == 3  # the tar, then each file on its own
