@@ -51,6 +51,11 @@ class Board:
     kind: str
     features: tuple = ()
     options: dict = field(default_factory=dict, compare=False)
+    #: why kernels built from source cannot run on this board (None: they
+    #: can): a machine fact, e.g. a twin whose emulated console UART the
+    #: newer kernels' driver cannot drive. Variants that need a built kernel
+    #: are then "not available" with this reason, never booted to hang.
+    built_kernels_unusable: Optional[str] = None
 
     @property
     def fixed_kernel(self) -> bool:
@@ -76,16 +81,20 @@ class Board:
         return (variant == HOST_VARIANT) == self.fixed_kernel
 
     def to_json(self) -> dict:
-        return {"name": self.name, "env_file": str(self.env_file), "arch": self.arch,
-                "cpus": self.cpus, "isolate_cpu": self.isolate_cpu,
-                "budget_class": self.budget_class, "kind": self.kind,
-                "features": list(self.features)}
+        d = {"name": self.name, "env_file": str(self.env_file), "arch": self.arch,
+             "cpus": self.cpus, "isolate_cpu": self.isolate_cpu,
+             "budget_class": self.budget_class, "kind": self.kind,
+             "features": list(self.features)}
+        if self.built_kernels_unusable:  # only where a board says so
+            d["built_kernels_unusable"] = self.built_kernels_unusable
+        return d
 
     @classmethod
     def from_json(cls, d: dict) -> "Board":
         return cls(name=d["name"], env_file=Path(d["env_file"]), arch=d["arch"], cpus=int(d["cpus"]),
                    isolate_cpu=d.get("isolate_cpu"), budget_class=d["budget_class"], kind=d["kind"],
-                   features=tuple(d.get("features", ())))
+                   features=tuple(d.get("features", ())),
+                   built_kernels_unusable=d.get("built_kernels_unusable"))
 
 
 def _host_cpus() -> int:
@@ -106,7 +115,8 @@ def load_board(env_file: Path, name: Optional[str] = None) -> Board:
         raise InputError(env_file, f"invalid labgrid environment: {e}") from None
     root = Node(env_file, data)
     target = root.req("targets").req("main")
-    opts = target.req("options").only(["arch", "cpus", "isolate_cpu", "budget_class", "kind"])
+    opts = target.req("options").only(["arch", "cpus", "isolate_cpu", "budget_class", "kind",
+                                       "built_kernels_unusable"])
     kind = opts.req("kind").str()
     if kind not in KINDS:
         raise opts.child("kind").error(f"must be one of {KINDS}, got {kind!r}")
@@ -120,10 +130,16 @@ def load_board(env_file: Path, name: Optional[str] = None) -> Board:
     if isolate_cpu is not None and isolate_cpu >= cpus:
         raise iso.error(f"CPU {isolate_cpu} does not exist on a {cpus}-CPU board")
     features = target.child("features").str_list([])
+    unusable_node = opts.child("built_kernels_unusable")
+    unusable = None
+    if unusable_node.value is not None:
+        unusable = unusable_node.str().strip()
+        if not unusable or len(unusable) > 1000:
+            raise unusable_node.error("must be a non-empty reason of at most 1000 characters")
     return Board(
         name=name or env_file.stem, env_file=env_file.resolve(), arch=arch, cpus=cpus,
         isolate_cpu=isolate_cpu, budget_class=opts.req("budget_class").str(), kind=kind,
-        features=tuple(features), options=dict(opts.mapping()),
+        features=tuple(features), options=dict(opts.mapping()), built_kernels_unusable=unusable,
     )
 
 

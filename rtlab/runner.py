@@ -109,6 +109,8 @@ def unavailable(job: Job, images: dict, built: Optional[dict] = None,
         # measuring it would credit another kernel's latency to the commit
         return (f"{board.kind} board: boots {'its own kernel' if board.fixed_kernel else 'Debian kernels'}, "
                 f"not the commit under test (kernels from --kernel-tree boot on QEMU boards)")
+    if kernel_tree is not None and board.built_kernels_unusable:
+        return f"{board.name} cannot run kernels built from source: {board.built_kernels_unusable}"
     if board.fixed_kernel or not variant.prebuilt or (board.name, variant.name) in (built or {}):
         return None
     imgs = images.get(board.arch)
@@ -116,6 +118,10 @@ def unavailable(job: Job, images: dict, built: Optional[dict] = None,
     if k is None:
         return f"no {variant.prebuilt} kernel for {board.arch}"
     why = variant.unavailable_on(k.preempt)
+    if why and board.built_kernels_unusable and variant.fragments_for(board.arch):
+        # the build that would make this variant cannot run here
+        return (f"{why} ({k.package} {k.version}); a kernel built from source cannot run on "
+                f"{board.name}: {board.built_kernels_unusable}")
     return f"{why} ({k.package} {k.version})" if why else None
 
 
@@ -147,7 +153,8 @@ def build_kernels(jobs: list[Job], images: dict, kernel_tree: Optional[Path],
     for job in jobs:
         board, variant = job.board, job.variant
         fragments = variant.fragments_for(board.arch)
-        if not fragments or not board.boots_built_kernels or board_cannot(job):
+        if (not fragments or not board.boots_built_kernels or board.built_kernels_unusable
+                or board_cannot(job)):
             continue
         if kernel_tree is None and not unavailable(job, images):
             continue
