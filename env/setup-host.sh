@@ -29,7 +29,16 @@ if [ ! -d /var/lib/apt/lists ] || [ -z "$(ls /var/lib/apt/lists/*_Packages* 2>/d
 fi
 if [ ${#missing[@]} -gt 0 ] || [ $need_update = 1 ]; then
   echo "setup: apt-get update"
-  apt-get update -qq
+  # a mirror caught mid-sync fails one index ("File has unexpected size",
+  # exit 100) while every other index is fine: try again, then go on with
+  # what apt has; a package that then cannot be installed or fetched still
+  # fails loudly below (or in the image build), naming itself
+  updated=0
+  for attempt in 1 2 3; do
+    if apt-get update -qq; then updated=1; break; fi
+    [ $attempt -lt 3 ] && { echo "setup: apt-get update failed (attempt $attempt of 3), again in 10 s"; sleep 10; }
+  done
+  [ $updated = 1 ] || echo "setup: apt-get update still reports errors (above); going on with the indexes apt has"
 fi
 if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing ${missing[*]}"
