@@ -7,8 +7,12 @@ export DEBIAN_FRONTEND=noninteractive
 
 need_update=0
 # arm64 (and armhf for 32-bit boards) packages are fetched for board images
+# read once, then matched: `dpkg ... | grep -q` under pipefail is false
+# whenever grep's early exit gives dpkg a SIGPIPE, which re-added arm64 and
+# forced an apt-get update on every other run
+foreign=$(dpkg --print-foreign-architectures)
 for arch in arm64 armhf; do
-  if ! dpkg --print-foreign-architectures | grep -qx "$arch"; then
+  if ! grep -qx "$arch" <<< "$foreign"; then
     echo "setup: adding dpkg architecture $arch"
     dpkg --add-architecture "$arch"
     need_update=1
