@@ -50,7 +50,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from rtlab.compare import REGRESSION, UNDECIDED, compare_runs, load_policy  # noqa: E402
+from rtlab.compare import REGRESSION, UNDECIDED, compare_runs  # noqa: E402
+from rtlab.policy import load_policy  # noqa: E402
 from rtlab.model import RunResult  # noqa: E402
 from rtlab.stats import median  # noqa: E402
 

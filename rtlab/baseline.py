@@ -31,7 +31,7 @@ from .model import Histogram, MeasurementKey, RunResult
 from .store.base import StoreError, rows
 from .store.lineproto import Point, timestamp
 from .store.schema import HIST, VERDICT, pct_field
-from .stats import RUN_STATISTICS
+from .stats import RUN_STATISTICS, censored_at
 
 PIN = "baseline_pin"
 #: how many summary rows one key's query may return (K runs × repeats)
@@ -73,8 +73,7 @@ def _replicate(row: dict, histogram: Optional[Histogram] = None) -> Replicate:
     # a percentile the run's histogram could not hold (stored as missing) is
     # at least the histogram's range, where the range is known
     size, bucket = row.get("hist_size"), row.get("bucket_us")
-    censored = ({s: float(size) * float(bucket) for s in RUN_STATISTICS
-                 if s != "max" and values[s] is None} if size and bucket and row.get("cycles") else {})
+    censored = censored_at(values, float(size) * float(bucket) if size and bucket and row.get("cycles") else None)
     return Replicate(run_id=str(row.get("run_id") or "?"), repeat=int(row.get("repeat") or 0),
                      campaign=str(row.get("campaign") or ""), budget_class=str(row.get("budget_class") or ""),
                      values=values, bucket_us=bucket, histogram=histogram,

@@ -37,8 +37,7 @@ from typing import Any, Iterable, Optional
 from . import stats
 from .errors import InputError
 from .model import Histogram, MeasurementKey, RunResult, Verdict
-# the policy lives below the budgets that load it; re-exported for callers
-from .policy import MinEffect, Policy, load_policy, policy_from_node  # noqa: F401
+from .policy import MinEffect, Policy
 from .results import load_run
 
 REGRESSION = "regression"
@@ -67,6 +66,12 @@ class Replicate:
     @property
     def label(self) -> str:
         return f"{self.run_id}#{self.repeat}" if self.repeat else self.run_id
+
+    def value(self, name: str) -> Optional[float]:
+        """The statistic, or the range it lies beyond where it is censored
+        (:attr:`censored`); None where it is unknowable."""
+        v = self.values.get(name)
+        return v if v is not None else self.censored.get(name)
 
 
 @dataclass
@@ -135,6 +140,10 @@ class StatComparison:
     @property
     def cand_median(self) -> float:
         return stats.median(self.candidate)
+
+    @property
+    def any_censored(self) -> bool:
+        return any(self.baseline_censored) or any(self.candidate_censored)
 
     @staticmethod
     def _median_censored(values: list[float], censored: list[bool]) -> bool:
@@ -310,8 +319,8 @@ def compare_sides(base: Side, cand: Side, policy: Optional[Policy] = None) -> Co
                       key=lambda k: k.label())
     all_keys = [k for k in all_keys if k.board != "*"]
     family: list[tuple[KeyComparison, StatComparison]] = []
-    pending: list[tuple[StatComparison, float, MinEffect]] = []
-    censored: list[tuple[StatComparison, MinEffect]] = []
+    #: what gates, with its histogram floor and minimum effect
+    gated: list[tuple[StatComparison, float, MinEffect]] = []
     for key in all_keys:
         kc = KeyComparison(key=key, alpha=policy.alpha)
         cmp.keys.append(kc)
@@ -346,8 +355,7 @@ def compare_sides(base: Side, cand: Side, policy: Optional[Policy] = None) -> Co
         for name in stats.RUN_STATISTICS:
             # a value beyond the histogram's range is censored at the range
             # (known to be at least that), read from the overflow count
-            bv = [r.values.get(name) if r.values.get(name) is not None else r.censored.get(name) for r in b]
-            cv = [r.values.get(name) if r.values.get(name) is not None else r.censored.get(name) for r in c]
+            bv, cv = [r.value(name) for r in b], [r.value(name) for r in c]
             gates = name in gating
             if any(v is None for v in bv + cv):
                 if gates:
@@ -356,24 +364,21 @@ def compare_sides(base: Side, cand: Side, policy: Optional[Policy] = None) -> Co
                 continue
             sc = StatComparison(name=name, baseline=[float(v) for v in bv],
                                 candidate=[float(v) for v in cv], gates=gates,
-                                baseline_censored=[name in r.censored and r.values.get(name) is None for r in b],
-                                candidate_censored=[name in r.censored and r.values.get(name) is None for r in c])
+                                baseline_censored=[name in r.censored for r in b],
+                                candidate_censored=[name in r.censored for r in c])
             kc.stats.append(sc)
             if gates:  # only what gates is tested: the rest is shown
                 family.append((kc, sc))
-                seff = policy.effect_for(kc.budget_class, name)
-                if any(sc.baseline_censored + sc.candidate_censored):
-                    censored.append((sc, seff))
-                else:
-                    pending.append((sc, floor, seff))
-    tests = stats.shift_tests([(sc.baseline, sc.candidate) for sc, _, _ in pending],
-                              trim=policy.trim, floor=[f for _, f, _ in pending])
-    for (sc, _, _), t in zip(pending, tests):
+                gated.append((sc, floor, policy.effect_for(kc.budget_class, name)))
+    plain = [(sc, floor) for sc, floor, _ in gated if not sc.any_censored]
+    for (sc, _), t in zip(plain, stats.shift_tests([(sc.baseline, sc.candidate) for sc, _ in plain],
+                                                   trim=policy.trim, floor=[f for _, f in plain])):
         sc.test = t
-    for sc, _ in censored:
-        sc.test = stats.censored_shift_test(sc.baseline, sc.baseline_censored,
-                                            sc.candidate, sc.candidate_censored)
-    for sc, _, eff in pending + [(sc, 0.0, eff) for sc, eff in censored]:
+    for sc, _, _ in gated:
+        if sc.any_censored:
+            sc.test = stats.censored_shift_test(sc.baseline, sc.baseline_censored,
+                                                sc.candidate, sc.candidate_censored)
+    for sc, _, eff in gated:
         # the minimum effect, on the run-level medians of the statistic, in
         # its own unit (us): the ratio and the difference must both reach
         # it; with censored runs the medians are lower bounds, so a censored

@@ -200,8 +200,8 @@ def runs_svg(stat, width: int = 760, height: int = 150) -> str:
            f'<text x="{width / 2}" y="14" text-anchor="middle" font-size="12">{html.escape(stat.name)} '
            f'of each run (µs)</text>']
     for row, (label, values, colour, cens) in enumerate((
-            ("baseline", stat.baseline, COLOURS[0], getattr(stat, "baseline_censored", [])),
-            ("candidate", stat.candidate, COLOURS[1], getattr(stat, "candidate_censored", [])))):
+            ("baseline", stat.baseline, COLOURS[0], stat.baseline_censored),
+            ("candidate", stat.candidate, COLOURS[1], stat.candidate_censored))):
         yy = 45 + row * 45
         out.append(f'<text x="{left - 8}" y="{yy + 4}" text-anchor="end">{label} ({len(values)})</text>'
                    f'<line x1="{left}" y1="{yy}" x2="{left + pw}" y2="{yy}" stroke="#eee"/>')

@@ -24,6 +24,7 @@ from typing import Callable, Optional
 
 from . import ROOT, WORKDIR
 from .budgets import load_budgets
+from .boards import WORKDIR_ENV
 from .campaign import Campaign, Job
 from .errors import Cancelled, InfraError, RtlabError
 from . import joblife, timing
@@ -36,7 +37,6 @@ from .procutil import die_with_parent
 from .model import JobResult, Measurement, MeasurementKey, RunResult, ToolOutput, Verdict
 from .results import JobSpec, ResultsDir, collect, new_run_id, read_exit_code, tool_exit_problem
 from .suites import SUITES, not_available
-from .suites.board import WORKDIR_ENV
 from .suites.rtbench import image_overlays  # rtbench in the board image
 
 #: the board-side pytest files (shipped in the package, so an installed rtlab runs them)
@@ -257,7 +257,8 @@ def _run_board_tests(job: Job, rd: ResultsDir, job_dir: Path, spec_path: Path, l
         t_spawn = time.monotonic()
         proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
                                 cwd=str(ROOT), start_new_session=True,
-                                preexec_fn=_die_with_parent if lease_env else None)
+                                # a job holding a place dies with the runner, whose death frees the place
+                                preexec_fn=die_with_parent if lease_env else None)
         joblife.JOB_PIDS.add(proc.pid)
         if on_spawn is not None:
             on_spawn(proc)
@@ -398,11 +399,6 @@ def _board_problems(outcome: dict, suite, host_dir: Path) -> list[str]:
     if exit_problem and msg.endswith(f"SuiteFailure: {exit_problem}"):
         return []
     return [msg]
-
-
-def _die_with_parent() -> None:
-    """A job holding a place dies with the runner, whose death frees the place."""
-    die_with_parent()
 
 
 def _tail(path: Path, n: int = 3) -> str:

@@ -82,19 +82,22 @@ def run_statistics(t: ThreadResult, threshold_us: Optional[float] = None) -> dic
     return out
 
 
-def censored_statistics(t: ThreadResult) -> dict[str, float]:
-    """The percentiles of :func:`run_statistics` that lie beyond the
-    histogram's range, each with that range: the overflow count makes the
-    rank exact, so such a percentile is known to be at least the range
-    (right-censored), which a rank test can use. Empty where the histogram
-    has no known size (then they stay unknowable)."""
-    h = t.histogram
-    if h is None or h.size is None or not t.cycles:
+def censored_at(values: dict[str, Optional[float]], top_us: Optional[float]) -> dict[str, float]:
+    """The percentiles missing from run-level *values* (:func:`run_statistics`,
+    or the same read back from the store), each with the histogram's range
+    *top_us*: the overflow count makes the rank exact, so such a percentile
+    is known to be at least the range (right-censored), which a rank test
+    can use. Empty where the range is unknown (then they stay unknowable)."""
+    if not top_us:
         return {}
-    top = h.size * h.bucket_us
-    pct = t.percentiles_us
-    return {name: float(top) for name in RUN_STATISTICS
-            if name != "max" and pct.get(name[1:]) is None}
+    return {name: float(top_us) for name in RUN_STATISTICS if name != "max" and values.get(name) is None}
+
+
+def censored_statistics(t: ThreadResult) -> dict[str, float]:
+    """:func:`censored_at` for one run's combined thread."""
+    h = t.histogram
+    top = h.size * h.bucket_us if h is not None and h.size and t.cycles else None
+    return censored_at(run_statistics(t), top)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,8 @@ import time
 import pytest
 
 from rtlab.results import JobSpec
-from rtlab.suites.board import BoardShell, job_workdir
+from rtlab.boards import job_workdir
+from rtlab.suites.board import BoardShell
 from rtlab.suites.events import emit, phase
 from rtlab.suites.transfer import channel_for
 

@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ..policy import Policy, load_policy
+
 
 def register(sub):
     b = sub.add_parser("baseline", help="pin the baseline a branch is compared against")
@@ -53,11 +55,8 @@ def add_baseline_args(p) -> None:
 
 
 def policy_for(args, candidate_dirs):
-    from ..compare import load_policy
-
     budgets = args.budgets or Path(candidate_dirs[0]) / "budgets.yaml"
     if not Path(budgets).exists():
-        from ..compare import Policy
         return Policy(source="built-in defaults (no budget file)")
     return load_policy(budgets)
 

@@ -36,7 +36,8 @@ from fractions import Fraction
 from typing import Sequence
 
 from ..model import PERCENTILES
-from ..suites.board import BOARD_WORKDIR, tool_wrapper
+from ..boards import BOARD_WORKDIR
+from ..suites.board import tool_wrapper
 
 WORKDIR = BOARD_WORKDIR  # the labgrid path's work dir on the board
 HELPERS = f"{WORKDIR}/rtlab-lava.sh"

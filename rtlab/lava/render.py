@@ -35,7 +35,7 @@ from typing import Any, Callable, Optional, Sequence, Union
 import yaml
 
 from .. import ROOT
-from ..boards import Board
+from ..boards import BOARD_WORKDIR, Board
 from ..campaign import Campaign, Job
 from ..config import format_cpulist, load_yaml
 from ..errors import InputError, RtlabError
@@ -47,7 +47,7 @@ from ..images.console import PROMPT_RE
 from ..images.imageset import ImageSet
 from ..runner import BOOT_ALLOWANCE_S, stage_kernel, unavailable
 from ..suites import SUITES, Suite, SuiteRun
-from ..suites.board import BOARD_WORKDIR, fact_commands, shell_line
+from ..suites.board import fact_commands, shell_line
 from ..variants import Variant
 from . import loads as lava_loads
 from . import onboard

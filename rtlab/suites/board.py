@@ -24,7 +24,7 @@ from ..variants import Variant
 
 # the job's work dir on the board lives with the board (rtlab.boards): loads
 # and suites both use it
-from ..boards import BOARD_WORKDIR, WORKDIR_ENV, job_workdir  # noqa: E402,F401
+from ..boards import job_workdir  # noqa: E402
 log = logging.getLogger("rtlab.board")
 
 

@@ -7,7 +7,8 @@ import shutil
 import pytest
 from labgrid import Environment
 
-from rtlab.suites.board import WORKDIR_ENV, BoardShell, SuiteFailure, run_tool
+from rtlab.boards import WORKDIR_ENV
+from rtlab.suites.board import BoardShell, SuiteFailure, run_tool
 
 from .conftest import ROOT, kill_leftovers, leftovers
 

@@ -7,8 +7,8 @@ import pytest
 
 from rtlab import stats
 from rtlab.cli import main
-from rtlab.compare import (NO_REGRESSION, REGRESSION, UNDECIDED, MinEffect, Policy, compare_runs,
-                           load_policy)
+from rtlab.compare import NO_REGRESSION, REGRESSION, UNDECIDED, compare_runs
+from rtlab.policy import MinEffect, Policy, load_policy
 from rtlab.errors import InputError
 from rtlab.model import (Histogram, JobResult, Measurement, MeasurementKey, RunResult, ThreadResult,
                          ToolOutput, Verdict)

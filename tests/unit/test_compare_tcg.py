@@ -16,7 +16,8 @@ import dataclasses
 import json
 from pathlib import Path
 
-from rtlab.compare import NO_REGRESSION, REGRESSION, compare_runs, load_policy
+from rtlab.compare import NO_REGRESSION, REGRESSION, compare_runs
+from rtlab.policy import load_policy
 from rtlab.model import RunResult
 
 ROOT = Path(__file__).resolve().parents[2]
