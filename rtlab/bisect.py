@@ -50,6 +50,7 @@ from .campaign import load_campaign
 from .errors import InputError, RtlabError
 from .kernel import tree_state
 from .params import ParamError
+from .policy import Policy, load_policy
 from .runner import run_campaign
 from .store.base import rows
 from .store.publish import load_run
@@ -149,7 +150,7 @@ def _knowable(baseline: list, suite: str, load: str, stat: str) -> bool:
     return True
 
 
-def bisect_policy(cmpmod, budgets: Optional[Path], baseline: list, n_cand: int, suite: str, load: str):
+def bisect_policy(budgets: Optional[Path], baseline: list, n_cand: int, suite: str, load: str) -> Policy:
     """The campaign's regression policy (its budget file), for one key of a
     bisect: the run-level max joins the gating statistics (a bisect hunts a
     regression already seen, often a rare long section only the max shows);
@@ -157,7 +158,7 @@ def bisect_policy(cmpmod, budgets: Optional[Path], baseline: list, n_cand: int, 
     the histogram range, as under TCG) cannot decide a step and is left out;
     min_runs follows the runs a step has (at least 2: the test stays honest,
     it says "regression" less often with fewer runs)."""
-    policy = cmpmod.load_policy(budgets) if budgets is not None else cmpmod.Policy()
+    policy = load_policy(budgets) if budgets is not None else Policy()
     stats_ = tuple(st for st in dict.fromkeys((*policy.statistics, "max")) if _knowable(baseline, suite, load, st))
     # class_statistics cleared: the list above, made for this key, gates
     return dataclasses.replace(policy, statistics=stats_, class_statistics={},
@@ -174,7 +175,7 @@ def compare(baseline: list, candidate: list, suite: str, load: str,
     if fb.outcome == "undecided" and not fb.numbers:  # infra: nothing to compare
         return fb
     cmp = cmpmod.compare_runs(baseline, candidate,
-                              bisect_policy(cmpmod, budgets, baseline, len(candidate), suite, load))
+                              bisect_policy(budgets, baseline, len(candidate), suite, load))
     keys = [k for k in cmp.keys if k.key.suite == suite and k.key.load == load]
     outcome = keys[0].outcome if len(keys) == 1 else cmp.outcome
     return Verdict(outcome, [k.line() for k in keys] or fb.lines, fb.numbers, oracle="rtlab.compare")
