@@ -36,35 +36,42 @@ from rtlab.images import ensure_images  # noqa: E402
 from rtlab.parsers import parse_file  # noqa: E402
 from rtlab.runner import run_campaign  # noqa: E402
 from rtlab import timing  # noqa: E402
+from rtlab.joblife import become_subreaper  # noqa: E402
 
 
-def write_campaign(tmp: Path, boards, variants, duration: int) -> Path:
+def write_campaign(tmp: Path, boards, variants, duration: int, repeat: int = 1) -> Path:
     budgets = tmp / "budgets.yaml"
     # measured for its time, not judged: unbudgeted on purpose, so the
     # verdicts the bench prints are PASS, not INFRA "no budget"
     budgets.write_text('budgets: {}\nunbudgeted: {"*": [cyclictest]}\n')
     c = tmp / f"bench-{'-'.join(boards)}.yaml"
     c.write_text(
-        f"name: bench\nbudgets: {budgets}\nboards: {boards}\nvariants: {variants}\n"
+        f"name: bench\nbudgets: {budgets}\nboards: {boards}\nvariants: {variants}\nrepeat: {repeat}\n"
         "suites:\n  - name: cyclictest\n"
         f"    params: {{interval_us: 1000, duration_s: {duration}, histogram_us: 2000}}\n"
         "    overrides: {qemu-tcg: {histogram_us: 20000}}\n")
     return c
 
 
+def _job_name(jd: Path) -> str:
+    """board/variant[/rN] of a job dir."""
+    parts = jd.parts[-3:] if jd.name.startswith("r") and jd.name[1:].isdigit() else jd.parts[-2:]
+    return "/".join(parts)
+
+
 def quiet(_msg):
     pass
 
 
-def overhead(tmp: Path, duration: int) -> float:
+def overhead(tmp: Path, duration: int, repeat: int = 1) -> float:
     for arch in ("aarch64", "x86_64"):
         ensure_images(arch, progress=quiet)  # cached; not part of a campaign's cost
-    camp = load_campaign(write_campaign(tmp, ["qemu-aarch64", "local"], ["rt"], duration))
+    camp = load_campaign(write_campaign(tmp, ["qemu-aarch64", "local"], ["rt"], duration, repeat))
     load_before = os.getloadavg()
     t0 = time.monotonic()
     run, run_dir = run_campaign(camp, results_root=tmp / "results", progress=quiet)
     wall = time.monotonic() - t0
-    job_dirs = [run_dir / job.board / job.variant for job in run.jobs]
+    job_dirs = [run_dir / job.board / job.variant / (f"r{job.repeat}" if job.repeat else "") for job in run.jobs]
     via: dict[str, list] = {}
     for job, jd in zip(run.jobs, job_dirs):
         for ex in jd.glob("*/exit.json"):
@@ -86,7 +93,7 @@ def overhead(tmp: Path, duration: int) -> float:
     print(timing.format_table(total, wall))
     for jd in job_dirs:
         parts = timing.job_parts(jd)
-        print(f"  {jd.parent.name}/{jd.name}: " + ", ".join(f"{k} {v:.2f}" for k, v in parts.items()))
+        print(f"  {_job_name(jd)}: " + ", ".join(f"{k} {v:.2f}" for k, v in parts.items()))
     for jd in job_dirs:
         # the same ratio per job: everything the job's parts add up to (its
         # share of the campaign, without the run's own images/finish) over
@@ -94,7 +101,7 @@ def overhead(tmp: Path, duration: int) -> float:
         parts = timing.job_parts(jd)
         job_own = timing.own_seconds(parts)
         if job_own > 0:
-            print(f"  per job {jd.parent.name}/{jd.name}: {sum(parts.values()):.1f} s / own {job_own:.1f} s "
+            print(f"  per job {_job_name(jd)}: {sum(parts.values()):.1f} s / own {job_own:.1f} s "
                   f"-> ratio {sum(parts.values()) / job_own:.3f}")
     for k, (n, secs) in sorted(via.items()):
         print(f"  raw files {k}: {n / 1e3:.0f} kB in {secs:.1f} s")
@@ -130,11 +137,15 @@ def main():
     ap.add_argument("--duration", type=int, default=10, help="cyclictest seconds per measurement")
     ap.add_argument("--pairs", type=int, default=3, help="fidelity pairs on the local board (0: none)")
     ap.add_argument("--rounds", type=int, default=1, help="overhead campaigns, one after the other")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="jobs per board in the overhead campaign (the first job of a run also waits for "
+                         "the fork server's imports; later ones show a job's steady cost)")
     args = ap.parse_args()
+    become_subreaper()  # as `rtlab run` does: the jobs' pytest processes fork from a warm one
     with tempfile.TemporaryDirectory(prefix="rtlab-bench-") as d:
         tmp = Path(d)
         for _ in range(args.rounds):
-            overhead(tmp, args.duration)
+            overhead(tmp, args.duration, args.repeat)
         if args.pairs > 0:
             fidelity(tmp, args.duration, args.pairs)
 

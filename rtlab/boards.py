@@ -77,6 +77,13 @@ class Board:
         machines all the same (their budget class says so)."""
         return self.kind == "qemu" or "qemu" in self.features or self.budget_class == "qemu-tcg"
 
+    @property
+    def root_in_ram(self) -> bool:
+        """Its root file system is the initramfs rtlab staged, in the guest's
+        RAM (the QEMU boards: no disk): whatever a job leaves on it is gone
+        when the board is switched off at the end of the job."""
+        return self.kind == "qemu"
+
     def supports(self, variant: str) -> bool:
         return (variant == HOST_VARIANT) == self.fixed_kernel
 

@@ -27,7 +27,7 @@ from .budgets import load_budgets
 from .boards import WORKDIR_ENV
 from .campaign import Campaign, Job
 from .errors import Cancelled, InfraError, RtlabError
-from . import joblife, timing
+from . import forkserver, joblife, timing
 from . import kernel as kbuild
 from .arch import get_or_none
 from .evidence import arm_job, arms
@@ -241,7 +241,8 @@ def _run_board_tests(job: Job, rd: ResultsDir, job_dir: Path, spec_path: Path, l
     timeout = BOOT_ALLOWANCE_S + sum(SUITES[s.suite].duration_s(s) * 2 + 60 for s in job.suites)
     # labgrid's plugin named, not found: with autoload pytest scans every
     # installed distribution's entry points at each start (~0.3 s per job)
-    cmd = [sys.executable, "-m", "pytest", str(SUITES_DIR), "-p", "no:cacheprovider",
+    # (-W: a forked job finds labgrid's plugin imported already, too late for assert rewriting)
+    args = [str(SUITES_DIR), "-p", "no:cacheprovider", "-W", "ignore::pytest.PytestAssertRewriteWarning",
            "-p", "labgrid.pytestplugin", "--rootdir", str(SUITES_DIR), "-c", os.devnull,
            "--lg-env", str(board.env_file), "--rtlab-job", str(spec_path),
            "--lg-log", str(job_dir / "console"), "--junitxml", str(job_dir / "junit.xml"),
@@ -255,10 +256,7 @@ def _run_board_tests(job: Job, rd: ResultsDir, job_dir: Path, spec_path: Path, l
     with open(job_dir / "pytest.log", "w") as log:
         children_before = joblife.my_children()
         t_spawn = time.monotonic()
-        proc = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env,
-                                cwd=str(ROOT), start_new_session=True,
-                                # a job holding a place dies with the runner, whose death frees the place
-                                preexec_fn=die_with_parent if lease_env else None)
+        proc = _start_board_tests(args, env, job_dir / "pytest.log", log, pdeathsig=bool(lease_env))
         joblife.JOB_PIDS.add(proc.pid)
         if on_spawn is not None:
             on_spawn(proc)
@@ -321,6 +319,27 @@ def _run_board_tests(job: Job, rd: ResultsDir, job_dir: Path, spec_path: Path, l
             why = f"pytest exited with {proc.returncode} before booting: " + _tail(job_dir / "pytest.log")
         result.infra_error = f"board {board.name}: boot failed: {why}"
     return collect_suites(job, job_dir, events, result)
+
+
+#: the campaign's fork server (rtlab.forkserver), None: board tests start as plain subprocesses
+_FORK_SERVER: Optional[forkserver.ForkServer] = None
+
+
+def _start_board_tests(args: list[str], env: dict, log_path: Path, log, pdeathsig: bool):
+    """The job's pytest process: forked from the campaign's warm fork
+    server where there is one, else a fresh subprocess (as it would be
+    anyway if the server fails). *pdeathsig*: a job holding a place dies
+    with the runner, whose death frees the place."""
+    server = _FORK_SERVER
+    if server is not None:
+        try:
+            return server.spawn(args, env, str(ROOT), log_path, pdeathsig=pdeathsig)
+        except (OSError, ValueError) as e:
+            log.write(f"rtlab: the fork server could not start the job ({e}); a fresh process instead\n")
+            log.flush()
+    return subprocess.Popen([sys.executable, "-m", "pytest", *args], stdout=log, stderr=subprocess.STDOUT,
+                            env=env, cwd=str(ROOT), start_new_session=True,
+                            preexec_fn=die_with_parent if pdeathsig else None)
 
 
 def _cancel_grace() -> float:
@@ -437,7 +456,28 @@ def run_campaign(campaign: Campaign, *, results_root: Path = RESULTS_DIR,
     Cancelled (SIGINT, or SIGTERM as rtlab.errors.Cancelled): the running
     job is stopped and kept as INFRA "cancelled", run.json is written with
     every job so far, and the exception goes on up (exit 2) carrying
-    ``run_dir``."""
+    ``run_dir``.
+
+    The jobs' pytest processes fork from one warm process (rtlab.forkserver),
+    which imports while the images are checked."""
+    global _FORK_SERVER
+    server = forkserver.start() if _FORK_SERVER is None else None
+    if server is not None:
+        _FORK_SERVER = server
+    try:
+        return _run_campaign(campaign, results_root=results_root, progress=progress, commit=commit,
+                             run_id=run_id, places=places, kernel_tree=kernel_tree,
+                             lock_timeout=lock_timeout, evidence=evidence)
+    finally:
+        if server is not None:
+            _FORK_SERVER = None
+            server.close()
+
+
+def _run_campaign(campaign: Campaign, *, results_root: Path, progress: Callable[[str], None],
+                  commit: Optional[dict], run_id: Optional[str], places: int,
+                  kernel_tree: Optional[Path], lock_timeout: Optional[float],
+                  evidence: Optional[bool]) -> tuple[RunResult, Path]:
     budgets = load_budgets(campaign.budgets)  # a bad budget file fails before any boot
     started = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
     # absolute (ResultsDir): the board suites run in pytest processes with

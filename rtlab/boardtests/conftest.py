@@ -80,7 +80,10 @@ def board_shell(request, job, strategy, target):
     # raw files over the board's faster path where it has one, the console otherwise
     sh = BoardShell(target.get_driver("CommandProtocol"), bulk=channel_for(job.board))
     yield sh
-    # the job's work dir goes with the job (raw files are on the host by now)
+    # the job's work dir goes with the job (raw files are on the host by now);
+    # on a board whose root lives in RAM it goes when the board is switched off
+    if job.board.root_in_ram:
+        return
     with phase(request.config, "cleanup"):
         try:
             sh.run(f"rm -rf {shlex.quote(job_workdir())}", timeout=60)

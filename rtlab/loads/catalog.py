@@ -65,6 +65,7 @@ class Idle(Load):
     name = "idle"
     description = "no load: the board does nothing but measure"
     measures = "how busy the board's CPUs were during the window (/proc/stat)"
+    needs_board_facts = False
 
     def _stat(self, env: LoadEnv) -> health.Snapshot:
         out, _ = env.sh.run("grep '^cpu' /proc/stat")

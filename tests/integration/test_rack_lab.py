@@ -102,7 +102,7 @@ def test_real_board_templates_bind_through_remote_places(lab):
         drv = info["drivers"]
         strategy = drv.get("RtlabUBootStrategy") or drv.get("RtlabNetbootStrategy")
         assert strategy, (board, drv)
-        assert strategy["power"] == "NetworkPowerDriver" and strategy["shell"] == "ShellDriver"
+        assert strategy["power"] == "NetworkPowerDriver" and strategy["shell"] == "RtlabShellDriver"
         assert strategy["staging"] == "TFTPStagingDriver"
         assert drv["NetworkPowerDriver"] == {"port": "NetworkPowerPort"}
         assert drv["TFTPStagingDriver"] == {"provider": "RemoteTFTPProvider"}

@@ -2,11 +2,13 @@
 the facts read one command at a time (the commands LAVA jobs run as they
 are), in far fewer round trips; and the local board's pty console closes
 without waiting out labgrid's SIGTERM timeout."""
+import os
+import re
 import shutil
 import subprocess
 
 from rtlab import snapshot
-from rtlab.suites.board import BoardShell, boot_batch, kernel_facts, read_kernel_facts, run_batch
+from rtlab.suites.board import MAX_LINE, BoardShell, boot_batch, kernel_facts, read_kernel_facts, run_batch
 from rtlab.suites.transfer import TcpChannel
 
 BUSYBOX = shutil.which("busybox")
@@ -22,8 +24,7 @@ class CountingShell:
 
     def run(self, cmd, timeout=30):
         self.seen.append(cmd)
-        if cmd.startswith("nc "):
-            cmd = f"{BUSYBOX} {cmd}"
+        cmd = re.sub(r"(^|[ |&;(])nc ", rf"\1{BUSYBOX} nc ", cmd)  # every nc: busybox's
         p = subprocess.run(["sh", "-c", cmd], capture_output=True, text=True, timeout=timeout)
         return p.stdout.splitlines(), p.stderr.splitlines(), p.returncode
 
@@ -91,8 +92,9 @@ def test_a_board_that_takes_scripts_answers_a_batch_in_one_short_console_line(tm
     assert facts == read_kernel_facts(BoardShell(CountingShell()))
     snap = snapshot.take(replay)
     assert snap["cmdline"] == open("/proc/cmdline").read().strip() and snap["interrupts"]
-    assert len(cmd.seen) == 3 and all(len(c) < 300 for c in cmd.seen)  # mkdir, nc + sha256sum, sh SCRIPT
-    assert cmd.seen[-1].startswith("sh ") and not any("/proc/interrupts" in c for c in cmd.seen)
+    # one round trip: mkdir, nc, the script's sha256sum compared, sh SCRIPT
+    assert len(cmd.seen) == 1 and all(len(c) <= MAX_LINE for c in cmd.seen)
+    assert " sh " in cmd.seen[-1] and not any("/proc/interrupts" in c for c in cmd.seen)
     kernel_facts(sh)  # another batch: its own script
     n = len(cmd.seen)
     kernel_facts(sh)  # the same batch again: the script is on the board already
@@ -104,10 +106,32 @@ def test_a_script_that_does_not_arrive_whole_leaves_the_batch_on_the_console(tmp
 
     class Truncating(CountingShell):
         def run(self, cmd, timeout=30):
-            return super().run(cmd.replace(" > ", " | head -c 100 > ", 1) if cmd.startswith("nc ") else cmd,
-                               timeout)
+            return super().run(cmd.replace("< /dev/null > ", "< /dev/null | head -c 100 > ", 1), timeout)
 
     cmd = Truncating()
     facts = kernel_facts(BoardShell(cmd, bulk=TcpChannel(host_addr="127.0.0.1")))
     assert facts == read_kernel_facts(BoardShell(CountingShell()))
     assert any("/proc/cmdline" in c for c in cmd.seen)  # typed on the console instead
+    assert not any(c.startswith("sh ") for c in cmd.seen)  # the truncated script never ran
+
+
+def test_files_read_by_the_shell_read_as_cat_reads_them():
+    """READ_LOOP (the shell's `read`, a byte per system call) gives what `cat`
+    gives for every file the boot batch reads that way, on this machine's
+    kernel; an integer sysctl, which answers only a read at offset 0, shows
+    why the rest stay `cat`s."""
+    from rtlab.suites.board import READ_LOOP, fact_commands
+
+    files = set()
+    for cmd in [*fact_commands(), *snapshot.COMMANDS.values()]:
+        if READ_LOOP in cmd:
+            files.update(re.findall(r"/(?:proc|sys)/[\w./-]+", cmd))
+    readable = [f for f in files if os.path.isfile(f) and os.access(f, os.R_OK)]
+    assert len(readable) >= 5, files  # osrelease, version, cmdline, online, clocksource...
+    for f in readable:
+        by_read = subprocess.run(["sh", "-c", f"{READ_LOOP} < {f}"], capture_output=True, text=True).stdout
+        by_cat = subprocess.run(["cat", f], capture_output=True, text=True).stdout
+        assert by_read.strip() == by_cat.strip(), f
+    sysctl = "/proc/sys/kernel/sched_rt_period_us"
+    by_read = subprocess.run(["sh", "-c", f"{READ_LOOP} < {sysctl}"], capture_output=True, text=True).stdout
+    assert by_read.strip() != open(sysctl).read().strip()  # why "rt" is read with cat

@@ -6,6 +6,7 @@ path runs in tests/integration/test_run.py."""
 import hashlib
 import json
 import os
+import re
 import shutil
 import subprocess
 
@@ -28,8 +29,7 @@ class LocalCommand:
     def run(self, cmd, timeout=30):
         self.seen.append(cmd)
         cmd = self.rewrite(cmd)
-        if cmd.startswith("nc ") or " nc " in cmd:
-            cmd = cmd.replace("nc ", f"{BUSYBOX} nc ", 1)
+        cmd = re.sub(r"(^|[ |&;(])nc ", rf"\1{BUSYBOX} nc ", cmd)  # every nc: busybox's
         p = subprocess.run(["sh", "-c", cmd], capture_output=True, text=True, timeout=timeout)
         return p.stdout.splitlines(), p.stderr.splitlines(), p.returncode
 
@@ -82,7 +82,7 @@ def test_run_tool_records_which_way_each_raw_file_came(tmp_path, monkeypatch):
     assert rc == 0
     fetched = json.loads((host / "exit.json").read_text())["fetched"]
     assert fetched["big.bin"]["via"] == "tcp" and fetched["big.bin"]["bytes"] == 50000
-    assert fetched["stdout.txt"]["via"] == "console"  # 3 bytes: not worth a second channel
+    assert fetched["stdout.txt"]["via"] == "tcp"  # in the same tar as big.bin
     board_file = next((tmp_path / "board").rglob("big.bin"), None)
     if board_file is not None:  # still on the board: the host copy is byte-exact
         assert hashlib.sha256(board_file.read_bytes()).digest() == hashlib.sha256((host / "big.bin").read_bytes()).digest()
@@ -97,9 +97,9 @@ def test_a_board_whose_network_does_not_reach_the_host_falls_back_in_seconds(tmp
     assert time.monotonic() - t0 < 30
 
 
-def test_run_tool_fetches_many_files_in_few_round_trips_byte_exact(tmp_path, monkeypatch):
-    """Every small raw file and the exit code come in one tar over one
-    console round trip, each large file over the bulk path in one more."""
+def test_run_tool_fetches_many_files_in_one_round_trip_byte_exact(tmp_path, monkeypatch):
+    """Every raw file and the exit code come in one tar over the bulk path,
+    in one console round trip."""
     monkeypatch.setenv("RTLAB_BOARD_WORKDIR", str(tmp_path / "board"))
     cmd = LocalCommand()
     sh = BoardShell(cmd, bulk=TcpChannel(host_addr="127.0.0.1"))
@@ -114,10 +114,43 @@ def test_run_tool_fetches_many_files_in_few_round_trips_byte_exact(tmp_path, mon
         assert (host / name).read_bytes() == (board / name).read_bytes(), name
     assert not (host / "missing.json").exists()
     fetched = json.loads((host / "exit.json").read_text())["fetched"]
-    assert fetched["big.bin"]["via"] == "tcp" and fetched["a.txt"]["via"] == "console"
+    assert fetched["big.bin"]["via"] == "tcp" and fetched["a.txt"]["via"] == "tcp"
     tool = next(i for i, c in enumerate(cmd.seen) if "echo $? > exit_code" in c)
     fetches = cmd.seen[tool + 1:]
-    assert len(fetches) == 2, fetches  # sizes + small files; big.bin's digest + stream
+    assert len(fetches) == 1, fetches  # sizes on the console, every file in one tar over nc
+
+
+def test_a_tar_stream_in_doubt_brings_the_files_the_consoles_way(tmp_path, monkeypatch):
+    """A cut stream, a board that lists other sizes than the tar carries, a
+    stream that never comes: the same bytes come the slow way, none lost."""
+    monkeypatch.setenv("RTLAB_BOARD_WORKDIR", str(tmp_path / "board"))
+    d = tmp_path / "wd"
+    d.mkdir()
+    want = {"a.txt": b"a" * 10, "big.bin": os.urandom(70000), "empty.txt": b""}
+    for name, data in want.items():
+        (d / name).write_bytes(data)
+    names = [*want, "missing.json"]
+    cut = LocalCommand(lambda c: c.replace("| gzip -1 |", "| gzip -1 | head -c 2000 |", 1))
+    wrong_size = LocalCommand(lambda c: c.replace("wc -c", "wc() { command wc \"$@\" | awk '{print $1 + 1, $2}'; }; wc -c", 1)
+                              if "==rtlab-files==" in c else c)
+    for cmd, bulk in ((cut, TcpChannel(host_addr="127.0.0.1")), (wrong_size, TcpChannel(host_addr="127.0.0.1")),
+                      (LocalCommand(), TcpChannel(host_addr="127.0.0.1", bind="127.0.0.2"))):
+        sh = BoardShell(cmd, bulk=bulk)
+        assert sh.fetch_dir(str(d), names) == want
+        assert any("==rtlab-files==" in c for c in cmd.seen)  # the one-trip way was tried first
+        assert sh.transfers.files[f"{d}/a.txt"]["via"] == "console"
+
+
+def test_the_local_board_brings_a_suites_files_in_one_round_trip(tmp_path):
+    d = tmp_path / "wd"
+    d.mkdir()
+    (d / "a.txt").write_bytes(b"x" * 100)
+    (d / "big.bin").write_bytes(os.urandom(50000))
+    cmd = LocalCommand()
+    sh = BoardShell(cmd, bulk=LocalChannel())
+    got = sh.fetch_dir(str(d), ["a.txt", "big.bin", "nope"])
+    assert got == {"a.txt": b"x" * 100, "big.bin": (d / "big.bin").read_bytes()}
+    assert len(cmd.seen) == 1 and sh.transfers.files[f"{d}/big.bin"]["via"] == "local"
 
 
 def test_a_tar_that_does_not_match_the_boards_sizes_is_fetched_file_by_file(tmp_path):
