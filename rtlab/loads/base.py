@@ -147,6 +147,14 @@ def as_board(board: Union[Board, dict, None], ncpus: int = 1) -> Board:
                  features=tuple(d.get("features", ())))
 
 
+def console_renice(nice: int) -> str:
+    """The board command that sets the console shell's niceness. labgrid's
+    ShellDriver runs every command as `sh -c CMD` from the console shell, so
+    the console is the command's parent ($PPID); `$$` would be the `sh -c`
+    that exits at once (which it was until 2026-11-23: the renice did nothing)."""
+    return f"renice {int(nice)} -p $PPID > /dev/null 2>&1"
+
+
 #: what a load that needs no board facts is told (no CPUs to place it on, no console niceness to change)
 NO_BOARD_FACTS = {"online": [], "isolated": [], "mem_total_kb": 0, "mem_avail_kb": 0, "tmp_avail_kb": 0,
                   "helper": False, "console_nice": None}
@@ -161,8 +169,8 @@ def probe_board(sh) -> dict:
         "while read -r k v _; do case $k in MemTotal:|MemAvailable:) echo \"$k $v\";; esac; done < /proc/meminfo; "
         "echo \"tmp $(df -Pk /tmp | tail -n 1)\"; "
         f"test -f {HELPER_PATH} && echo helper; "
-        # the console shell's niceness ($$ in a subshell is still the console's)
-        "( read -r l < /proc/$$/stat; set -- ${l##*) }; echo \"nice ${17}\" )")
+        # the console shell's niceness (see console_renice: it is $PPID here)
+        "( read -r l < /proc/$PPID/stat; set -- ${l##*) }; echo \"nice ${17}\" )")
     info = dict(NO_BOARD_FACTS)
     for line in out:
         f = line.split()
@@ -270,7 +278,7 @@ class Load:
                 # files while the load still runs) must not starve behind the
                 # load: nice -20 until the load stops. RT tools do not care;
                 # SCHED_OTHER tools reset it (Hackbench.command)
-                sh.run(f"renice {CONSOLE_NICE} -p $$ > /dev/null 2>&1")
+                sh.run(console_renice(CONSOLE_NICE))
                 reniced = True
             for load, env, handle in started:
                 load.begin(env, handle)
@@ -280,7 +288,7 @@ class Load:
             measured = True
         finally:
             if reniced:
-                sh.run(f"renice {info['console_nice']} -p $$ > /dev/null 2>&1")
+                sh.run(console_renice(info["console_nice"]))
             # every started load is stopped, whatever happened in between
             for load, env, handle in reversed(started):
                 try:

@@ -378,18 +378,20 @@ def test_ccache_counts_only_source_compiles(tmp_path):
 
 
 class FakeBoard:
-    """labgrid's CommandProtocol.run over a dict of files (cat) and config lines (zcat)."""
+    """labgrid's CommandProtocol.run over a dict of files (read by the shell) and config lines (zcat)."""
 
     def __init__(self, files, config=None):
         self.files, self.config = files, config
 
     def run(self, cmd, timeout=30.0):
-        if cmd.startswith("cat "):
-            path = cmd.split()[1].strip("'")
+        from rtlab.suites.board import READ_LOOP
+
+        if cmd.startswith(f"{READ_LOOP} < "):
+            path = cmd.rsplit("< ", 1)[1].strip("'")
             return ([self.files[path]], [], 0) if path in self.files else ([], [], 1)
         if cmd.startswith("uname -m"):
             return (["aarch64"], [], 0)
-        if cmd.startswith("zcat /proc/config.gz"):
+        if "zcat /proc/config.gz" in cmd:
             return (list(self.config), [], 0) if self.config is not None else ([], [], 1)
         raise AssertionError(cmd)
 
