@@ -4,6 +4,7 @@ interleaved repeats) says no regression; an injected regression (a
 SCHED_FIFO thread stealing 150 us every 3 ms on each CPU, bench/stealer.py)
 is named with its key and effect."""
 import json
+import re
 import sys
 import textwrap
 from pathlib import Path
@@ -92,4 +93,5 @@ def test_the_shipped_local_budget_fails_a_several_fold_p99(tmp_path, campaign):
         run = run_dir_of(rtlab("run", "--campaign", c, "--results", tmp_path / "r", "--no-publish", timeout=300))
     gate = rtlab("gate", run, "--budgets", ROOT / "budgets" / "default.yaml")
     assert gate.returncode == 1, gate.stdout + gate.stderr
-    assert "local/host/cyclictest/idle: p99 " in gate.stdout and ">= budget 300 us" in gate.stdout, gate.stdout
+    # the p99 reason must be there; a host stall may add a max reason before it (27 ms seen once)
+    assert re.search(r"local/host/cyclictest/idle: (.*; )?p99 \d+ us >= budget 300 us", gate.stdout), gate.stdout
