@@ -34,6 +34,7 @@ sys.path.insert(0, str(ROOT))
 from rtlab.campaign import load_campaign  # noqa: E402
 from rtlab.images import ensure_images  # noqa: E402
 from rtlab.parsers import parse_file  # noqa: E402
+from rtlab.results import ResultsDir  # noqa: E402
 from rtlab.runner import run_campaign  # noqa: E402
 from rtlab import timing  # noqa: E402
 from rtlab.joblife import become_subreaper  # noqa: E402
@@ -53,12 +54,6 @@ def write_campaign(tmp: Path, boards, variants, duration: int, repeat: int = 1) 
     return c
 
 
-def _job_name(jd: Path) -> str:
-    """board/variant[/rN] of a job dir."""
-    parts = jd.parts[-3:] if jd.name.startswith("r") and jd.name[1:].isdigit() else jd.parts[-2:]
-    return "/".join(parts)
-
-
 def quiet(_msg):
     pass
 
@@ -71,7 +66,9 @@ def overhead(tmp: Path, duration: int, repeat: int = 1) -> float:
     t0 = time.monotonic()
     run, run_dir = run_campaign(camp, results_root=tmp / "results", progress=quiet)
     wall = time.monotonic() - t0
-    job_dirs = [run_dir / job.board / job.variant / (f"r{job.repeat}" if job.repeat else "") for job in run.jobs]
+    rd = ResultsDir(run_dir.parent, run_dir.name)
+    job_dirs = [rd.job_dir(job.board, job.variant, job.repeat) for job in run.jobs]
+    names = {jd: str(jd.relative_to(run_dir)) for jd in job_dirs}  # board/variant[/rN]
     via: dict[str, list] = {}
     for job, jd in zip(run.jobs, job_dirs):
         for ex in jd.glob("*/exit.json"):
@@ -93,7 +90,7 @@ def overhead(tmp: Path, duration: int, repeat: int = 1) -> float:
     print(timing.format_table(total, wall))
     for jd in job_dirs:
         parts = timing.job_parts(jd)
-        print(f"  {_job_name(jd)}: " + ", ".join(f"{k} {v:.2f}" for k, v in parts.items()))
+        print(f"  {names[jd]}: " + ", ".join(f"{k} {v:.2f}" for k, v in parts.items()))
     for jd in job_dirs:
         # the same ratio per job: everything the job's parts add up to (its
         # share of the campaign, without the run's own images/finish) over
@@ -101,7 +98,7 @@ def overhead(tmp: Path, duration: int, repeat: int = 1) -> float:
         parts = timing.job_parts(jd)
         job_own = timing.own_seconds(parts)
         if job_own > 0:
-            print(f"  per job {_job_name(jd)}: {sum(parts.values()):.1f} s / own {job_own:.1f} s "
+            print(f"  per job {names[jd]}: {sum(parts.values()):.1f} s / own {job_own:.1f} s "
                   f"-> ratio {sum(parts.values()) / job_own:.3f}")
     for k, (n, secs) in sorted(via.items()):
         print(f"  raw files {k}: {n / 1e3:.0f} kB in {secs:.1f} s")

@@ -26,7 +26,6 @@ threads, so a fork copies nothing a job could trip over.
 """
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import select
@@ -38,23 +37,13 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from .procutil import PR_SET_PDEATHSIG, die_with_parent
+from .joblife import is_subreaper
+from .procutil import die_with_parent
 
-PR_GET_CHILD_SUBREAPER = 37
 #: seconds to wait for the server's imports, a fork, or the re-parenting
 START_TIMEOUT_S = 60.0
-#: how often a ForkedJob looks whether its process ended
-POLL_S = 0.01
-
-
-def is_subreaper() -> bool:
-    """Is this process a child subreaper (orphans of its descendants come back to it)?"""
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        flag = ctypes.c_int(0)
-        return libc.prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(flag), 0, 0, 0) == 0 and flag.value != 0
-    except (OSError, AttributeError):
-        return False
+#: how often a ForkedJob looks whether its process ended where it has no pidfd
+POLL_S = 0.05
 
 
 class ForkedJob:
@@ -77,7 +66,19 @@ class ForkedJob:
         return self.returncode
 
     def wait(self, timeout: Optional[float] = None) -> int:
+        # blocked on a pidfd (readable when the process ends), not polled: the
+        # runner waits like this through every measurement the local board takes
         deadline = None if timeout is None else time.monotonic() + timeout
+        if self.poll() is None:
+            try:
+                fd = os.pidfd_open(self.pid)
+            except OSError:  # gone already, or a kernel without pidfds: poll below
+                fd = None
+            if fd is not None:
+                try:
+                    select.select([fd], [], [], timeout)
+                finally:
+                    os.close(fd)
         while self.poll() is None:
             if deadline is not None and time.monotonic() >= deadline:
                 raise subprocess.TimeoutExpired(f"job process {self.pid}", timeout)
@@ -88,12 +89,6 @@ class ForkedJob:
     def send_signal(self, sig: int) -> None:
         if self.poll() is None:
             os.kill(self.pid, sig)
-
-    def terminate(self) -> None:
-        self.send_signal(signal.SIGTERM)
-
-    def kill(self) -> None:
-        self.send_signal(signal.SIGKILL)
 
 
 class ForkServer:
@@ -177,8 +172,7 @@ def _job(request: dict) -> None:
             os._exit(70)
         time.sleep(0.001)
     if request.get("pdeathsig"):
-        libc = ctypes.CDLL("libc.so.6", use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        die_with_parent()  # the parent is the runner now
         if os.getppid() != request["parent"]:  # the runner died before the line above
             os._exit(70)
     null = os.open(os.devnull, os.O_RDONLY)

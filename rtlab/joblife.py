@@ -44,6 +44,7 @@ DEFAULT_LOCK_TIMEOUT_S = 3600.0
 CANCEL_GRACE_ENV = "RTLAB_CANCEL_GRACE_S"
 DEFAULT_CANCEL_GRACE_S = 30.0
 PR_SET_CHILD_SUBREAPER = 36
+PR_GET_CHILD_SUBREAPER = 37
 
 
 def lock_dir() -> Path:
@@ -126,6 +127,16 @@ def become_subreaper() -> bool:
     try:
         libc = ctypes.CDLL(None, use_errno=True)
         return libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0
+    except (OSError, AttributeError):
+        return False
+
+
+def is_subreaper() -> bool:
+    """Is this process a child subreaper (:func:`become_subreaper`)?"""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        flag = ctypes.c_int(0)
+        return libc.prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(flag), 0, 0, 0) == 0 and flag.value != 0
     except (OSError, AttributeError):
         return False
 

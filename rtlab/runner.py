@@ -12,6 +12,7 @@ Besides the layout of rtlab.results, a labgrid job keeps
 from __future__ import annotations
 
 import datetime as dt
+import functools
 import json
 import os
 import signal
@@ -20,7 +21,7 @@ import sys
 import threading
 import time
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Optional, ParamSpec, TypeVar
 
 from . import ROOT, WORKDIR
 from .budgets import load_budgets
@@ -323,6 +324,8 @@ def _run_board_tests(job: Job, rd: ResultsDir, job_dir: Path, spec_path: Path, l
 
 #: the campaign's fork server (rtlab.forkserver), None: board tests start as plain subprocesses
 _FORK_SERVER: Optional[forkserver.ForkServer] = None
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 def _start_board_tests(args: list[str], env: dict, log_path: Path, log, pdeathsig: bool):
@@ -444,6 +447,26 @@ def _show_event(ev: dict, label: str, progress) -> None:
         progress(f"{label} {ev['test']}: {ev['outcome']} ({ev.get('message', '')[:200]})")
 
 
+def _with_fork_server(run: Callable[P, R]) -> Callable[P, R]:
+    """*run* with the campaign's fork server up (rtlab.forkserver): the jobs'
+    pytest processes fork from one warm process, which imports while the
+    images are checked. A nested campaign (bisect) uses the outer one's."""
+    @functools.wraps(run)
+    def with_server(*args: P.args, **kwargs: P.kwargs) -> R:
+        global _FORK_SERVER
+        server = forkserver.start() if _FORK_SERVER is None else None
+        if server is not None:
+            _FORK_SERVER = server
+        try:
+            return run(*args, **kwargs)
+        finally:
+            if server is not None:
+                _FORK_SERVER = None
+                server.close()
+    return with_server
+
+
+@_with_fork_server
 def run_campaign(campaign: Campaign, *, results_root: Path = RESULTS_DIR,
                  progress: Callable[[str], None] = Progress(),
                  commit: Optional[dict] = None, run_id: Optional[str] = None,
@@ -456,28 +479,7 @@ def run_campaign(campaign: Campaign, *, results_root: Path = RESULTS_DIR,
     Cancelled (SIGINT, or SIGTERM as rtlab.errors.Cancelled): the running
     job is stopped and kept as INFRA "cancelled", run.json is written with
     every job so far, and the exception goes on up (exit 2) carrying
-    ``run_dir``.
-
-    The jobs' pytest processes fork from one warm process (rtlab.forkserver),
-    which imports while the images are checked."""
-    global _FORK_SERVER
-    server = forkserver.start() if _FORK_SERVER is None else None
-    if server is not None:
-        _FORK_SERVER = server
-    try:
-        return _run_campaign(campaign, results_root=results_root, progress=progress, commit=commit,
-                             run_id=run_id, places=places, kernel_tree=kernel_tree,
-                             lock_timeout=lock_timeout, evidence=evidence)
-    finally:
-        if server is not None:
-            _FORK_SERVER = None
-            server.close()
-
-
-def _run_campaign(campaign: Campaign, *, results_root: Path, progress: Callable[[str], None],
-                  commit: Optional[dict], run_id: Optional[str], places: int,
-                  kernel_tree: Optional[Path], lock_timeout: Optional[float],
-                  evidence: Optional[bool]) -> tuple[RunResult, Path]:
+    ``run_dir``."""
     budgets = load_budgets(campaign.budgets)  # a bad budget file fails before any boot
     started = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
     # absolute (ResultsDir): the board suites run in pytest processes with

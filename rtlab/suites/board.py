@@ -9,12 +9,10 @@ from __future__ import annotations
 import base64
 import gzip
 import hashlib
-import io
 import json
 import logging
 import re
 import shlex
-import tarfile
 import time
 from pathlib import Path
 from typing import Any, Optional, Sequence
@@ -29,7 +27,7 @@ log = logging.getLogger("rtlab.board")
 
 
 from ..errors import SuiteFailure  # noqa: E402,F401 - raised here, defined below loads and suites
-from .transfer import BULK_MIN_BYTES, Channel, Transfers  # noqa: E402
+from .transfer import BULK_MIN_BYTES, UNTAR_ERRORS, Channel, Transfers, untar_gz, wc_sizes  # noqa: E402
 
 
 class BoardShell:
@@ -118,7 +116,8 @@ class BoardShell:
         """A text file's content, stripped; *default* when it cannot be read.
         Read by the shell itself (its `read` builtin), not `cat`: the boot
         batch reads a dozen /proc and /sys files, and a process start costs
-        ~10-20 ms on a TCG board."""
+        ~10-20 ms on a TCG board. Not for integer sysctls (see READ_LOOP):
+        read those with `cat` through :meth:`run`."""
         out, rc = self.run(f"{READ_LOOP} < {shlex.quote(path)}")
         return "\n".join(out).strip() if rc == 0 else default
 
@@ -170,26 +169,16 @@ class BoardShell:
             f"cd {shlex.quote(wd)} && wc -c {listed} 2>/dev/null; echo RAW; "
             f"s=$(find {listed} -maxdepth 0 -type f {small} 2>/dev/null); "
             f"[ -n \"$s\" ] && tar -cf - $s 2>/dev/null | gzip -c | base64; echo END; cd /", timeout=timeout)
-        sizes: dict[str, int] = {}
-        for line in out:
-            if line.strip() == "RAW":
-                break
-            words = line.split()
-            if len(words) == 2 and words[0].isdigit() and words[1] in names:
-                sizes[words[1]] = int(words[0])
         lines = [line.strip() for line in out]
         if rc != 0 or "RAW" not in lines or "END" not in lines:
             return self._fetch_each(wd, names, timeout)
+        sizes = wc_sizes(lines[:lines.index("RAW")], names)
         got: dict[str, bytes] = {}
         blob = "".join(lines[lines.index("RAW") + 1:lines.index("END")])
         if blob:
             try:
-                with tarfile.open(fileobj=io.BytesIO(gzip.decompress(base64.b64decode(blob)))) as tar:
-                    for m in tar.getmembers():
-                        f = tar.extractfile(m) if m.isfile() else None
-                        if f is not None and m.name in sizes:
-                            got[m.name] = f.read()
-            except (OSError, EOFError, ValueError, tarfile.TarError) as e:
+                got = {n: d for n, d in untar_gz(base64.b64decode(blob)).items() if n in sizes}
+            except UNTAR_ERRORS as e:
                 log.warning("the tar of %s did not unpack (%r): one file at a time", wd, e)
                 return self._fetch_each(wd, names, timeout)
         for name, data in got.items():

@@ -67,8 +67,8 @@ class Channel:
         return None
 
     def push(self, sh: Any, path: str, data: bytes, timeout: float = 30.0) -> bool:
-        """Put *data* at *path* on the board (its directory exists): True when
-        the board's sha256sum of it is the host's (False: use the console)."""
+        """Put *data* at *path* on the board, its directory made: True when
+        it arrived whole (False: use the console)."""
         return False
 
     def run_script(self, sh: Any, path: str, data: bytes, on_board: bool,
@@ -77,13 +77,8 @@ class Channel:
         there first unless it is *on_board* already: its (output lines, exit
         code), None when the script did not arrive whole (it did not run) or
         its output did not come."""
-        if not on_board:
-            try:
-                _, rc = sh.run(f"mkdir -p {shlex.quote(posixpath.dirname(path))}")
-            except Exception:  # noqa: BLE001 - the console's way, which says what is wrong
-                return None
-            if rc != 0 or not self.push(sh, path, data, timeout):
-                return None
+        if not on_board and not self.push(sh, path, data, timeout):
+            return None
         return sh.run(f"sh {shlex.quote(path)}", timeout=timeout)
 
 
@@ -114,7 +109,7 @@ def _verified(path: str, size: int, data: Optional[bytes], digest: Optional[str]
     return data
 
 
-def _sizes(lines: Sequence[str], names: Sequence[str]) -> dict[str, int]:
+def wc_sizes(lines: Sequence[str], names: Sequence[str]) -> dict[str, int]:
     """`wc -c NAMES` lines: name -> bytes (its "total" line is no name asked for)."""
     sizes = {}
     for line in lines:
@@ -122,6 +117,23 @@ def _sizes(lines: Sequence[str], names: Sequence[str]) -> dict[str, int]:
         if len(words) == 2 and words[0].isdigit() and words[1] in names:
             sizes[words[1]] = int(words[0])
     return sizes
+
+
+def untar_gz(data: bytes) -> dict[str, bytes]:
+    """The regular files of a gzip'd tar stream, by name. Raises (OSError,
+    EOFError, ValueError, tarfile.TarError) on a stream that is not whole:
+    gzip checks its CRC-32 and length, tar its headers."""
+    got = {}
+    with tarfile.open(fileobj=io.BytesIO(gzip.decompress(data))) as tar:
+        for m in tar.getmembers():
+            f = tar.extractfile(m) if m.isfile() else None
+            if f is not None:
+                got[m.name] = f.read()
+    return got
+
+
+#: what untar_gz raises on a stream that is not whole
+UNTAR_ERRORS = (OSError, EOFError, ValueError, tarfile.TarError)
 
 
 class _Listener:
@@ -227,20 +239,15 @@ class TcpChannel(Channel):
         if rc != 0 or not marks:
             log.warning("%s: wc/tar/nc to %s exited with %s: the console instead", wd, self.host_addr, rc)
             return None
-        sizes = _sizes(out, names)
+        sizes = wc_sizes(out, names)
         if set(files) - set(sizes) or not set(files) <= set(names):
             log.warning("%s: the board listed %s with sizes %s: the console instead", wd, files, sizes)
             return None
         if not files:
             return {}
-        got: dict[str, bytes] = {}
         try:
-            with tarfile.open(fileobj=io.BytesIO(gzip.decompress(bytes(rx.got)))) as tar:
-                for m in tar.getmembers():
-                    f = tar.extractfile(m) if m.isfile() else None
-                    if f is not None:
-                        got[m.name] = f.read()
-        except (OSError, EOFError, ValueError, tarfile.TarError) as e:
+            got = untar_gz(bytes(rx.got))
+        except UNTAR_ERRORS as e:
             log.warning("%s: the tar from the board is not whole (%s): the console instead", wd, e)
             return None
         if set(got) != set(files) or any(len(got[n]) != sizes[n] for n in files):
@@ -248,15 +255,6 @@ class TcpChannel(Channel):
                         wd, {n: len(d) for n, d in got.items()}, {n: sizes[n] for n in files})
             return None
         return got
-
-    def push(self, sh: Any, path: str, data: bytes, timeout: float = 30.0) -> bool:
-        with _Listener(self.bind, timeout, data=data) as tx:
-            q = shlex.quote(path)
-            out, rc = sh.run(f"{self._nc(tx.port)} < /dev/null > {q} && sha256sum {q}", timeout=timeout)
-        ok = rc == 0 and _digest(out) == hashlib.sha256(data).hexdigest()
-        if not ok:
-            log.warning("%s: pushing %d bytes over nc did not arrive whole: the console instead", path, len(data))
-        return ok
 
     def run_script(self, sh: Any, path: str, data: bytes, on_board: bool,
                    timeout: float = 60.0) -> Optional[tuple[list[str], int]]:
@@ -308,7 +306,7 @@ class LocalChannel(Channel):
         listed = " ".join(shlex.quote(n) for n in names)
         out, _ = sh.run(f"cd {shlex.quote(wd)} && wc -c {listed} 2>/dev/null; true", timeout=timeout)
         got = {}
-        for name, size in _sizes(out, names).items():
+        for name, size in wc_sizes(out, names).items():
             try:
                 data = (Path(wd) / name).read_bytes()
             except OSError:
@@ -320,6 +318,7 @@ class LocalChannel(Channel):
 
     def push(self, sh: Any, path: str, data: bytes, timeout: float = 30.0) -> bool:
         try:
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
             Path(path).write_bytes(data)
         except OSError:
             return False

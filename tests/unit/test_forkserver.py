@@ -33,9 +33,9 @@ RUNNER = textwrap.dedent('''
     import fcntl, json, os, signal, sys, time
     from pathlib import Path
     from rtlab import forkserver
-    from rtlab.joblife import become_subreaper
+    from rtlab.joblife import become_subreaper, is_subreaper
     d = Path(sys.argv[1])
-    out = {"subreaper_before": forkserver.is_subreaper(),
+    out = {"subreaper_before": is_subreaper(),
            "server_without_subreaper": forkserver.start() is not None}
     become_subreaper()
     os.environ["RUNNER_ONLY"] = "1"
@@ -108,3 +108,25 @@ def test_a_runner_without_a_server_starts_board_tests_as_subprocesses(tmp_path):
                                          tmp_path / "job.log", log, pdeathsig=False)
         assert isinstance(proc, subprocess.Popen) and proc.wait(timeout=120) == 0
     assert json.loads((tmp_path / "j.json").read_text())["ppid"] != 1
+
+
+def test_waiting_for_a_forked_job_times_out_on_time_and_then_gets_its_code():
+    """ForkedJob.wait blocks on the process (no busy polling during a
+    measurement) and keeps Popen's contract: TimeoutExpired after *timeout*."""
+    import os
+    import time
+
+    from rtlab.forkserver import ForkedJob
+
+    pid = os.fork()
+    if pid == 0:
+        time.sleep(3.0)
+        os._exit(3)
+    job = ForkedJob(pid)
+    t0 = time.monotonic()
+    try:
+        job.wait(timeout=1.0)
+        raise AssertionError("a running job's wait returned")
+    except subprocess.TimeoutExpired:
+        assert 0.95 < time.monotonic() - t0 < 1.8  # not twice the timeout
+    assert job.poll() is None and job.wait(timeout=30) == 3 and job.returncode == 3
