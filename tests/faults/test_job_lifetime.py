@@ -223,17 +223,16 @@ def test_sigkilled_run_takes_its_job_along_and_the_next_run_waits(tmp_path, writ
     assert "gate: INFRA over 1 run" in gate.stdout
 
 
-def test_gate_on_a_run_directory_without_run_json_is_run_killed(tmp_path, capsys):
+def test_gate_on_a_run_directory_without_run_json_is_run_killed(tmp_path):
     """What a killed runner leaves (run-started.json, raw files, no run.json): INFRA, exit 2."""
-    from .conftest import rtlab_inproc
     d = tmp_path / "20260101T000000Z"
     (d / "local" / "host" / "cyclictest@idle").mkdir(parents=True)
     (d / "local" / "host" / "cyclictest@idle" / "stdout.txt").write_text("T: 0\n")
     (d / "run-started.json").write_text(json.dumps({"run_id": d.name, "pid": 999999999, "pid_start": 1,
                                                     "started": "2026-01-01T00:00:00Z", "campaign": "c"}))
-    rc, _ = rtlab_inproc("gate", d, capsys=capsys)
-    out = capsys.readouterr().out
-    assert rc == 2
+    res = rtlab("gate", d, timeout=120)
+    out = res.stdout
+    assert res.returncode == 2, out + res.stderr
     assert "run killed: no run.json (started 2026-01-01T00:00:00Z by pid 999999999)" in out
     assert "local/host/cyclictest@idle/stdout.txt" in out
 
@@ -264,3 +263,37 @@ def test_job_timeout_starts_when_it_holds_the_board(tmp_path, write_campaign, mo
     assert any("lock taken after" in s for s in said), said
     assert job.infra_error is None, job.infra_error
     assert run.verdict.value == "pass"
+
+
+def test_sigkilled_run_takes_its_qemu_along(tmp_path, write_campaign):
+    """A QEMU board (labgrid's QEMUDriver, no board lock: the machine is the
+    job's own): SIGKILL of `rtlab run` in the middle of a measurement; the
+    QEMU it started is gone soon after (checked with ps), long before its
+    measurement would have ended; `rtlab gate` says "run killed"."""
+    path = write_campaign("boards: [qemu-x86_64]\nvariants: [rt]\n"
+                          "suites:\n  - {suite: cyclictest, params: {duration_s: 300, histogram_us: 20000}}\n")
+    env = {"RTLAB_LOCK_DIR": str(tmp_path / "locks")}  # in every process of the run, QEMU's too
+    proc = _start(["run", "--campaign", path, "--results", tmp_path / "r", "--no-publish"], env)
+    try:
+        lines = _wait_for(proc, "cyclictest@idle: running", 900)
+        run_id = next(ln for ln in lines if "] run " in ln).split("] run ")[1].split(":")[0]
+        qemus = [ln for ln in leftovers(str(tmp_path)) if "qemu-system" in ln]
+        assert qemus, "no QEMU of the run found"
+        pids = [ln.split()[0] for ln in qemus]
+        assert all(any(ln.split()[0] == p for ln in _ps("qemu-system")) for p in pids)  # ps sees them too
+        proc.kill()
+        t_kill = time.monotonic()
+        proc.wait()
+        while time.monotonic() - t_kill < 60:
+            left = [ln for ln in _ps("qemu-system") if ln.split()[0] in pids] + leftovers(str(tmp_path))
+            if not left:
+                break
+            time.sleep(0.2)
+        gone_after = time.monotonic() - t_kill
+    finally:
+        proc.kill()
+        kill_leftovers(str(tmp_path))
+    assert not left, left
+    assert gone_after < 15, gone_after
+    gate = rtlab("gate", tmp_path / "r" / run_id, timeout=120)
+    assert gate.returncode == 2 and "run killed" in gate.stdout, gate.stdout + gate.stderr
