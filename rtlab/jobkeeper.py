@@ -97,7 +97,11 @@ class Keeper:
         self.runner = runner
         self.grace_s = grace_s
         self.me = os.getpid()
-        self.exclude: set[int] = set()
+        st = _stat(runner)
+        #: the runner's start time: a pid reused after its death is not the runner
+        self.runner_start = st[2] if st is not None else None
+        #: None until the runner said which of its children are not the job's
+        self.exclude: set[int] | None = None
         self.token: bytes = b""
         self.cgroup: str = ""
         self.salvage: list[str] = []
@@ -110,7 +114,7 @@ class Keeper:
         if word == "done":
             return False
         if word == "exclude":
-            self.exclude.update(int(p) for p in rest.split())
+            self.exclude = {int(p) for p in rest.split()}
         elif word == "token":
             self.token = f"RTLAB_JOB_TOKEN={rest}".encode()
         elif word == "pid":
@@ -132,10 +136,11 @@ class Keeper:
         for pid, (_, ppid, _) in procs.items():
             kids.setdefault(ppid, []).append(pid)
         roots = [p for p, start in self.job.items() if procs.get(p, ("", 0, -1))[2] == start]
-        roots += [p for p in kids.get(self.runner, []) if p not in self.exclude and p != self.me]
+        exclude = self.exclude or set()
+        if self.exclude is not None and procs.get(self.runner, ("", 0, None))[2] == self.runner_start:
+            roots += [p for p in kids.get(self.runner, []) if p not in exclude and p != self.me]
         if final and self.token:
-            roots += [p for p in procs if p not in self.exclude and p != self.me
-                      and _has_token(p, self.token)]
+            roots += [p for p in procs if p not in exclude and p != self.me and _has_token(p, self.token)]
         todo, seen = list(roots), set()
         while todo:
             pid = todo.pop()
