@@ -261,7 +261,7 @@ def _run_board_tests(job: Job, rd: ResultsDir, job_dir: Path, spec_path: Path, l
         env[joblife.JOB_TOKEN_ENV] = keeper.token
         children_before = joblife.my_children()
         t_spawn = time.monotonic()
-        proc = _start_board_tests(args, env, job_dir / "pytest.log", log, cgroup=keeper.cgroup)
+        proc = _start_board_tests(args, env, job_dir / "pytest.log", log, pdeathsig=True, cgroup=keeper.cgroup)
         keeper.add(proc.pid)
         joblife.JOB_PIDS.add(proc.pid)
         if on_spawn is not None:
@@ -333,22 +333,24 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-def _start_board_tests(args: list[str], env: dict, log_path: Path, log, cgroup: Optional[str] = None):
+def _start_board_tests(args: list[str], env: dict, log_path: Path, log, pdeathsig: bool = True,
+                       cgroup: Optional[str] = None):
     """The job's pytest process: forked from the campaign's warm fork
     server where there is one, else a fresh subprocess (as it would be
-    anyway if the server fails). On every board kind it dies with the
-    runner (what it started is the job keeper's to end), in the job's
-    *cgroup* where there is one."""
+    anyway if the server fails). *pdeathsig*: it dies with the runner (the
+    runner asks for that on every board kind; what the job started is the
+    job keeper's to end), in the job's *cgroup* where there is one."""
     server = _FORK_SERVER
     if server is not None:
         try:
-            return server.spawn(args, env, str(ROOT), log_path, pdeathsig=True, cgroup=cgroup)
+            return server.spawn(args, env, str(ROOT), log_path, pdeathsig=pdeathsig, cgroup=cgroup)
         except (OSError, ValueError) as e:
             log.write(f"rtlab: the fork server could not start the job ({e}); a fresh process instead\n")
             log.flush()
 
     def start() -> None:
-        die_with_parent()
+        if pdeathsig:
+            die_with_parent()
         joblife.enter_cgroup(cgroup)
     return subprocess.Popen([sys.executable, "-m", "pytest", *args], stdout=log, stderr=subprocess.STDOUT,
                             env=env, cwd=str(ROOT), start_new_session=True, preexec_fn=start)
