@@ -195,10 +195,15 @@ class Keeper:
             time.sleep(0.05 if sig == signal.SIGKILL else 0.1)
             self._reap()
         if self.cgroup:
-            try:
-                os.rmdir(self.cgroup)
-            except OSError:
-                pass
+            # a killed task may still be counted for a moment after it left cgroup.procs (EBUSY)
+            for _ in range(100):
+                try:
+                    os.rmdir(self.cgroup)
+                    break
+                except FileNotFoundError:
+                    break
+                except OSError:
+                    time.sleep(0.02)
 
     def _reap(self) -> None:
         # killed processes re-parented to the keeper (it is nobody's subreaper; harmless)

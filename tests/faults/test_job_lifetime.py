@@ -216,6 +216,9 @@ def test_sigkilled_run_takes_its_job_along_and_the_next_run_waits(tmp_path, writ
     end_b = (raw / "cyclictest.json").stat().st_mtime
     start_b = end_b - json.loads((raw / "exit.json").read_text())["elapsed_s"]
     assert start_b >= watcher.last_seen, (start_b, watcher.last_seen, watcher.seen)
+    print(f"killed run's job last seen {watcher.last_seen - t_kill:.1f} s after SIGKILL; the second run "
+          f"measured from {start_b - t_kill:.1f} s after it; lock wait said: "
+          f"{[ln for ln in out.splitlines() if 'busy' in ln or 'lock taken' in ln]}")
     assert not Path(wd_a).exists()  # the keeper brought what was in the work dir home
     gate = rtlab("gate", tmp_path / "r" / run_a, timeout=120)
     assert gate.returncode == 2, gate.stdout + gate.stderr
@@ -275,7 +278,16 @@ def test_sigkilled_run_takes_its_qemu_along(tmp_path, write_campaign):
     env = {"RTLAB_LOCK_DIR": str(tmp_path / "locks")}  # in every process of the run, QEMU's too
     proc = _start(["run", "--campaign", path, "--results", tmp_path / "r", "--no-publish"], env)
     try:
-        lines = _wait_for(proc, "cyclictest@idle: running", 900)
+        try:
+            lines = _wait_for(proc, "cyclictest@idle: running", 900)
+        except AssertionError as e:
+            # a TCG guest that missed its login timeout on a loaded host: INFRA,
+            # retried once (as CI retries exit 2); twice fails the test
+            if "boot failed" not in str(e):
+                raise
+            proc.wait()
+            proc = _start(["run", "--campaign", path, "--results", tmp_path / "r", "--no-publish"], env)
+            lines = _wait_for(proc, "cyclictest@idle: running", 900)
         run_id = next(ln for ln in lines if "] run " in ln).split("] run ")[1].split(":")[0]
         qemus = [ln for ln in leftovers(str(tmp_path)) if "qemu-system" in ln]
         assert qemus, "no QEMU of the run found"
