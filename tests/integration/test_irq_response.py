@@ -1,0 +1,108 @@
+"""irq-response end to end on a QEMU board (qemu-aarch64, booted directly):
+the twin probe (rtlab.lab.irqtwin) runs on this host, QEMU wires a PCI
+16550 to its chardev socket, `rtlab run` arms the probe through labgrid's
+IrqProbeDriver (resource NetworkIrqProbe), `rtbench respond` answers on the
+guest's ttyS0 (a real receive interrupt through the GIC), and the round
+trips land in the result model, the table and the vendor report.
+
+The numbers are emulation noise (TCG on a shared, loaded 2-core host); the
+test asserts counts: every stimulus is in the result, as an answer or a
+missed one, and a responder that stops answering for 300 ms shows as
+missed responses, not as fewer samples."""
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, rtlab_retry_infra, rtlab
+
+SAMPLES = 300
+PERIOD_US = 10_000  # TCG: a round trip takes hundreds of us to ms; 10 ms windows
+
+
+@pytest.fixture
+def twin(tmp_path):
+    sock, port_file = tmp_path / "irqprobe.sock", tmp_path / "irqprobe.port"
+    p = subprocess.Popen([sys.executable, "-m", "rtlab.lab.irqtwin", "--listen", "127.0.0.1:0",
+                          "--chardev", str(sock), "--port-file", str(port_file)], cwd=ROOT)
+    try:
+        for _ in range(100):
+            if port_file.is_file():
+                break
+            time.sleep(0.1)
+        yield sock, int(port_file.read_text())
+    finally:
+        p.terminate()
+        p.wait(10)
+
+
+def test_irq_response_on_a_qemu_board_counts_every_stimulus(tmp_path, campaign, board_file, twin):
+    sock, port = twin
+    board = board_file("qemu-aarch64-irq", "qemu-aarch64", {
+        "-nic user,model=virtio-net-pci'":
+            f"-nic user,model=virtio-net-pci -chardev socket,id=irqprobe,path={sock},reconnect=1 "
+            f"-device pci-serial,chardev=irqprobe'",
+        "    drivers:\n": f"    resources:\n      NetworkIrqProbe: {{host: 127.0.0.1, port: {port}}}\n"
+                         f"    drivers:\n      IrqProbeDriver: {{}}\n",
+        "  - rtlab.lab.drivers\n": "  - rtlab.lab.drivers\n  - rtlab.lab.irqprobe\n",
+    })
+    common = f"period_us: {PERIOD_US}, samples: {SAMPLES}, histogram_us: 20000, cpus: [1]"
+    c = campaign([board], variants="[rt]", suites=f"""
+        - name: irq-response
+          params: {{{common}}}
+        - name: irq-response-kernel
+          suite: irq-response
+          params: {{{common}, path: kernel}}
+        - name: irq-response-pause
+          suite: irq-response
+          params: {{{common}, pause_after: 100, pause_ms: 300}}
+        - name: cyclictest
+          params: {{interval_us: 1000, duration_s: 2, histogram_us: 20000}}
+    """)
+    res = rtlab_retry_infra("run", "--campaign", c, "--results", tmp_path / "results", "--no-publish",
+                            timeout=1800)
+    assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-4000:]
+    run_dir = Path(res.stdout.split("results: ")[-1].split()[0])
+    run = json.loads((run_dir / "run.json").read_text())
+    (job,) = run["jobs"]
+    ms = {m["key"]["suite"]: m for m in job["measurements"]}
+    assert set(ms) == {"irq-response", "irq-response-kernel", "irq-response-pause", "cyclictest"}
+    for name, path in (("irq-response", "user"), ("irq-response-kernel", "kernel-tty-echo"),
+                       ("irq-response-pause", "user")):
+        m = ms[name]
+        assert m["verdict"] == "pass", (name, m["reasons"])
+        (t,) = m["output"]["threads"]
+        x = t["extra"]
+        # every stimulus is in the result: answered or missed, none dropped
+        assert t["cycles"] == SAMPLES and x["answered"] + x["missed"] == SAMPLES, (name, x)
+        h = t["histogram"]
+        assert sum(h["counts"].values()) + h["overflows"] == SAMPLES
+        assert h["overflows"] >= x["missed"]
+        assert x["path"] == path and x["device"].startswith("/dev/ttyS") and x["emulated"] is True
+        assert x["probe"] == "rtlab-twin" and x["resolution_ns"] == 1
+        assert 0 < t["min_us"] <= t["avg_us"] <= t["max_us"]
+        raw = run_dir / board / "rt" / f"{name}@idle"
+        probe = json.loads((raw / "probe.json").read_text())
+        assert probe["result"]["sent"] == SAMPLES and probe["arm"]["period_us"] == PERIOD_US
+        responder = json.loads((raw / "irq-response.json").read_text())["responder"]
+        assert responder["policy"] == "SCHED_FIFO" and responder["cpu"] == 1 and responder["mlockall"]
+    # the paused responder: ~30 periods unanswered, counted as missed (and so
+    # as samples beyond the histogram, shares >= any threshold included)
+    pause = ms["irq-response-pause"]["output"]["threads"][0]
+    normal = ms["irq-response"]["output"]["threads"][0]
+    assert pause["extra"]["missed"] >= 10 + normal["extra"]["missed"], (pause["extra"], normal["extra"])
+    assert pause["max_us"] >= PERIOD_US
+    print(f"\ntwin round trips (TCG, loaded host): user {normal['min_us']:.0f}/{normal['avg_us']:.0f}/"
+          f"{normal['max_us']:.0f} us, missed {normal['extra']['missed']}; kernel echo "
+          f"{ms['irq-response-kernel']['output']['threads'][0]['avg_us']:.0f} us avg; "
+          f"paused: missed {pause['extra']['missed']}")
+    # the vendor report: the interrupt-response block beside cyclictest's
+    rep = rtlab("report", "--vendor", run_dir, "--thresholds", "10,70")
+    assert rep.returncode == 0, rep.stderr
+    text = rep.stdout
+    assert "irq-response" in text and "cyclictest" in text
+    block = text[text.index("irq-response-pause"):]
+    assert "missed" in block and "samples" in block
