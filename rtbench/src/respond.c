@@ -14,7 +14,15 @@
  *     the kernel's line discipline is the handler. Measured: IRQ -> flip
  *     buffer work -> echo -> TX, no user space in the path.
  *
- * Both write one 'R' once set up (the probe's ready edge). The run ends
+ * On GPIO lines (--gpio CHIP:IN:OUT, the report's wiring: the stimulus on
+ * an external-interrupt pin, the answer a toggled GPIO), the user path
+ * only: this process waits for the input line's rising edge (GPIO
+ * character device, v2 uAPI: the edge interrupt's handler queues the event)
+ * and toggles the output line. There is no kernel path for GPIO without a
+ * custom module (nothing in the kernel toggles one line on another's edge).
+ *
+ * Both write one 'R' once set up (the probe's ready edge; on GPIO: one
+ * toggle of the output line). The run ends
  * when -n bytes were answered, when no byte came for --idle-s after the
  * first, or after -D seconds. --json writes what was measured and how.
  * Exit: 0 ran, 2 usage or set-up error (device, scheduling, memory lock).
@@ -22,7 +30,10 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
+#include <linux/gpio.h>
+#include <sys/ioctl.h>
 #include <poll.h>
+#include <stdint.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -45,11 +56,12 @@ static double now_s(void)
 static void respond_usage(FILE *f)
 {
 	fprintf(f,
-		"usage: rtbench respond --tty DEV [--kernel-echo] [-p PRIO] [-a CPU]\n"
+		"usage: rtbench respond (--tty DEV [--kernel-echo] | --gpio CHIP:IN:OUT) [-p PRIO] [-a CPU]\n"
 		"                       [-n COUNT] [-D SECONDS] [--idle-s S] [--json FILE]\n"
 		"                       [--pause-after N --pause-ms MS]\n"
 		"  --tty DEV        the tty the probe's stimulus arrives on\n"
 		"  --kernel-echo    let the tty's ECHO answer (kernel path), only drain\n"
+		"  --gpio CHIP:IN:OUT  stimulus: rising edges on line IN; answer: toggle line OUT\n"
 		"  -p PRIO          SCHED_FIFO priority (default 99; 0: SCHED_OTHER)\n"
 		"  -a CPU           pin to CPU\n"
 		"  -n COUNT         stop after COUNT answers (0: no limit)\n"
@@ -58,11 +70,69 @@ static void respond_usage(FILE *f)
 		"  --pause-after N, --pause-ms MS  (tests) after N answers, answer nothing for MS ms\n");
 }
 
+struct gpio_io {
+	int ev_fd, out_fd, level;
+};
+
+/* request IN (rising-edge events) and OUT (output, low) on CHIP */
+static int gpio_open(const char *spec, struct gpio_io *g, char *err, size_t errlen)
+{
+	char chip[128];
+	unsigned in, out;
+	struct gpio_v2_line_request req;
+	int cfd;
+
+	if (sscanf(spec, "%127[^:]:%u:%u", chip, &in, &out) != 3) {
+		snprintf(err, errlen, "--gpio %s: want CHIP:IN:OUT (e.g. /dev/gpiochip3:12:13)", spec);
+		return -1;
+	}
+	cfd = open(chip, O_RDWR | O_CLOEXEC);
+	if (cfd < 0) {
+		snprintf(err, errlen, "%s: %s", chip, strerror(errno));
+		return -1;
+	}
+	memset(&req, 0, sizeof(req));
+	req.offsets[0] = in;
+	req.num_lines = 1;
+	snprintf(req.consumer, sizeof(req.consumer), "rtbench-respond");
+	req.config.flags = GPIO_V2_LINE_FLAG_INPUT | GPIO_V2_LINE_FLAG_EDGE_RISING;
+	if (ioctl(cfd, GPIO_V2_GET_LINE_IOCTL, &req) < 0) {
+		snprintf(err, errlen, "%s line %u (input, rising edge): %s", chip, in, strerror(errno));
+		close(cfd);
+		return -1;
+	}
+	g->ev_fd = req.fd;
+	memset(&req, 0, sizeof(req));
+	req.offsets[0] = out;
+	req.num_lines = 1;
+	snprintf(req.consumer, sizeof(req.consumer), "rtbench-respond");
+	req.config.flags = GPIO_V2_LINE_FLAG_OUTPUT;
+	if (ioctl(cfd, GPIO_V2_GET_LINE_IOCTL, &req) < 0) {
+		snprintf(err, errlen, "%s line %u (output): %s", chip, out, strerror(errno));
+		close(cfd);
+		return -1;
+	}
+	close(cfd);
+	g->out_fd = req.fd;
+	g->level = 0;
+	return 0;
+}
+
+static int gpio_toggle(struct gpio_io *g)
+{
+	struct gpio_v2_line_values v = { .bits = 0, .mask = 1 };
+
+	g->level = !g->level;
+	v.bits = (__u64)g->level;
+	return ioctl(g->out_fd, GPIO_V2_LINE_SET_VALUES_IOCTL, &v);
+}
+
 int rb_respond_main(int argc, char **argv)
 {
 	static const struct option lo[] = {
 		{"tty", required_argument, 0, 't'},
 		{"kernel-echo", no_argument, 0, 'k'},
+		{"gpio", required_argument, 0, 'g'},
 		{"idle-s", required_argument, 0, 'i'},
 		{"json", required_argument, 0, 'j'},
 		{"pause-after", required_argument, 0, 'P'},
@@ -70,7 +140,9 @@ int rb_respond_main(int argc, char **argv)
 		{"help", no_argument, 0, 'h'},
 		{0, 0, 0, 0},
 	};
-	const char *tty = NULL, *json = NULL, *stop = "duration";
+	const char *tty = NULL, *gpio = NULL, *json = NULL, *stop = "duration";
+	struct gpio_io g = { -1, -1, 0 };
+	char err[256];
 	int kernel_echo = 0, prio = 99, cpu = -1, c, fd, mlocked, paused = 0;
 	long count = 0, pause_after = 0, pause_ms = 0, answered = 0, received = 0, stray_writes = 0;
 	double duration = 60, idle = 3, t0, t_last = 0, t;
@@ -82,6 +154,7 @@ int rb_respond_main(int argc, char **argv)
 	while ((c = getopt_long(argc, argv, "p:a:n:D:h", lo, NULL)) != -1) {
 		switch (c) {
 		case 't': tty = optarg; break;
+		case 'g': gpio = optarg; break;
 		case 'k': kernel_echo = 1; break;
 		case 'j': json = optarg; break;
 		case 'p': prio = (int)strtol(optarg, &end, 10); if (*end || prio < 0 || prio > 99) goto bad; break;
@@ -95,8 +168,21 @@ int rb_respond_main(int argc, char **argv)
 		default: goto bad;
 		}
 	}
-	if (!tty || optind != argc)
+	if (!!tty == !!gpio || optind != argc)
 		goto bad;
+	if (gpio && kernel_echo) {
+		fprintf(stderr, "rtbench respond: no kernel path on GPIO lines without a custom module\n");
+		return 2;
+	}
+	if (gpio) {
+		if (gpio_open(gpio, &g, err, sizeof(err))) {
+			fprintf(stderr, "rtbench respond: %s\n", err);
+			return 2;
+		}
+		fd = g.ev_fd;
+		tty = gpio;
+		goto setup;
+	}
 
 	fd = open(tty, O_RDWR | O_NOCTTY);
 	if (fd < 0) {
@@ -118,6 +204,7 @@ int rb_respond_main(int argc, char **argv)
 		fprintf(stderr, "rtbench respond: %s: tcsetattr: %s\n", tty, strerror(errno));
 		return 2;
 	}
+setup:
 	mlocked = mlockall(MCL_CURRENT | MCL_FUTURE) == 0;
 	if (!mlocked) {
 		fprintf(stderr, "rtbench respond: mlockall: %s\n", strerror(errno));
@@ -141,8 +228,12 @@ int rb_respond_main(int argc, char **argv)
 			return 2;
 		}
 	}
-	tcflush(fd, TCIOFLUSH);
-	if (write(fd, "R", 1) != 1) {
+	if (gpio) {
+		if (gpio_toggle(&g)) {	/* the ready edge */
+			fprintf(stderr, "rtbench respond: %s: the ready toggle: %s\n", gpio, strerror(errno));
+			return 2;
+		}
+	} else if (tcflush(fd, TCIOFLUSH), write(fd, "R", 1) != 1) {
 		fprintf(stderr, "rtbench respond: %s: writing the ready byte: %s\n", tty, strerror(errno));
 		return 2;
 	}
@@ -165,6 +256,26 @@ int rb_respond_main(int argc, char **argv)
 		}
 		if (r == 0)
 			continue;
+		if (gpio) {
+			struct gpio_v2_line_event ev;
+
+			if (read(fd, &ev, sizeof(ev)) != (ssize_t)sizeof(ev))
+				continue;
+			received++;
+			t_last = now_s();
+			if (pause_after && !paused && answered == pause_after) {
+				struct timespec ts = { pause_ms / 1000, (pause_ms % 1000) * 1000000L };
+
+				paused = 1;
+				nanosleep(&ts, NULL);
+				continue;
+			}
+			if (gpio_toggle(&g))
+				stray_writes++;
+			else
+				answered++;
+			continue;
+		}
 		n = read(fd, buf, sizeof(buf));
 		if (n <= 0)
 			continue;
@@ -202,13 +313,13 @@ int rb_respond_main(int argc, char **argv)
 			"    \"mlockall\": %s,\n    \"received\": %ld,\n    \"answered\": %ld,\n"
 			"    \"failed_writes\": %ld,\n    \"paused_ms\": %ld,\n    \"stop\": \"%s\",\n"
 			"    \"elapsed_s\": %.3f\n  }\n}\n",
-			kernel_echo ? "kernel-tty-echo" : "user", tty, prio > 0 ? "SCHED_FIFO" : "SCHED_OTHER",
+			kernel_echo ? "kernel-tty-echo" : gpio ? "user-gpio" : "user", tty, prio > 0 ? "SCHED_FIFO" : "SCHED_OTHER",
 			prio, cpu, mlocked ? "true" : "false", received, answered, stray_writes,
 			paused ? pause_ms : 0, stop, now_s() - t0);
 		fclose(f);
 	}
 	printf("rtbench respond: %s path on %s: received %ld, answered %ld, stopped by %s\n",
-	       kernel_echo ? "kernel-tty-echo" : "user", tty, received, answered, stop);
+	       kernel_echo ? "kernel-tty-echo" : gpio ? "user-gpio" : "user", tty, received, answered, stop);
 	close(fd);
 	return 0;
 bad:

@@ -12,7 +12,9 @@ Two sides, both raw files of the run:
 * board: ``rtbench respond`` on the tty the stimulus arrives on, the
   measured CPU, SCHED_FIFO ``priority``, memory locked; ``path: user``
   (the responder answers) or ``kernel`` (the tty's echo answers:
-  the kernel's own path, no custom module). Its ``irq-response.json`` says
+  the kernel's own path, no custom module). With ``gpio`` (the report's
+  wiring: edges on an input line, a toggled output line) the user path
+  only: the kernel has no GPIO-to-GPIO answer without a custom module. Its ``irq-response.json`` says
   which path was measured, on which device, and how many it answered.
 
 Into the model: one ThreadResult, ``cycles`` = stimuli sent; the probe's
@@ -42,7 +44,7 @@ from ..errors import InputError, SuiteFailure
 from ..lab.irqprotocol import ArmRequest, ProbeError, ProbeResult
 from ..model import Histogram, ThreadResult, ToolOutput
 from ..params import Text
-from . import PRIORITY, Int, Suite, SuiteRun
+from . import PRIORITY, Int, ParamError, Suite, SuiteRun
 from .rtbench import rtbench_binary
 
 log = logging.getLogger("rtlab.irqresponse")
@@ -75,6 +77,9 @@ class IrqResponse(Suite):
         "priority": 99,       # the responder's SCHED_FIFO priority
         "path": "user",       # user: rtbench responds; kernel: the tty's echo responds
         "tty": "auto",        # the stimulus tty (auto: QEMU's pci-serial, the twin's)
+        # GPIO wiring instead (the report's): "/dev/gpiochipN:IN:OUT", stimulus
+        # edges on line IN, the answer a toggle of line OUT (user path only)
+        "gpio": "",
         # (tests) the responder answers nothing for pause_ms after pause_after answers
         "pause_after": 0,
         "pause_ms": 0,
@@ -83,7 +88,14 @@ class IrqResponse(Suite):
             "histogram_us": Int(1, 1_000_000), "bucket_ns": Int(1, 1_000_000), "priority": PRIORITY,
             "path": Text(r"user|kernel", "user or kernel"),
             "tty": Text(r"auto|/dev/[A-Za-z0-9._/-]+", "auto or a /dev path"),
+            "gpio": Text(r"(/dev/gpiochip[0-9]+:[0-9]+:[0-9]+)?", "/dev/gpiochipN:IN:OUT or empty"),
             "pause_after": Int(0, 100_000_000), "pause_ms": Int(0, 60_000)}
+
+    def params(self, given: dict[str, Any]) -> dict[str, Any]:
+        p = super().params(given)
+        if p["gpio"] and p["path"] == "kernel":
+            raise ParamError("path: kernel needs a tty (no kernel path on GPIO lines without a custom module)")
+        return p
 
     # --- what runs where ---------------------------------------------------
     def arm(self, run: SuiteRun) -> ArmRequest:
@@ -112,6 +124,8 @@ class IrqResponse(Suite):
             args.append("--kernel-echo")
         if p["pause_after"] and p["pause_ms"]:
             args += ["--pause-after", str(p["pause_after"]), "--pause-ms", str(p["pause_ms"])]
+        if p["gpio"]:
+            return [*args[:2], "--gpio", str(p["gpio"]), *args[2:]]
         return ["sh", "-c", RESPOND_SH, "irq-respond", str(p["tty"]), *args]
 
     def board_check(self) -> str:

@@ -19,8 +19,11 @@ import pytest
 
 from conftest import ROOT, rtlab_retry_infra, rtlab
 
-SAMPLES = 300
-PERIOD_US = 10_000  # TCG: a round trip takes hundreds of us to ms; 10 ms windows
+SAMPLES = 100
+# TCG on this shared host (load average ~18 on 2 cores while measured): round
+# trips of 2-11 ms were seen, so windows of 100 ms (a stall beyond one is a
+# missed response, counted: the counts hold whatever the host does)
+PERIOD_US = 100_000
 
 
 @pytest.fixture
@@ -49,7 +52,7 @@ def test_irq_response_on_a_qemu_board_counts_every_stimulus(tmp_path, campaign, 
                          f"    drivers:\n      IrqProbeDriver: {{}}\n",
         "  - rtlab.lab.drivers\n": "  - rtlab.lab.drivers\n  - rtlab.lab.irqprobe\n",
     })
-    common = f"period_us: {PERIOD_US}, samples: {SAMPLES}, histogram_us: 20000, cpus: [1]"
+    common = f"period_us: {PERIOD_US}, samples: {SAMPLES}, histogram_us: 100000, cpus: [1]"
     c = campaign([board], variants="[rt]", suites=f"""
         - name: irq-response
           params: {{{common}}}
@@ -58,7 +61,7 @@ def test_irq_response_on_a_qemu_board_counts_every_stimulus(tmp_path, campaign, 
           params: {{{common}, path: kernel}}
         - name: irq-response-pause
           suite: irq-response
-          params: {{{common}, pause_after: 100, pause_ms: 300}}
+          params: {{{common}, pause_after: 30, pause_ms: 1000}}
         - name: cyclictest
           params: {{interval_us: 1000, duration_s: 2, histogram_us: 20000}}
     """)
@@ -89,11 +92,15 @@ def test_irq_response_on_a_qemu_board_counts_every_stimulus(tmp_path, campaign, 
         assert probe["result"]["sent"] == SAMPLES and probe["arm"]["period_us"] == PERIOD_US
         responder = json.loads((raw / "irq-response.json").read_text())["responder"]
         assert responder["policy"] == "SCHED_FIFO" and responder["cpu"] == 1 and responder["mlockall"]
-    # the paused responder: ~30 periods unanswered, counted as missed (and so
-    # as samples beyond the histogram, shares >= any threshold included)
+    # the paused responder: ~10 stimuli came while it slept and were flushed
+    # unanswered; each is a missed response in the probe's count (the probe
+    # can only have seen as many answers as the responder gave)
     pause = ms["irq-response-pause"]["output"]["threads"][0]
     normal = ms["irq-response"]["output"]["threads"][0]
-    assert pause["extra"]["missed"] >= 10 + normal["extra"]["missed"], (pause["extra"], normal["extra"])
+    paused = json.loads((run_dir / board / "rt" / "irq-response-pause@idle" / "irq-response.json").read_text())
+    gave = paused["responder"]["answered"]
+    assert paused["responder"]["paused_ms"] == 1000 and gave <= SAMPLES - 5, paused
+    assert pause["extra"]["missed"] >= SAMPLES - gave, (pause["extra"], gave)
     assert pause["max_us"] >= PERIOD_US
     print(f"\ntwin round trips (TCG, loaded host): user {normal['min_us']:.0f}/{normal['avg_us']:.0f}/"
           f"{normal['max_us']:.0f} us, missed {normal['extra']['missed']}; kernel echo "

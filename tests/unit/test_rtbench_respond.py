@@ -94,3 +94,15 @@ def test_bad_usage_and_missing_device_exit_2(rtbench, tmp_path):
     assert r.returncode == 2 and "No such file" in r.stderr
     r = subprocess.run([str(rtbench), "respond", "--tty", "/dev/null"], capture_output=True, text=True)
     assert r.returncode == 2 and "not a tty" in r.stderr
+
+
+def test_gpio_wiring_errors_name_the_cause(rtbench):
+    def respond(*args):
+        return subprocess.run([str(rtbench), "respond", *args], capture_output=True, text=True)
+    r = respond("--gpio", "gpiochip0")
+    assert r.returncode == 2 and "want CHIP:IN:OUT" in r.stderr
+    r = respond("--gpio", "/dev/gpiochip99:1:2")
+    assert r.returncode == 2 and "/dev/gpiochip99: No such file" in r.stderr
+    r = respond("--gpio", "/dev/gpiochip99:1:2", "--kernel-echo")
+    assert r.returncode == 2 and "no kernel path on GPIO lines" in r.stderr
+    assert respond("--gpio", "/dev/gpiochip99:1:2", "--tty", "/dev/null").returncode == 2

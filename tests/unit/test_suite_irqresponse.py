@@ -52,6 +52,15 @@ def test_command_runs_the_responder_pinned_at_fifo_priority():
     assert "not under LAVA" in SUITE.board_check()
 
 
+def test_gpio_wiring_runs_the_gpio_responder_user_path_only():
+    argv = SUITE.command(run_of(gpio="/dev/gpiochip3:12:13"))
+    assert argv[:4] == ["rtbench", "respond", "--gpio", "/dev/gpiochip3:12:13"] and "--tty" not in argv
+    for bad in ({"gpio": "/dev/gpiochip3:12"}, {"gpio": "/dev/gpiochip3:1:2;x"},
+                {"gpio": "/dev/gpiochip3:12:13", "path": "kernel"}):
+        with pytest.raises(ParamError):
+            SUITE.params(bad)
+
+
 def test_arm_request_follows_the_params():
     arm = SUITE.arm(run_of(period_us=2000, pulse_us=5000, samples=10, histogram_us=500, bucket_ns=100))
     assert (arm.period_us, arm.pulse_us, arm.samples, arm.bucket_ns, arm.buckets) == (2000, 1999, 10, 100, 5000)
