@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT, rtlab_retry_infra, rtlab
+from test_rack_service import BUDGETS, rack, run_rtlab  # noqa: F401 (rack: fixture)
 
 SAMPLES = 100
 # TCG on this shared host (load average ~18 on 2 cores while measured): round
@@ -113,3 +114,45 @@ def test_irq_response_on_a_qemu_board_counts_every_stimulus(tmp_path, campaign, 
     assert "irq-response" in text and "cyclictest" in text
     block = text[text.index("irq-response-pause"):]
     assert "missed" in block and "samples" in block
+
+
+# --- the RK356x twin through the rack: the probe is the rack's -------------
+
+
+def test_rk356x_twin_measures_through_the_rack_probe_and_others_say_not_available(rack, tmp_path):  # noqa: F811
+    """The rack starts the RK356x twin's probe (rtlab.lab.irqtwin), its
+    exporter exports it as NetworkIrqProbe in the twin's place, the job
+    gets it through RemotePlace; a rack board without a probe says "not
+    available" with the reason and still measures cyclictest."""
+    (tmp_path / "budgets.yaml").write_text(BUDGETS)
+    c = tmp_path / "campaign.yaml"
+    c.write_text(f"""
+name: twin-irq
+budgets: {tmp_path / 'budgets.yaml'}
+boards: [twin-rk356x, rack-aarch64]
+variants: [rt]
+suites:
+  - name: irq-response
+    params: {{period_us: {PERIOD_US}, samples: 60, histogram_us: 100000, cpus: [2]}}
+  - name: cyclictest
+    params: {{interval_us: 10000, duration_s: 3, histogram_us: 20000}}
+""")
+    res = run_rtlab(rack, "run", "--campaign", c, "--places", "2", "--results", tmp_path / "results",
+                    "--no-publish", timeout=1800)
+    assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-4000:]
+    run_dir = Path(res.stdout.split("results: ")[-1].split()[0])
+    run = json.loads((run_dir / "run.json").read_text())
+    jobs = {j["board"]: j for j in run["jobs"]}
+    twin = {m["key"]["suite"]: m for m in jobs["twin-rk356x"]["measurements"]}
+    assert set(twin) == {"irq-response", "cyclictest"}
+    (t,) = twin["irq-response"]["output"]["threads"]
+    assert t["cycles"] == 60 and t["extra"]["answered"] + t["extra"]["missed"] == 60
+    assert t["extra"]["emulated"] is True and t["extra"]["device"].startswith("/dev/ttyS")
+    probe = json.loads((run_dir / "twin-rk356x" / "rt" / "irq-response@idle" / "probe.json").read_text())
+    assert probe["where"].startswith("tcp://127.0.0.1:")  # the rack's probe, through the place
+    other = jobs["rack-aarch64"]
+    assert [m["key"]["suite"] for m in other["measurements"]] == ["cyclictest"]
+    (na,) = other["not_available"]
+    assert na["suite"] == "irq-response" and "no IrqProbeDriver" in na["reason"]
+    rep = rtlab("report", "--vendor", run_dir, "--thresholds", "10")
+    assert rep.returncode == 0 and "twin-rk356x (aarch64) · irq-response" in rep.stdout
