@@ -231,3 +231,17 @@ def test_host_side_probe_unreachable_is_infra_before_the_run(tmp_path):
         with SUITE.host_side(t, run_of(), tmp_path / "r"):
             ran.append(1)
     assert not ran  # the responder never started: nothing measured without a probe
+
+
+def test_store_points_carry_the_missed_count():
+    from rtlab.model import JobResult, Measurement, MeasurementKey, RunResult
+    from rtlab.store.schema import points_for_run
+    out = probe_output(result_doc(missed=2), RESPONDER["responder"], "probe.json", cpu=2)
+    m = Measurement(MeasurementKey("rk3568", "rt", "irq-response"), out)
+    run = RunResult(run_id="r", started="2026-11-26T12:00:00Z", campaign="c",
+                    jobs=[JobResult(board="rk3568", variant="rt", measurements=[m])])
+    pts = points_for_run(run)
+    lat = [p for p in pts if p.measurement == "latency" and p.fields.get("extra_missed") is not None]
+    assert lat and lat[0].fields["extra_missed"] == 2 and lat[0].fields["cycles"] == 10
+    met = [p for p in pts if p.measurement == "metrics"]
+    assert met and met[0].fields["missed"] == 2 and met[0].fields["resolution_ns"] == 8
