@@ -245,3 +245,25 @@ def test_store_points_carry_the_missed_count():
     assert lat and lat[0].fields["extra_missed"] == 2 and lat[0].fields["cycles"] == 10
     met = [p for p in pts if p.measurement == "metrics"]
     assert met and met[0].fields["missed"] == 2 and met[0].fields["resolution_ns"] == 8
+
+
+def test_the_rk356x_twin_wires_a_pci_uart_to_its_probe(tmp_path):
+    """Rack board type `irq_probe: true`: QEMU's PCI 16550 on a chardev the
+    rack's twin probe listens on (a socket path short enough for AF_UNIX);
+    boards without it get no such UART."""
+    from rtlab.rack.board import VirtualBoard, irq_probe_socket
+    from rtlab.rack.config import load_rack_config
+
+    cfg = load_rack_config()
+    twin = VirtualBoard(cfg.boards["rk356x0"], tmp_path, say=lambda _: None)
+    plain = VirtualBoard(cfg.boards["vb0"], tmp_path, say=lambda _: None)
+    try:
+        cmd = twin.qemu_command()
+        i = cmd.index("pci-serial,chardev=irqprobe")
+        assert cmd[i - 1] == "-device" and cmd[i - 2] == f"socket,id=irqprobe,path={twin.irq_probe_sock},reconnect=1"
+        assert plain.irq_probe_sock is None and "pci-serial,chardev=irqprobe" not in plain.qemu_command()
+    finally:
+        twin.close()
+        plain.close()
+    long_dir = tmp_path / ("x" * 120)
+    assert len(str(irq_probe_socket(long_dir))) < 100
