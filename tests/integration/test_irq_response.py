@@ -133,7 +133,7 @@ boards: [twin-rk356x, rack-aarch64]
 variants: [rt]
 suites:
   - name: irq-response
-    params: {{period_us: {PERIOD_US}, samples: 60, histogram_us: 100000, cpus: [2]}}
+    params: {{period_us: {PERIOD_US}, samples: 60, histogram_us: 100000, cpus: [1]}}
   - name: cyclictest
     params: {{interval_us: 10000, duration_s: 3, histogram_us: 20000}}
 """)
