@@ -64,15 +64,71 @@ def test_reaper_releases_places_and_cancels_reservations_of_dead_jobs_only():
     dead = f"{P.local_host()}/{P.new_identity(child.pid)}"
     child.wait()
     alive = f"{P.local_host()}/{P.new_identity()}"
+    now = time.time()
     c = FakeCoordinator(
-        {"a": PlaceInfo("a", acquired=dead), "b": PlaceInfo("b", acquired=alive),
+        {"a": PlaceInfo("a", acquired=dead, changed=now), "b": PlaceInfo("b", acquired=alive, changed=now),
          "c": PlaceInfo("c", acquired="h/alice"), "d": PlaceInfo("d")},
-        {"T1": ReservationInfo("T1", dead, "allocated", {}, {"main": "a"}, 0),
-         "T2": ReservationInfo("T2", alive, "waiting", {}, {}, 0)})
+        {"T1": ReservationInfo("T1", dead, "allocated", {}, {"main": "a"}, now + 60),
+         "T2": ReservationInfo("T2", alive, "waiting", {}, {}, now + 60)})
     said = []
-    done = P.reap_stale(c, say=said.append)
+    done = P.reap_stale(c, say=said.append, lease_s=30, now=now)
     assert c.released == [("a", dead)] and c.cancelled == ["T1"]
     assert len(done) == 2 and said == done
+
+
+def _other_host_owner():
+    # a live-looking identity on a host whose pids we cannot see
+    return f"runner-b/{P.new_identity()}"
+
+
+def test_a_lease_of_another_host_is_released_once_not_renewed_for_T():
+    now = time.time()
+    stale, fresh, never = _other_host_owner(), _other_host_owner(), _other_host_owner()
+    c = FakeCoordinator({
+        "a": PlaceInfo("a", acquired=stale, changed=now - 100,
+                       tags={"board": "x", **P.lease_tags(stale, now - 100, now - 31)}),
+        "b": PlaceInfo("b", acquired=fresh, changed=now - 100,
+                       tags=P.lease_tags(fresh, now - 100, now - 29)),
+        # locked but never renewed: the coordinator's lock time counts
+        "c": PlaceInfo("c", acquired=never, changed=now - 31),
+        # another owner's tags left from before do not keep this lock alive
+        "d": PlaceInfo("d", acquired=never, changed=now - 40, tags=P.lease_tags(fresh, now, now)),
+        # a person's lock is never the reaper's, however old
+        "e": PlaceInfo("e", acquired="runner-b/alice", changed=0.0),
+    }, {"W": ReservationInfo("W", stale, "waiting", {}, {}, now + 60 - 31),
+        "A": ReservationInfo("A", fresh, "waiting", {}, {}, now + 60 - 5),
+        "P": ReservationInfo("P", "runner-b/alice", "waiting", {}, {}, 0.0)})
+    done = P.reap_stale(c, lease_s=30, now=now)
+    assert sorted(c.released) == [("a", stale), ("c", never), ("d", never)]
+    assert c.cancelled == ["W"]
+    assert any("lease not renewed for 31 s > T=30 s" in d for d in done)
+
+
+def test_lease_tags_round_trip_and_stay_lowercase_hex_and_digits():
+    owner = "runner-b/rtlab-12-34-5"
+    tags = P.lease_tags(owner, 1000.7, 1010.2)
+    assert all(v.isalnum() and v == v.lower() for v in tags.values())
+    lease = P.read_lease(PlaceInfo("p", tags=tags, acquired=owner))
+    assert lease == P.Lease(owner, 1000.0, 1010.0)
+    assert P.read_lease(PlaceInfo("p", tags={P.TAG_OWNER: "zz"})) is None
+    assert P.holder_since(PlaceInfo("p", tags=tags, acquired=owner)) == 1000.0
+
+
+@pytest.mark.parametrize("text", ["0", "-1", "nan", "inf", "thirty", "7200"])
+def test_lease_seconds_is_typed_and_ranged(monkeypatch, text):
+    monkeypatch.setenv("RTLAB_LEASE_S", text)
+    with pytest.raises(P.InputError, match="RTLAB_LEASE_S"):
+        P.lease_seconds()
+
+
+def test_priorities_age_so_nothing_waits_forever(monkeypatch):
+    assert P.job_priority("gate") > P.job_priority("bisect") > P.job_priority("nightly")
+    monkeypatch.setenv("RTLAB_JOB_PRIORITY", "gate; rm -rf /")
+    with pytest.raises(P.InputError, match="RTLAB_JOB_PRIORITY"):
+        P.job_priority()
+    nightly, gate = P.job_priority("nightly"), P.job_priority("gate")
+    # a nightly job that has waited 20 aging steps goes before a fresh gate job
+    assert P.aged_priority(nightly, 0, 30) < gate < P.aged_priority(nightly, 21 * 30, 30)
 
 
 # -- the scheduler -----------------------------------------------------------------------
@@ -143,10 +199,12 @@ class FakeLease:
     acquired = []
     released = []
 
-    def __init__(self, coordinator, tags, *, wait_timeout=None, cancel=None, say=None):
+    def __init__(self, coordinator, tags, *, wait_timeout=None, cancel=None, say=None, on_lost=None):
         self.tags = tags
         self.place = None
         self.waited_s = 0.0
+        self.prio = 10.0
+        self.on_lost = on_lost
 
     def acquire(self):
         while True:
