@@ -156,7 +156,9 @@ class Coordinator:
             if pattern not in have.matches:
                 self._call("AddPlaceMatch", pb2.AddPlaceMatchRequest(placename=name, pattern=pattern))
         # an empty value deletes a tag (labgrid-client set-tags semantics)
-        wanted = {**{k: "" for k in have.tags if k not in tags}, **{k: str(v) for k, v in tags.items()}}
+        # (a job's lease tags, rtlab_lease_*, are the job's: never declared away)
+        wanted = {**{k: "" for k in have.tags if k not in tags and not k.startswith("rtlab_lease_")},
+                  **{k: str(v) for k, v in tags.items()}}
         if wanted and any(have.tags.get(k, "") != v for k, v in wanted.items()):
             self._call("SetPlaceTags", pb2.SetPlaceTagsRequest(placename=name, tags=wanted))
         if comment and have.comment != comment:

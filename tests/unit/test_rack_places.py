@@ -294,3 +294,55 @@ def test_no_matching_place_fails_fast_without_a_coordinator_call(monkeypatch):
         lease.acquire()
     assert lease.job_env()["LG_USERNAME"] == lease.identity
     assert "127.0.0.1" in lease.job_env()["no_proxy"]
+
+
+def test_status_shows_holder_since_and_the_queue_in_serving_order():
+    from rtlab.commands.rack import lab_view
+    now = 10_000.0
+    owner = "runner-a/rtlab-1-2-3"
+    places = {"p1": PlaceInfo("p1", acquired=owner, changed=now - 5, tags={"board": "x",
+                              **P.lease_tags(owner, now - 100, now - 4)}),
+              "p2": PlaceInfo("p2", tags={"board": "x"})}
+    res = {"A": ReservationInfo("A", "r/rtlab-9-9-1", "waiting", {"main": {"board": "x"}}, {}, now + 60,
+                                prio=0, created=now - 50),
+           "B": ReservationInfo("B", "r/rtlab-9-9-2", "waiting", {"main": {"board": "x"}}, {}, now + 60,
+                                prio=20, created=now - 10),
+           "C": ReservationInfo("C", owner, "acquired", {"main": {"board": "x"}}, {"main": "p1"}, now + 60,
+                                prio=10, created=now - 101)}
+    v = lab_view(places, res, now=now)
+    assert v["places"]["p1"]["holder"] == owner and v["places"]["p1"]["held_s"] == 100.0
+    assert v["places"]["p1"]["lease_age_s"] == 4.0
+    assert v["places"]["p1"]["tags"] == {"board": "x"}  # lease tags shown as a lease, not tags
+    assert v["places"]["p2"]["holder"] is None
+    assert [(q["token"], q["waited_s"]) for q in v["queue"]] == [("B", 10.0), ("A", 50.0)]
+
+
+def test_a_job_that_loses_its_place_is_infra_and_runs_again_on_another(monkeypatch):
+    calls = []
+
+    class LosingLease(FakeLease):
+        n = 0
+
+        def acquire(self):
+            env = super().acquire()
+            LosingLease.n += 1
+            if LosingLease.n == 1:  # the first lease is lost while the job runs
+                threading.Timer(0.05, self.on_lost, args=("lease ran out",)).start()
+            return env
+
+    monkeypatch.setattr(S, "PlaceLease", LosingLease)
+    monkeypatch.setattr(S, "reap_stale", lambda *a, **k: [])
+    FakeLease.free = ["rack-a/p0", "rack-a/p1"]
+    FakeLease.acquired, FakeLease.released = [], []
+
+    def run_one(job, env, label, on_spawn):
+        calls.append(env["LG_PLACE"])
+        time.sleep(0.3)
+        return JobResult(board=job.board.name, variant=job.variant.name, arch="x", budget_class="x")
+
+    sched = S.Scheduler(_jobs([("rack-a", "remote", "v0")]), run_one, lambda *a: None, places=1,
+                        coordinator="127.0.0.1:1", progress=lambda m: None)
+    results = sched.run()
+    assert len(calls) == 2 and results[0].infra_error is None
+    assert [w["attempt"] for w in sched.waits] == [1, 2]
+    assert sorted(FakeLease.acquired) == sorted(FakeLease.released)
