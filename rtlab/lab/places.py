@@ -257,11 +257,9 @@ class LeaseKeeper(threading.Thread):
             if self.lost:
                 self.on_lost(self.lost)
                 return
-            if not ok and time.time() - self.last_renewed > self.lease_s:
-                self.lost = (f"lease on place {self.lease.place} not renewed for "
-                             f"{time.time() - self.last_renewed:.0f} s (T={self.lease_s:g} s)")
-                self.on_lost(self.lost)
-                return
+            # an unreachable coordinator or a failed re-lock is not a loss by
+            # itself: the reapers judge the lease by T, and a job that comes
+            # back to a place somebody else holds is told so above
             period = self.lease_s / 3 if ok else 1.0
 
     def tick(self) -> bool:
@@ -280,14 +278,26 @@ class LeaseKeeper(threading.Thread):
             if place.acquired:
                 self.lost = f"place {place.name} is held by {place.acquired} now"
                 return False
+            mine = read_lease(place)
+            if mine is not None and mine.owner != lease.owner:
+                self.lost = f"place {place.name} carries the lease of {mine.owner} now"
+                return False
         # not locked (the coordinator restarted): lock it again under our name
         # while our lease is live; a waiter that locked it first yields to us
         res = lease._client("-p", lease.place, "lock", timeout=30)
-        if res.returncode == 0:
-            self.relocks += 1
-            lease.say(f"place {lease.place} locked again after the coordinator lost the lock")
-            return self.tick()
-        return False
+        if res.returncode != 0:
+            return False
+        with Coordinator(lease.coordinator, timeout=3) as coord:
+            place = coord.places().get(lease.place or "")
+            other = read_lease(place) if place else None
+            if other is not None and other.owner != lease.owner and other.renewed >= int(self.last_renewed):
+                # somebody held it in between (our lease had run out): theirs now
+                coord.release_from(lease.place or "", lease.owner)
+                self.lost = f"place {lease.place} was held by {other.owner} while we could not renew"
+                return False
+        self.relocks += 1
+        lease.say(f"place {lease.place} locked again after the coordinator lost the lock")
+        return self.tick()
 
 
 #: job priorities (labgrid reservation prio: higher first); RTLAB_JOB_PRIORITY
@@ -411,9 +421,9 @@ class PlaceLease:
                 # still runs on this board: it is that job's place
                 self.say(f"place {self.place} still carries the live lease of {other}: yielding it")
                 self.yielded.append(self.place or "")
+                yielded = self.place or ""
                 self.release()
-                if self.cancel.wait(2.0):
-                    raise PlaceError(f"cancelled while waiting for a place with {' '.join(self.filters)}")
+                self._wait_for_holder(yielded, other)
             self.waited_s = round(time.monotonic() - t0, 3)
             self.since = time.time()
             with Coordinator(self.coordinator) as coord:
@@ -424,6 +434,25 @@ class PlaceLease:
             self.release()
             raise
         return self.job_env()
+
+    def _wait_for_holder(self, place_name: str, holder: str) -> None:
+        """After yielding: until the lease's owner has locked the place again
+        or its lease ran out (else the coordinator would hand it straight back)."""
+        deadline = time.monotonic() + self.lease_s + COORDINATOR_SAVE_S
+        while time.monotonic() < deadline:
+            if self.cancel.wait(1.0):
+                raise PlaceError(f"cancelled while waiting for a place with {' '.join(self.filters)}")
+            try:
+                with Coordinator(self.coordinator) as coord:
+                    place = coord.places().get(place_name)
+            except CoordinatorError:
+                continue
+            if place is None or place.acquired:
+                return
+            lease = read_lease(place)
+            if lease is None or lease.owner != holder or \
+                    time.time() - lease.renewed > self.lease_s + COORDINATOR_SAVE_S:
+                return
 
     def _live_foreign_lease(self) -> Optional[str]:
         with Coordinator(self.coordinator) as coord:

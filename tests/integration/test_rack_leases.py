@@ -142,13 +142,15 @@ def test_a_dead_job_of_another_host_is_released_within_T_and_the_next_job_gets_i
 
 
 def test_a_coordinator_restart_keeps_holders_on_their_places(lab):
-    a = lab.job("runner-a")
-    b = lab.job("runner-b")
+    # T as in a lab (30 s): a restart plus the coordinator's 15 s save period
+    # plus labgrid-client starts on a loaded machine must fit in it
+    a = lab.job("runner-a", lease_s=30)
+    b = lab.job("runner-b", lease_s=30)
     owners = {}
     for p in (a, b):
         _, place, owner, _ = wait_line(p, "PLACE").split()
         owners[place] = owner
-    waiter = lab.job("runner-c", hold_s=1)
+    waiter = lab.job("runner-c", hold_s=1, lease_s=30)
     # labgrid's coordinator writes places.yaml (and so the lease tags) every
     # 15 s: a restart before that would find no places at all
     time.sleep(P.COORDINATOR_SAVE_S + 2)
@@ -163,7 +165,7 @@ def test_a_coordinator_restart_keeps_holders_on_their_places(lab):
         time.sleep(0.5)
     assert held == owners, f"holders did not lock their places again: {held}"
     # nobody lost anything: the holders' leases live on, the waiter still waits
-    time.sleep(T)
+    time.sleep(10)
     assert {n: p.acquired for n, p in lab.places().items()} == owners
     for p in (a, b):
         assert p.poll() is None
@@ -171,7 +173,7 @@ def test_a_coordinator_restart_keeps_holders_on_their_places(lab):
     # and gets a place once one is free
     os.killpg(a.pid, signal.SIGKILL)
     a.wait()
-    line = wait_line(waiter, "PLACE", timeout=60 + 2 * T)
+    line = wait_line(waiter, "PLACE", timeout=120)
     assert line.split()[1] in owners
     waiter.wait(60)
     assert waiter.returncode == 0
