@@ -82,6 +82,8 @@ LABGRID_RES_TIMEOUT_S = 60.0
 #: labgrid's coordinator writes places.yaml (tags included) every 15 s, so
 #: after a restart a lease tag can be this much older than its last renewal
 COORDINATOR_SAVE_S = 15.0
+#: an allocated reservation not yet locked is cancelled after this long unpolled
+ALLOCATED_GRACE_S = 30.0
 #: how long a waiting job rides out an unreachable coordinator (a restart)
 COORDINATOR_GRACE_S = 60.0
 
@@ -220,8 +222,9 @@ def reap_stale(coord: Coordinator, say: Callable[[str], None] = lambda s: None,
         elif res.owner in released_owners:
             why = "its place was released"
         elif res.state in ("waiting", "allocated") and \
-                now - (res.timeout - LABGRID_RES_TIMEOUT_S) > lease_s:
-            why = f"not polled for {now - (res.timeout - LABGRID_RES_TIMEOUT_S):.0f} s > T={lease_s:g} s"
+                now - (res.timeout - LABGRID_RES_TIMEOUT_S) > _unpolled_limit(res.state, lease_s):
+            why = (f"not polled for {now - (res.timeout - LABGRID_RES_TIMEOUT_S):.0f} s > "
+                   f"{_unpolled_limit(res.state, lease_s):g} s")
         else:
             continue
         if coord.cancel_reservation(res.token):
@@ -229,6 +232,13 @@ def reap_stale(coord: Coordinator, say: Callable[[str], None] = lambda s: None,
             say(msg)
             done.append(msg)
     return done
+
+
+def _unpolled_limit(state: str, lease_s: float) -> float:
+    """A waiting job polls every second; an allocated reservation is not polled
+    while its job starts `labgrid-client lock` (seconds on a loaded runner),
+    so it gets at least ALLOCATED_GRACE_S (labgrid itself drops it after 60 s)."""
+    return lease_s if state == "waiting" else max(lease_s, ALLOCATED_GRACE_S)
 
 
 class LeaseKeeper(threading.Thread):
@@ -389,8 +399,14 @@ class PlaceLease:
                 "no_proxy": no_proxy, "NO_PROXY": no_proxy}
 
     def _client(self, *args, timeout: float = 60.0) -> subprocess.CompletedProcess:
-        return subprocess.run([labgrid_client(), *args], env=self._env(), capture_output=True,
-                              text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+        try:
+            return subprocess.run([labgrid_client(), *args], env=self._env(), capture_output=True,
+                                  text=True, timeout=timeout, stdin=subprocess.DEVNULL)
+        except subprocess.TimeoutExpired:
+            # a labgrid-client that hangs (coordinator gone mid-call, a machine
+            # under heavy load) is a failed call, never an exception that ends the run
+            return subprocess.CompletedProcess(args, 124, "", f"labgrid-client {' '.join(args)} "
+                                                              f"timed out after {timeout:g} s")
 
     def acquire(self) -> dict:
         t_try = time.monotonic()
@@ -485,21 +501,28 @@ class PlaceLease:
                 if self.cancel.wait(1.0):
                     raise PlaceError(f"cancelled while waiting for a place with {' '.join(self.filters)}") from None
 
-    def _reserve_once(self, prio: float, deadline: Optional[float], t0: float) -> bool:
+    def _start_reserve(self, prio: float) -> tuple:
+        """``labgrid-client reserve --wait`` at *prio*: (process, token)."""
         proc = subprocess.Popen([labgrid_client(), "reserve", "--wait", "--shell", "--prio", f"{prio:g}",
                                  *self.filters],
                                 env=self._env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                 text=True, start_new_session=True, stdin=subprocess.DEVNULL)
+        # `export LG_TOKEN=...` comes first, before the wait for allocation
+        first = proc.stdout.readline().strip()
+        m = re.match(r"export LG_TOKEN=(\S+)", first)
+        if not m:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+            err = proc.stderr.read()
+            _end(proc)
+            raise CoordinatorTrouble(f"labgrid-client reserve {' '.join(self.filters)} failed: "
+                                     f"{(first + ' ' + err).strip()[-500:]}")
+        return proc, m.group(1)
+
+    def _reserve_once(self, prio: float, deadline: Optional[float], t0: float) -> bool:
+        proc, self.token = self._start_reserve(prio)
         next_reap = time.monotonic() + self.lease_s / 3
         try:
-            # `export LG_TOKEN=...` comes first, before the wait for allocation
-            first = proc.stdout.readline().strip()
-            m = re.match(r"export LG_TOKEN=(\S+)", first)
-            if not m:
-                proc.wait(timeout=10)
-                raise CoordinatorTrouble(f"labgrid-client reserve {' '.join(self.filters)} failed: "
-                                 f"{(first + ' ' + proc.stderr.read()).strip()[-500:]}")
-            self.token = m.group(1)
             while proc.poll() is None:
                 if self.cancel.is_set():
                     raise PlaceError(f"cancelled while waiting for a place with {' '.join(self.filters)}")
@@ -515,28 +538,27 @@ class PlaceLease:
                             reap_stale(coord, say=lambda m: self.say(f"reaper: {m}"), lease_s=self.lease_s)
                     except CoordinatorError:
                         pass
-                if aged_priority(self.prio, time.monotonic() - t0, self.aging_s) > prio:
-                    # older now: wait again one step higher (cancel first, so
-                    # never two reservations of one job)
-                    os.killpg(proc.pid, signal.SIGKILL)
-                    proc.wait()
+                aged = aged_priority(self.prio, time.monotonic() - t0, self.aging_s)
+                if aged > prio:
+                    # older now: reserve one step higher *before* giving up the
+                    # old reservation, so the job never leaves the queue
+                    new_proc, new_token = self._start_reserve(aged)
                     with Coordinator(self.coordinator) as coord:
-                        res = coord.reservations().get(self.token)
-                        if res is not None and res.state == "waiting":
+                        old = coord.reservations().get(self.token)
+                        if proc.poll() is None and old is not None and old.state == "waiting":
                             coord.cancel_reservation(self.token)
-                            self.token = None
-                            return False
-                    break  # allocated meanwhile: take it
+                            _end(proc)
+                            proc, self.token, prio = new_proc, new_token, aged
+                        else:  # the old one was allocated meanwhile: keep it
+                            coord.cancel_reservation(new_token)
+                            _end(new_proc)
+                            break
                 time.sleep(0.2)
             if proc.returncode not in (0, None, -signal.SIGKILL):
                 raise CoordinatorTrouble(f"labgrid-client reserve failed ({proc.returncode}): "
                                          f"{proc.stderr.read().strip()[-500:]}")
         finally:
-            if proc.poll() is None:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-            proc.stdout.close()
-            proc.stderr.close()
+            _end(proc)
         try:
             with Coordinator(self.coordinator) as coord:
                 res = coord.reservations().get(self.token or "")
@@ -571,3 +593,12 @@ class PlaceLease:
 
     def __exit__(self, *exc) -> None:
         self.release()
+
+
+def _end(proc: subprocess.Popen) -> None:
+    """Kill a labgrid-client (its own session) if it still runs; close its pipes."""
+    if proc.poll() is None:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    proc.stdout.close()
+    proc.stderr.close()

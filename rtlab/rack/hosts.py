@@ -91,7 +91,7 @@ class HostLab:
         self._made.append(ns)
         _ip("-n", ns, "link", "set", "lo", "up")
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         self._made: list[str] = []
 
     def command(self, host: str, argv: list) -> list:

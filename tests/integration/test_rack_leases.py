@@ -9,6 +9,7 @@ so SIGKILL is what a dead runner host looks like to the coordinator.
 """
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -182,20 +183,39 @@ def test_a_coordinator_restart_keeps_holders_on_their_places(lab):
 def test_aging_lets_a_low_priority_job_past_a_stream_of_high_priority_ones(lab):
     with Coordinator(lab.addr) as c:
         c.set_tags("x2", {"board": "y"})  # one place of type x
-    first = lab.job("runner-a", hold_s=3)
+    # the first holder is a job of this host: once killed, a reaper frees its place at once
+    first = lab.job(socket.gethostname())
     wait_line(first, "PLACE")
-    low = lab.job("runner-b", prio=0, aging_s=2, hold_s=1)
-    time.sleep(0.5)
-    highs = [lab.job(f"runner-h{k}", prio=5, hold_s=3) for k in range(3)]
-    # without aging the three prio-5 jobs go first (9 s); with a step every
-    # 2 s the prio-0 job overtakes those still waiting
+    aging_s = 3.0
+    low = lab.job("runner-b", prio=0, aging_s=aging_s, hold_s=1)
+    highs = [lab.job(f"runner-h{k}", prio=5, hold_s=2) for k in range(3)]
+
+    def waiting():
+        with Coordinator(lab.addr) as c:
+            return [r for r in c.reservations().values() if r.state == "waiting"]
+    deadline = time.monotonic() + 120
+    while len(waiting()) < 4 and time.monotonic() < deadline:  # everyone in the queue
+        time.sleep(0.5)
+    assert len(waiting()) >= 4, waiting()
+    # until the low job has aged past the high ones (prio 0 + 1 per 3 s > 5)
+    while time.monotonic() < deadline:
+        prios = {r.owner.split("/")[0]: r.prio for r in waiting()}
+        if prios.get("runner-b", 0) > 5:
+            break
+        time.sleep(0.5)
+    assert prios.get("runner-b", 0) > 5, prios
+    assert len([r for r in waiting() if r.owner.startswith("runner-b/")]) == 1  # never two
+    os.killpg(first.pid, signal.SIGKILL)
+    first.wait()
+    assert lab.reap()  # the dead holder's place is free now
     order = []
     procs = {"low": low, **{f"h{k}": h for k, h in enumerate(highs)}}
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 180
     while len(order) < 4 and time.monotonic() < deadline:
         for name, p in procs.items():
             if name not in order and p.poll() is not None:
                 order.append(name)
         time.sleep(0.2)
     assert len(order) == 4, order
-    assert order.index("low") < 3, f"the low-priority job was starved: {order}"
+    # without aging the three prio-5 jobs would all go first
+    assert order[0] == "low", f"the low-priority job did not overtake: {order}"
