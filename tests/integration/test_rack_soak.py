@@ -200,6 +200,10 @@ def board_intervals(d: Path) -> dict:
 @pytest.mark.rack
 def test_rack_soak(tmp_path):
     seconds = float(os.environ.get("RTLAB_SOAK_S", "600"))
+
+    def on_term(signum, frame):  # `timeout`, CI cancel: still tear the hosts down
+        raise KeyboardInterrupt(f"signal {signum}")
+    signal.signal(signal.SIGTERM, on_term)
     lab = HostLab(["runner-a", "runner-b"]).up()
     soak = Soak(lab, tmp_path, seconds)
     observer = None
