@@ -10,7 +10,7 @@ STAMPS := .cache/stamps
 GCL := .cache/gitlab-ci-local/bin/gitlab-ci-local
 PYTHON ?= python3
 
-.PHONY: all setup images rtbench run test test-rack test-pipeline lint reference-jobs bench clean gitlab-ci-local
+.PHONY: all setup images rtbench run test test-rack test-rack-soak test-pipeline lint reference-jobs bench clean gitlab-ci-local
 all: run
 
 setup: $(STAMPS)/host $(VENV)/.installed
@@ -56,6 +56,12 @@ reference-jobs: images
 # through PDU, ser2net, lease and lock. Not part of make test.
 test-rack: images
 	@$(PY) -m pytest -m rack tests/integration/test_rack_twins.py $(PYTEST_ARGS)
+
+# the lab soak: 6 clients on 2 runner hosts (network namespaces), 4 places,
+# RTLAB_SOAK_S (600) seconds of jobs with random faults (tests/integration/
+# test_rack_soak.py; needs CAP_NET_ADMIN). Not part of make test.
+test-rack-soak: setup
+	@$(PY) -m pytest -m rack -s tests/integration/test_rack_soak.py $(PYTEST_ARGS)
 
 # only the GitLab pipelines on real kernel commits (part of make test too)
 test-pipeline: images $(GCL)

@@ -369,6 +369,8 @@ class JobResult:
     #: suites this board could not run at all ({"suite", "load", "reason"}:
     #: rtla timerlat on a kernel without the tracer): neither pass nor fail
     not_available: list[dict[str, str]] = field(default_factory=list)
+    #: seconds the job waited for its rack place (rtlab.lab.places); None: no place
+    place_wait_s: Optional[float] = None
 
     @property
     def only_not_available(self) -> bool:
@@ -392,6 +394,7 @@ class JobResult:
             "infra_error": self.infra_error, "duration_s": self.duration_s,
             "build_error": self.build_error, "not_available": self.not_available,
             "verdict": self.verdict.value, "repeat": self.repeat,
+            **({"place_wait_s": self.place_wait_s} if self.place_wait_s is not None else {}),
         }
 
     @classmethod
@@ -403,6 +406,7 @@ class JobResult:
             infra_error=d.get("infra_error"), duration_s=d.get("duration_s", 0.0),
             build_error=d.get("build_error"), not_available=d.get("not_available", []),
             repeat=int(d.get("repeat") or 0),
+            place_wait_s=d.get("place_wait_s"),
         )
 
 

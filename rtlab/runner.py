@@ -211,6 +211,9 @@ def run_job(job: Job, rd: ResultsDir, images: dict, progress: Callable[[str], No
         result.build_error = str(bk)
         return result
     events_path = job_dir / "events.jsonl"
+    if lease_env and lease_env.get("RTLAB_PLACE_WAIT_S"):  # the wait for a rack place (rtlab.lab.places)
+        result.place_wait_s = float(lease_env["RTLAB_PLACE_WAIT_S"])
+        timing.append(events_path, "place_wait", result.place_wait_s)
     try:
         with timing.timed(events_path, "stage"):
             lg_env, kernel = stage_kernel(job, images, built)

@@ -24,6 +24,7 @@ RUN_TIMING_FILE = "timing.jsonl"
 #: the parts, in the order a job passes them: name -> what it is
 PARTS = {
     "images": "images and kernels ready (cached)",
+    "place_wait": "waiting for a rack place (lab queue)",
     "stage": "kernel staging, job spec",
     "lock": "board lock",
     "pytest": "pytest + labgrid start and exit",

@@ -18,6 +18,7 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+from typing import Optional
 
 from .. import ROOT
 from ..errors import RtlabError
@@ -166,13 +167,12 @@ def rack_status(directory=None) -> dict:
     out = {"dir": str(d), "state": state,
            "service_pid": st.get("pid"), "coordinator": st.get("coordinator"), "pdu": st.get("pdu"),
            "processes": {k: pid_alive(v) for k, v in (st.get("pids") or {}).items()},
-           "places": {}, "reservations": {}, "boards": {}}
+           "places": {}, "reservations": {}, "queue": [], "boards": {}}
     if not alive or st.get("state") != "ready":
         return out
     try:
         with Coordinator(st["coordinator"]) as c:
-            out["places"] = {n: p.to_json() for n, p in sorted(c.places().items())}
-            out["reservations"] = {t: r.to_json() for t, r in c.reservations().items()}
+            out.update(lab_view(c.places(), c.reservations()))
     except CoordinatorError as e:
         out["coordinator_error"] = str(e)
     try:
@@ -186,6 +186,32 @@ def rack_status(directory=None) -> dict:
             if lines:
                 out["boards"][name]["last_boot"] = json.loads(lines[-1])
     return out
+
+
+def lab_view(places: dict, reservations: dict, now: Optional[float] = None) -> dict:
+    """Places with holder, since when and lease age; the queue of waiting
+    reservations in the order labgrid serves them (prio, then age), with
+    their waiting times. The same for a real lab's coordinator."""
+    from ..lab.places import LEASE_TAGS, holder_since, is_rtlab_owner, lease_age, read_lease
+    now = time.time() if now is None else now
+    out_places = {}
+    for n, p in sorted(places.items()):
+        j = p.to_json()
+        j["tags"] = {k: v for k, v in p.tags.items() if k not in LEASE_TAGS}
+        since = holder_since(p)
+        j["holder"] = p.acquired
+        j["held_s"] = round(now - since, 1) if since else None
+        j["lease_age_s"] = round(lease_age(p, now), 1) if is_rtlab_owner(p.acquired) else None
+        lease = read_lease(p)
+        j["lease"] = {"owner": lease.owner, "since": lease.since, "renewed": lease.renewed} if lease else None
+        out_places[n] = j
+    queue = sorted((r for r in reservations.values() if r.state == "waiting"),
+                   key=lambda r: (-r.prio, r.created))
+    return {"places": out_places,
+            "reservations": {t: {**r.to_json(), "prio": r.prio, "waited_s": round(now - r.created, 1)}
+                             for t, r in reservations.items()},
+            "queue": [{"token": r.token, "owner": r.owner, "prio": r.prio, "filters": r.filters,
+                       "waited_s": round(now - r.created, 1)} for r in queue]}
 
 
 def _tail(path: Path, n: int = 8) -> str:
@@ -230,11 +256,18 @@ def cmd_status(args) -> int:
         return 1
     print(f"  coordinator {s['coordinator']}   PDU {s['pdu']}   "
           + "  ".join(f"{k} {'up' if v else 'DOWN'}" for k, v in s["processes"].items()))
-    from ..lab.places import stale_owner  # lazy: grpc, kept out of CLI start-up
+    from ..lab.places import lease_seconds, stale_owner  # lazy: grpc, kept out of CLI start-up
+    lease_s = lease_seconds()
     for name, p in s["places"].items():
-        lock = f"locked by {p['acquired']}" if p["acquired"] else "free"
-        if p["acquired"] and stale_owner(p["acquired"]):
+        lock = f"held by {p['holder']} for {p['held_s']:.0f} s" if p["holder"] else "free"
+        if p["lease_age_s"] is not None:
+            lock += f", lease renewed {p['lease_age_s']:.0f} s ago (T={lease_s:g} s)"
+            if p["lease_age_s"] > lease_s:
+                lock += " EXPIRED: the next reaper releases it"
+        if p["holder"] and stale_owner(p["holder"]):
             lock += " (job process gone: the reaper releases it)"
+        if not p["holder"] and p.get("lease") and time.time() - p["lease"]["renewed"] <= lease_s:
+            lock += f" (live lease of {p['lease']['owner']}: it locks it again)"
         res = f", reserved {p['reservation']}" if p["reservation"] else ""
         tags = " ".join(f"{k}={v}" for k, v in sorted(p["tags"].items()))
         print(f"  place {name}: {lock}{res}  [{tags}]")
@@ -248,7 +281,12 @@ def cmd_status(args) -> int:
               f"{' (fault ' + b['pending_fault'] + ' pending)' if b['pending_fault'] else ''}"
               f", power-ons {b['power_ons']}{boot}")
     for t, r in s["reservations"].items():
-        print(f"  reservation {t}: {r['owner']} {r['state']} {r['allocations'] or ''}")
+        if r["state"] != "waiting":
+            print(f"  reservation {t}: {r['owner']} {r['state']} {r['allocations'] or ''}")
+    print(f"  queue: {len(s['queue'])} waiting" + (" (served in this order)" if s["queue"] else ""))
+    for k, q in enumerate(s["queue"], 1):
+        want = " ".join(f"{a}={b}" for a, b in sorted(q["filters"].get("main", {}).items()))
+        print(f"    {k}. {q['owner']} prio {q['prio']:g} waiting {q['waited_s']:.0f} s for {want}")
     return 0
 
 

@@ -41,6 +41,8 @@ class PlaceInfo:
     acquired_resources: list = field(default_factory=list)
     reservation: Optional[str] = None
     comment: str = ""
+    #: the coordinator's clock when the place last changed (lock, release, tags)
+    changed: float = 0.0
 
     def has_tags(self, tags: dict) -> bool:
         """labgrid's reservation filter: every key=value present (``name`` is implicit)."""
@@ -61,6 +63,8 @@ class ReservationInfo:
     filters: dict
     allocations: dict
     timeout: float
+    prio: float = 0.0
+    created: float = 0.0
 
     @property
     def place(self) -> Optional[str]:
@@ -128,7 +132,7 @@ class Coordinator:
                 acquired=(p.acquired or None) if p.HasField("acquired") else None,
                 acquired_resources=list(p.acquired_resources),
                 reservation=p.reservation if p.HasField("reservation") else None,
-                comment=p.comment)
+                comment=p.comment, changed=p.changed)
         return out
 
     def reservations(self) -> dict[str, ReservationInfo]:
@@ -136,7 +140,7 @@ class Coordinator:
         return {r.token: ReservationInfo(
             token=r.token, owner=r.owner, state=RES_STATES.get(r.state, str(r.state)),
             filters={k: dict(v.filter) for k, v in r.filters.items()},
-            allocations=dict(r.allocations), timeout=r.timeout) for r in resp.reservations}
+            allocations=dict(r.allocations), timeout=r.timeout, prio=r.prio, created=r.created) for r in resp.reservations}
 
     # -- places (declarative, idempotent) -------------------------------------
     def ensure_place(self, name: str, matches: list[str], tags: dict, comment: str = "") -> None:
@@ -152,11 +156,17 @@ class Coordinator:
             if pattern not in have.matches:
                 self._call("AddPlaceMatch", pb2.AddPlaceMatchRequest(placename=name, pattern=pattern))
         # an empty value deletes a tag (labgrid-client set-tags semantics)
-        wanted = {**{k: "" for k in have.tags if k not in tags}, **{k: str(v) for k, v in tags.items()}}
+        # (a job's lease tags, rtlab_lease_*, are the job's: never declared away)
+        wanted = {**{k: "" for k in have.tags if k not in tags and not k.startswith("rtlab_lease_")},
+                  **{k: str(v) for k, v in tags.items()}}
         if wanted and any(have.tags.get(k, "") != v for k, v in wanted.items()):
             self._call("SetPlaceTags", pb2.SetPlaceTagsRequest(placename=name, tags=wanted))
         if comment and have.comment != comment:
             self._call("SetPlaceComment", pb2.SetPlaceCommentRequest(placename=name, comment=comment))
+
+    def set_tags(self, place: str, tags: dict) -> None:
+        """Merge tags into a place (an empty value deletes the tag)."""
+        self._call("SetPlaceTags", pb2.SetPlaceTagsRequest(placename=place, tags={k: str(v) for k, v in tags.items()}))
 
     # -- cleanup ---------------------------------------------------------------
     def release_from(self, place: str, owner: str) -> None:

@@ -74,7 +74,8 @@ class Scheduler:
         self.finish_lock = threading.Lock()
         self.errors: list[BaseException] = []
         self.active = 0
-        #: (index, place, start, end) for every job that held a place
+        #: one entry per lease: job, place, waited_s, prio, attempt
+        self.waits: list[dict] = []
 
     # -- picking ------------------------------------------------------------------
     def _startable(self, i: int) -> bool:
@@ -140,24 +141,52 @@ class Scheduler:
                                       "(`rtlab rack up`) or set LG_COORDINATOR")
                 label = self.label(i)
             else:
-                lease = PlaceLease(self.coordinator, place_tags(job), wait_timeout=self.wait_timeout,
-                                   cancel=self.cancel, say=self.progress)
-                try:
-                    env = lease.acquire()
-                except PlaceError as e:
-                    jr = self._infra(job, f"no place: {e}")
-                    label = self.label(i)
-                else:
-                    label = self.label(i, lease.place)
-                    try:
-                        if lease.waited_s >= 1:
-                            self.progress(f"{label} place locked after waiting {lease.waited_s:.0f} s")
-                        jr = self.run_one(job, env, label, on_spawn)
-                    finally:
-                        lease.release()
+                jr, label = self._run_leased(i, on_spawn)
         with self.finish_lock:
             self.results[i] = jr
             self.finish(job, jr, label)
+
+    def _run_leased(self, i: int, on_spawn) -> tuple:
+        """Run job *i* on a leased place; a job whose place was lost mid-run
+        (its lease ran out, someone else holds the place) is INFRA and is run
+        once more on another place of the same board type."""
+        job = self.jobs[i]
+        avoid: list[str] = []
+        for attempt in (1, 2):
+            lost: list[str] = []
+
+            def on_lost(why: str, lost=lost) -> None:
+                # the job must not go on using a board that is not its own
+                lost.append(why)
+                self.progress(f"{self.label(i)} lost its place: {why}")
+                with self.cond:
+                    pgid = self.procs.get(i)
+                if pgid:
+                    _killpg(pgid)
+
+            lease = PlaceLease(self.coordinator, place_tags(job), wait_timeout=self.wait_timeout,
+                               cancel=self.cancel, say=self.progress, on_lost=on_lost)
+            try:
+                env = lease.acquire()
+            except PlaceError as e:
+                return self._infra(job, f"no place: {e}"), self.label(i)
+            label = self.label(i, lease.place)
+            try:
+                if lease.waited_s >= 1:
+                    self.progress(f"{label} place locked after waiting {lease.waited_s:.0f} s")
+                jr = self.run_one(job, env, label, on_spawn)
+            finally:
+                lease.release()
+            self.waits.append({"job": job.id, "place": lease.place, "waited_s": lease.waited_s,
+                               "prio": lease.prio, "attempt": attempt})
+            if not lost:
+                return jr, label
+            jr = self._infra(job, f"place {lease.place} lost mid-run: {lost[0]}")
+            avoid.append(lease.place or "")
+            if attempt == 1 and not self.cancel.is_set():
+                self.progress(f"{label} INFRA (place lost): running it again on another "
+                              f"{job.board.name} place")
+        return jr, label
 
     def _worker(self) -> None:
         try:

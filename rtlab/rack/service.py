@@ -44,10 +44,26 @@ from .state import write_state
 from ..procutil import free_port
 
 REAP_PERIOD_S = 1.0
+#: a service that keeps dying is a broken rack, not a fault to ride out
+MAX_RESTARTS = 20
 
 
 class RackError(Exception):
     pass
+
+
+def port_taken(host: str, port: int) -> str:
+    """Why *port* cannot be listened on ("" if it can), probed as the servers
+    bind: with SO_REUSEADDR, so connections of a rack stopped a moment ago
+    (TIME-WAIT) do not make `rack down; rack up` fail, while a listener does."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+            s.listen(1)
+        except OSError as e:
+            return e.strerror or str(e)
+    return ""
 
 
 class Rack:
@@ -71,6 +87,7 @@ class Rack:
         self.board_place = {b: p.name for b in cfg.boards for p in cfg.places.values()
                             if any(m.split("/")[:2] == [cfg.name, b] for m in p.matches)}
         self.started = time.time()
+        self.restarts: dict[str, int] = {}
 
     # -- logging / state ----------------------------------------------------------
     def say(self, msg: str) -> None:
@@ -98,12 +115,10 @@ class Rack:
     def start(self) -> None:
         self.state("starting")
         for what, port in (("coordinator", self.coordinator_port), ("PDU", self.pdu_port)):
-            with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-                try:
-                    s.bind(("127.0.0.1", port))
-                except OSError as e:
-                    raise RackError(f"{what} port 127.0.0.1:{port} is taken ({e.strerror}): another "
-                                    f"rack? `rtlab rack up --coordinator-port 0 --pdu-port 0` picks free ones") from None
+            err = port_taken("127.0.0.1", port)
+            if err:
+                raise RackError(f"{what} port 127.0.0.1:{port} is taken ({err}): another "
+                                f"rack? `rtlab rack up --coordinator-port 0 --pdu-port 0` picks free ones")
         for spec in self.cfg.boards.values():
             self.boards[spec.name] = VirtualBoard(spec, self.dir, say=self.say)
         self.controller = PowerController({b.spec.outlet: b for b in self.boards.values()},
@@ -113,14 +128,10 @@ class Rack:
         self.pdu.start()
         self.say(f"PDU on {self.pdu.url} ({len(self.boards)} outlets)")
 
-        cdir = self.dir / "coordinator"
-        cdir.mkdir(exist_ok=True)
-        self._spawn("coordinator", [venv_tool("labgrid-coordinator"), "-l", self.coordinator_address],
-                    cwd=cdir)
-        with Coordinator(self.coordinator_address) as coord:
-            coord.wait_ready(30)
+        self._start_coordinator()
         self.say(f"coordinator on {self.coordinator_address}")
 
+<<<<<<< HEAD
         env = {**os.environ,
                "PATH": f"{ROOT / 'labgrid' / 'bin'}:{os.environ.get('PATH', '/usr/bin:/bin')}",
                "RTLAB_RACK_BOARDS": " ".join(self.boards), "RTLAB_RACK_DIR": str(self.dir),
@@ -134,6 +145,9 @@ class Rack:
         self._spawn("exporter", [venv_tool("labgrid-exporter"), "-c", self.coordinator_address,
                                  "-n", self.cfg.name, "--hostname", "127.0.0.1",
                                  str(self.cfg.exporter_config)], env=env, cwd=self.dir)
+=======
+        self._start_exporter()
+>>>>>>> w24-rack
         self._wait_resources(timeout=60)
         self.say(f"exporter {self.cfg.name}: resources of {', '.join(self.boards)} registered")
 
@@ -142,6 +156,27 @@ class Rack:
                 coord.ensure_place(p.name, list(p.matches), p.tags, p.comment)
         self.say(f"places: {', '.join(self.cfg.places)}")
         self.state("ready")
+
+    def _start_coordinator(self) -> None:
+        cdir = self.dir / "coordinator"
+        cdir.mkdir(exist_ok=True)
+        self._spawn("coordinator", [venv_tool("labgrid-coordinator"), "-l", self.coordinator_address],
+                    cwd=cdir)
+        with Coordinator(self.coordinator_address) as coord:
+            coord.wait_ready(30)
+
+    def _start_exporter(self) -> None:
+        env = {**os.environ,
+               "PATH": f"{ROOT / 'labgrid' / 'bin'}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+               "RTLAB_RACK_BOARDS": " ".join(self.boards), "RTLAB_RACK_DIR": str(self.dir),
+               "RTLAB_RACK_PDU": self.pdu.url if self.pdu else '', "PYTHONUNBUFFERED": "1"}
+        for name, b in self.boards.items():
+            env[f"RTLAB_RACK_TTY_{name}"] = b.tty
+            env[f"RTLAB_RACK_OUTLET_{name}"] = str(b.spec.outlet)
+        env.pop("LG_COORDINATOR", None)
+        self._spawn("exporter", [venv_tool("labgrid-exporter"), "-c", self.coordinator_address,
+                                 "-n", self.cfg.name, "--hostname", "127.0.0.1",
+                                 str(self.cfg.exporter_config)], env=env, cwd=self.dir)
 
     def _spawn(self, name: str, cmd: list[str], cwd: Path, env: Optional[dict] = None) -> None:
         log = open(self.dir / f"{name}.log", "ab")
@@ -197,12 +232,48 @@ class Rack:
             self.stopping.wait(0.5)
             for b in self.boards.values():
                 b.poll()
-            for name, p in self.procs.items():
+            for name, p in list(self.procs.items()):
                 if p.poll() is not None and not self.stopping.is_set():
-                    raise RackError(f"{name} exited with {p.returncode} (see {self.dir / (name + '.log')})")
+                    self.restart(name, p.returncode)
             if time.monotonic() >= next_reap:
                 next_reap = time.monotonic() + REAP_PERIOD_S
                 self.reap()
+
+    def restart(self, name: str, returncode: Optional[int]) -> None:
+        """A lab's services are restarted by their supervisor (systemd in a real
+        lab): the coordinator comes back with its places (places.yaml, lease
+        tags included) but no locks; jobs that hold places re-lock them."""
+        if self.restarts.get(name, 0) >= MAX_RESTARTS:
+            raise RackError(f"{name} exited with {returncode} (see {self.dir / (name + '.log')}), "
+                            f"restarted {MAX_RESTARTS} times already")
+        self.restarts[name] = self.restarts.get(name, 0) + 1
+        self.say(f"{name} exited with {returncode}: restarting it")
+        self._log_event({"action": f"restart {name}", "returncode": returncode})
+        try:
+            if name == "coordinator":
+                self._start_coordinator()
+                with Coordinator(self.coordinator_address) as coord:
+                    for pl in self.cfg.places.values():
+                        coord.ensure_place(pl.name, list(pl.matches), pl.tags, pl.comment)
+                # the exporter reconnects by itself or exits; either way it is back soon
+            else:
+                self._kill_group(self.procs[name])
+                self._start_exporter()
+        except (CoordinatorError, OSError) as e:
+            self.say(f"{name}: restart failed: {e}")
+        self.state("ready")
+
+    def _log_event(self, ev: dict) -> None:
+        with open(self.dir / "reaper.jsonl", "a") as f:
+            f.write(json.dumps({"t": round(time.time(), 3), **ev}) + "\n")
+
+    @staticmethod
+    def _kill_group(p: subprocess.Popen) -> None:
+        try:
+            os.killpg(p.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        p.wait()
 
     def reap(self) -> list[str]:
         try:

@@ -240,6 +240,8 @@ class _Builder:
         })
         if job.infra_error:
             fields["error"] = str(job.infra_error)
+        if job.place_wait_s is not None:
+            fields["place_wait_s"] = float(job.place_wait_s)
         jt = dict(tags)
         if job.budget_class:
             jt["budget_class"] = job.budget_class
@@ -430,7 +432,7 @@ FIELDS: dict[str, dict[str, Any]] = {
               "campaign": str, "branch": str, "repeat": int, "budget_class": str, "cycles": int,
               "bucket_us": float, "hist_size": int, "overflows": int},
     JOB: {"infra": int, "error": str, "verdict": str, "duration_s": float, "measurements": int,
-          "failed": int, "infra_measurements": int, "kernel_version": str, **_RUN},
+          "failed": int, "infra_measurements": int, "kernel_version": str, "place_wait_s": float, **_RUN},
     EVENTS: {"title": str, "text": str, "tags": str, "verdict": str, "started": str, "jobs": int,
              "failed_jobs": int, "infra_jobs": int, "branch": str, "subject": str,
              "status": str, "effect_pct": float, "confidence": float, "last_good": str, **_RUN},

@@ -469,6 +469,17 @@ def error_line(e: BaseException, timeout: Optional[float] = None) -> str:
     return f"{name}: {words[0][:200]}" if words else name
 
 
+def _kill_in_dir(sh: BoardShell, wd: str) -> None:
+    """SIGKILL every board process whose cwd is the tool's work dir (the tool
+    and its children: they run there); the fresh shell's cwd is elsewhere."""
+    q = shlex.quote(wd)
+    try:
+        sh.run(f'for p in /proc/[0-9]*; do case "$(readlink "$p/cwd" 2>/dev/null)" in {q}|{q}/*) '
+               f'kill -9 "${{p#/proc/}}" 2>/dev/null;; esac; done; true', timeout=60)
+    except Exception as e:  # noqa: BLE001 - the raw files still come home; the log says why
+        log.warning("killing the stuck tool in %s failed: %r", wd, e)
+
+
 def run_tool(sh: BoardShell, run_id: str, argv: Sequence[str], host_dir: Path,
              outputs: list[str], timeout: float) -> int:
     """Run a tool in its own work dir on the board; write every raw file to
@@ -497,11 +508,15 @@ def run_tool(sh: BoardShell, run_id: str, argv: Sequence[str], host_dir: Path,
                                                   f"({error_line(e, timeout)})")
         else:
             failure = e  # KeyboardInterrupt: the run is being cancelled
-        if not sh.interrupt() and not sh.reconnect():
-            if not isinstance(e, Exception):
-                raise
-            raise SuiteFailure(f"{argv[0]}: console lost while the tool ran; neither Ctrl-C nor a fresh "
-                               f"console got a shell back: raw files left on the board in {wd}") from None
+        if not sh.interrupt():
+            if not sh.reconnect():
+                if not isinstance(e, Exception):
+                    raise
+                raise SuiteFailure(f"{argv[0]}: console lost while the tool ran; neither Ctrl-C nor a fresh "
+                                   f"console got a shell back: raw files left on the board in {wd}") from None
+            # the tool ignored Ctrl-C and still runs: its old console closes
+            # only at clean-up, so it would run beside the next suite
+            _kill_in_dir(sh, wd)
     finally:
         elapsed = time.monotonic() - t0
     t_fetch = time.monotonic()

@@ -165,10 +165,10 @@ def test_a_board_whose_console_hangs_is_power_cycled_and_boots(rack, tmp_path):
     assert_no_locks(rack)
 
 
-def _start_job(rack, tmp_path):
+def _start_job(rack, tmp_path, **extra_env):
     cmd, env = rtlab_cmd(rack, "run", "--campaign", campaign(tmp_path, ["rt"], duration_s=120),
                          "--results", tmp_path / "results", "--no-publish")
-    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    proc = subprocess.Popen(cmd, cwd=ROOT, env={**env, **extra_env}, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True)
     # wait until the job holds a place under its identity and pytest is booting the board
     deadline = time.monotonic() + 120
@@ -218,3 +218,26 @@ def test_a_killed_job_leaves_no_lock_after_cleanup(rack, tmp_path):
     assert owner in reaper
     time.sleep(1)
     assert not _job_processes(tmp_path), "the job's pytest outlived the runner"
+
+
+def test_a_killed_job_of_another_host_is_released_when_its_lease_runs_out(rack, tmp_path):
+    """The runner host is another machine (LG_HOSTNAME): its pids mean nothing
+    here, so only the lease tells the rack's reaper that the job is gone."""
+    from rtlab.lab import places as P
+    proc, owner = _start_job(rack, tmp_path, LG_HOSTNAME="runner-elsewhere")
+    assert owner.startswith("runner-elsewhere/")
+    with Coordinator(rack["coordinator"]) as c:
+        place = next(p for p in c.places().values() if p.acquired == owner)
+    lease = P.read_lease(place)
+    assert lease is not None and lease.owner == owner  # the job renews a lease on the place
+    proc.kill()
+    proc.wait()
+    t_dead = time.monotonic()
+    T = P.lease_seconds()
+    assert_no_locks(rack, timeout=T + T / 3 + 30)
+    released_after = time.monotonic() - t_dead
+    reaper = (Path(rack["dir"]) / "reaper.jsonl").read_text()
+    assert f"from {owner} (lease not renewed" in reaper
+    # within T of its last renewal (at most T/3 before the kill), one reaper
+    # second, and a loaded machine's round trips
+    assert released_after <= T + T / 3 + 15, released_after

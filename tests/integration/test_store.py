@@ -104,7 +104,7 @@ def make_run(outputs, run_id: str, started: datetime, sha: str, subject: str,
         j = JobResult(board=board, variant=variant, arch=arch, budget_class="local",
                       kernel={"release": release + kernel_suffix, "version": sysinfo.get("version", ""),
                               "cmdline": "console=ttyS0", "preempt": "dynamic", "realtime": False},
-                      duration_s=12.5)
+                      duration_s=12.5, place_wait_s=3.5)
         for name, suite, load in (("cyclictest", "cyclictest", "idle"),
                                   ("cyclictest-smp", "cyclictest", "hackbench"),
                                   ("pmqtest", "pmqtest", "idle"),

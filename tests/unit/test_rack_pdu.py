@@ -111,3 +111,24 @@ def test_faults_and_status(pdu):
     assert _req(srv.url + "/rack/fault/nope", "POST", "clear")[0] == 404
     code, body = _req(srv.url + "/rack/status")
     assert code == 200 and [b["name"] for b in json.loads(body)["outlets"]] == ["vb0", "vb3"]
+
+
+def test_a_port_left_in_time_wait_is_free_for_the_next_rack_a_listener_is_not():
+    """`rtlab rack down; rtlab rack up` within a minute: TIME-WAIT must not block."""
+    import socket
+
+    from rtlab.rack.service import port_taken
+    srv = socket.socket()
+    srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)
+    port = srv.getsockname()[1]
+    cli = socket.create_connection(("127.0.0.1", port))
+    conn, _ = srv.accept()
+    assert port_taken("127.0.0.1", port)  # a listener: taken
+    conn.close()  # the server side closes first: its end goes to TIME-WAIT
+    cli.close()
+    srv.close()
+    ss = __import__("subprocess").run(["ss", "-tan", f"sport = :{port}"], capture_output=True, text=True).stdout
+    assert "TIME-WAIT" in ss, ss
+    assert port_taken("127.0.0.1", port) == ""

@@ -64,15 +64,71 @@ def test_reaper_releases_places_and_cancels_reservations_of_dead_jobs_only():
     dead = f"{P.local_host()}/{P.new_identity(child.pid)}"
     child.wait()
     alive = f"{P.local_host()}/{P.new_identity()}"
+    now = time.time()
     c = FakeCoordinator(
-        {"a": PlaceInfo("a", acquired=dead), "b": PlaceInfo("b", acquired=alive),
+        {"a": PlaceInfo("a", acquired=dead, changed=now), "b": PlaceInfo("b", acquired=alive, changed=now),
          "c": PlaceInfo("c", acquired="h/alice"), "d": PlaceInfo("d")},
-        {"T1": ReservationInfo("T1", dead, "allocated", {}, {"main": "a"}, 0),
-         "T2": ReservationInfo("T2", alive, "waiting", {}, {}, 0)})
+        {"T1": ReservationInfo("T1", dead, "allocated", {}, {"main": "a"}, now + 60),
+         "T2": ReservationInfo("T2", alive, "waiting", {}, {}, now + 60)})
     said = []
-    done = P.reap_stale(c, say=said.append)
+    done = P.reap_stale(c, say=said.append, lease_s=30, now=now)
     assert c.released == [("a", dead)] and c.cancelled == ["T1"]
     assert len(done) == 2 and said == done
+
+
+def _other_host_owner():
+    # a live-looking identity on a host whose pids we cannot see
+    return f"runner-b/{P.new_identity()}"
+
+
+def test_a_lease_of_another_host_is_released_once_not_renewed_for_T():
+    now = time.time()
+    stale, fresh, never = _other_host_owner(), _other_host_owner(), _other_host_owner()
+    c = FakeCoordinator({
+        "a": PlaceInfo("a", acquired=stale, changed=now - 100,
+                       tags={"board": "x", **P.lease_tags(stale, now - 100, now - 31)}),
+        "b": PlaceInfo("b", acquired=fresh, changed=now - 100,
+                       tags=P.lease_tags(fresh, now - 100, now - 29)),
+        # locked but never renewed: the coordinator's lock time counts
+        "c": PlaceInfo("c", acquired=never, changed=now - 31),
+        # another owner's tags left from before do not keep this lock alive
+        "d": PlaceInfo("d", acquired=never, changed=now - 40, tags=P.lease_tags(fresh, now, now)),
+        # a person's lock is never the reaper's, however old
+        "e": PlaceInfo("e", acquired="runner-b/alice", changed=0.0),
+    }, {"W": ReservationInfo("W", stale, "waiting", {}, {}, now + 60 - 31),
+        "A": ReservationInfo("A", fresh, "waiting", {}, {}, now + 60 - 5),
+        "P": ReservationInfo("P", "runner-b/alice", "waiting", {}, {}, 0.0)})
+    done = P.reap_stale(c, lease_s=30, now=now)
+    assert sorted(c.released) == [("a", stale), ("c", never), ("d", never)]
+    assert c.cancelled == ["W"]
+    assert any("lease not renewed for 31 s > T=30 s" in d for d in done)
+
+
+def test_lease_tags_round_trip_and_stay_lowercase_hex_and_digits():
+    owner = "runner-b/rtlab-12-34-5"
+    tags = P.lease_tags(owner, 1000.7, 1010.2)
+    assert all(v.isalnum() and v == v.lower() for v in tags.values())
+    lease = P.read_lease(PlaceInfo("p", tags=tags, acquired=owner))
+    assert lease == P.Lease(owner, 1000.0, 1010.0)
+    assert P.read_lease(PlaceInfo("p", tags={P.TAG_OWNER: "zz"})) is None
+    assert P.holder_since(PlaceInfo("p", tags=tags, acquired=owner)) == 1000.0
+
+
+@pytest.mark.parametrize("text", ["0", "-1", "nan", "inf", "thirty", "7200"])
+def test_lease_seconds_is_typed_and_ranged(monkeypatch, text):
+    monkeypatch.setenv("RTLAB_LEASE_S", text)
+    with pytest.raises(P.InputError, match="RTLAB_LEASE_S"):
+        P.lease_seconds()
+
+
+def test_priorities_age_so_nothing_waits_forever(monkeypatch):
+    assert P.job_priority("gate") > P.job_priority("bisect") > P.job_priority("nightly")
+    monkeypatch.setenv("RTLAB_JOB_PRIORITY", "gate; rm -rf /")
+    with pytest.raises(P.InputError, match="RTLAB_JOB_PRIORITY"):
+        P.job_priority()
+    nightly, gate = P.job_priority("nightly"), P.job_priority("gate")
+    # a nightly job that has waited 20 aging steps goes before a fresh gate job
+    assert P.aged_priority(nightly, 0, 30) < gate < P.aged_priority(nightly, 21 * 30, 30)
 
 
 # -- the scheduler -----------------------------------------------------------------------
@@ -143,10 +199,12 @@ class FakeLease:
     acquired = []
     released = []
 
-    def __init__(self, coordinator, tags, *, wait_timeout=None, cancel=None, say=None):
+    def __init__(self, coordinator, tags, *, wait_timeout=None, cancel=None, say=None, on_lost=None):
         self.tags = tags
         self.place = None
         self.waited_s = 0.0
+        self.prio = 10.0
+        self.on_lost = on_lost
 
     def acquire(self):
         while True:
@@ -236,3 +294,55 @@ def test_no_matching_place_fails_fast_without_a_coordinator_call(monkeypatch):
         lease.acquire()
     assert lease.job_env()["LG_USERNAME"] == lease.identity
     assert "127.0.0.1" in lease.job_env()["no_proxy"]
+
+
+def test_status_shows_holder_since_and_the_queue_in_serving_order():
+    from rtlab.commands.rack import lab_view
+    now = 10_000.0
+    owner = "runner-a/rtlab-1-2-3"
+    places = {"p1": PlaceInfo("p1", acquired=owner, changed=now - 5, tags={"board": "x",
+                              **P.lease_tags(owner, now - 100, now - 4)}),
+              "p2": PlaceInfo("p2", tags={"board": "x"})}
+    res = {"A": ReservationInfo("A", "r/rtlab-9-9-1", "waiting", {"main": {"board": "x"}}, {}, now + 60,
+                                prio=0, created=now - 50),
+           "B": ReservationInfo("B", "r/rtlab-9-9-2", "waiting", {"main": {"board": "x"}}, {}, now + 60,
+                                prio=20, created=now - 10),
+           "C": ReservationInfo("C", owner, "acquired", {"main": {"board": "x"}}, {"main": "p1"}, now + 60,
+                                prio=10, created=now - 101)}
+    v = lab_view(places, res, now=now)
+    assert v["places"]["p1"]["holder"] == owner and v["places"]["p1"]["held_s"] == 100.0
+    assert v["places"]["p1"]["lease_age_s"] == 4.0
+    assert v["places"]["p1"]["tags"] == {"board": "x"}  # lease tags shown as a lease, not tags
+    assert v["places"]["p2"]["holder"] is None
+    assert [(q["token"], q["waited_s"]) for q in v["queue"]] == [("B", 10.0), ("A", 50.0)]
+
+
+def test_a_job_that_loses_its_place_is_infra_and_runs_again_on_another(monkeypatch):
+    calls = []
+
+    class LosingLease(FakeLease):
+        n = 0
+
+        def acquire(self):
+            env = super().acquire()
+            LosingLease.n += 1
+            if LosingLease.n == 1:  # the first lease is lost while the job runs
+                threading.Timer(0.05, self.on_lost, args=("lease ran out",)).start()
+            return env
+
+    monkeypatch.setattr(S, "PlaceLease", LosingLease)
+    monkeypatch.setattr(S, "reap_stale", lambda *a, **k: [])
+    FakeLease.free = ["rack-a/p0", "rack-a/p1"]
+    FakeLease.acquired, FakeLease.released = [], []
+
+    def run_one(job, env, label, on_spawn):
+        calls.append(env["LG_PLACE"])
+        time.sleep(0.3)
+        return JobResult(board=job.board.name, variant=job.variant.name, arch="x", budget_class="x")
+
+    sched = S.Scheduler(_jobs([("rack-a", "remote", "v0")]), run_one, lambda *a: None, places=1,
+                        coordinator="127.0.0.1:1", progress=lambda m: None)
+    results = sched.run()
+    assert len(calls) == 2 and results[0].infra_error is None
+    assert [w["attempt"] for w in sched.waits] == [1, 2]
+    assert sorted(FakeLease.acquired) == sorted(FakeLease.released)
