@@ -88,6 +88,8 @@ class Rack:
                             if any(m.split("/")[:2] == [cfg.name, b] for m in p.matches)}
         self.started = time.time()
         self.restarts: dict[str, int] = {}
+        #: board -> its twin interrupt probe's port (started once, kept across exporter restarts)
+        self.irq_probes: dict[str, str] = {}
 
     # -- logging / state ----------------------------------------------------------
     def say(self, msg: str) -> None:
@@ -131,23 +133,7 @@ class Rack:
         self._start_coordinator()
         self.say(f"coordinator on {self.coordinator_address}")
 
-<<<<<<< HEAD
-        env = {**os.environ,
-               "PATH": f"{ROOT / 'labgrid' / 'bin'}:{os.environ.get('PATH', '/usr/bin:/bin')}",
-               "RTLAB_RACK_BOARDS": " ".join(self.boards), "RTLAB_RACK_DIR": str(self.dir),
-               "RTLAB_RACK_PDU": self.pdu.url, "PYTHONUNBUFFERED": "1"}
-        for name, b in self.boards.items():
-            env[f"RTLAB_RACK_TTY_{name}"] = b.tty
-            env[f"RTLAB_RACK_OUTLET_{name}"] = str(b.spec.outlet)
-            if b.irq_probe_sock is not None:  # the twin of the board's interrupt-response probe
-                env[f"RTLAB_RACK_IRQPROBE_{name}"] = str(self._start_irq_probe(name, b.irq_probe_sock))
-        env.pop("LG_COORDINATOR", None)
-        self._spawn("exporter", [venv_tool("labgrid-exporter"), "-c", self.coordinator_address,
-                                 "-n", self.cfg.name, "--hostname", "127.0.0.1",
-                                 str(self.cfg.exporter_config)], env=env, cwd=self.dir)
-=======
         self._start_exporter()
->>>>>>> w24-rack
         self._wait_resources(timeout=60)
         self.say(f"exporter {self.cfg.name}: resources of {', '.join(self.boards)} registered")
 
@@ -173,6 +159,11 @@ class Rack:
         for name, b in self.boards.items():
             env[f"RTLAB_RACK_TTY_{name}"] = b.tty
             env[f"RTLAB_RACK_OUTLET_{name}"] = str(b.spec.outlet)
+            if b.irq_probe_sock is not None:  # the twin of the board's interrupt-response probe
+                # started once; an exporter restarted by supervision gets the same probe
+                if name not in self.irq_probes:
+                    self.irq_probes[name] = str(self._start_irq_probe(name, b.irq_probe_sock))
+                env[f"RTLAB_RACK_IRQPROBE_{name}"] = self.irq_probes[name]
         env.pop("LG_COORDINATOR", None)
         self._spawn("exporter", [venv_tool("labgrid-exporter"), "-c", self.coordinator_address,
                                  "-n", self.cfg.name, "--hostname", "127.0.0.1",
