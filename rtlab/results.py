@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
+from . import modelcheck
 from .boards import Board
 from .budgets import Budgets
 from .errors import InputError
@@ -298,12 +299,33 @@ class ResultsDir:
 
 
 def load_run(run_dir: Path) -> RunResult:
-    """A run's RunResult from its directory (or its run.json)."""
+    """A run's RunResult from its directory (or its run.json): read bounded,
+    never through a symlink out of the run directory, every value checked
+    for type and range (rtlab.modelcheck) before the model sees it."""
     p = Path(run_dir)
     path = p if p.is_file() else p / "run.json"
-    if not path.is_file():
+    if not path.is_file() and not path.is_symlink():
         raise InputError(path, "no run.json: not a results directory (expected results/<run_id>/run.json)")
+    doc = modelcheck.load_checked(path, modelcheck.run)
     try:
-        return RunResult.from_json(json.loads(path.read_text()))
+        return RunResult.from_json(doc)
+    except (ValueError, KeyError, TypeError) as e:  # modelcheck should have named it
+        raise InputError(path, f"not a valid run result: {type(e).__name__}: {e}") from None
+
+
+def load_job(path: Path) -> JobResult:
+    """A job's JobResult from its job.json, checked like run.json."""
+    doc = modelcheck.load_checked(path, modelcheck.job)
+    try:
+        return JobResult.from_json(doc)
     except (ValueError, KeyError, TypeError) as e:
-        raise InputError(path, f"not a valid run result: {e}") from None
+        raise InputError(path, f"not a valid job result: {type(e).__name__}: {e}") from None
+
+
+def load_comparison(run_dir: Path) -> Optional[dict]:
+    """The run's compare.json (rtlab compare / gate --baseline), checked; None
+    when the run has none."""
+    path = Path(run_dir) / "compare.json"
+    if not path.exists() and not path.is_symlink():
+        return None
+    return modelcheck.load_checked(path, modelcheck.comparison)
