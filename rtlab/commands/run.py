@@ -67,6 +67,9 @@ def run(args) -> int:
     print()
     print(comparison_table(run))
     print(f"\nresults: {run_dir}")
+    # the verdict before the store is touched: whatever the store does (down,
+    # slow, a byte every 2 s), the run's verdict and exit code stand
+    print(f"verdict: {run.verdict.value.upper()} (exit {EXIT_CODE[run.verdict]})", flush=True)
     if not args.no_publish:
         try:
             # lazy and optional: a checkout without the store still runs and gates
