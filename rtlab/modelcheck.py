@@ -155,8 +155,19 @@ def output(d: Doc) -> None:
     d.field("threads", lambda t: t.items(thread), required=True)
     d.field("return_code", integer())
     d.field("sysinfo", obj)
-    d.field("metrics", lambda m: (m.obj(), finite_tree(m)))
+    d.field("metrics", _metrics)
     d.field("failure", string)
+
+
+def _metrics(d: Doc) -> None:
+    d.obj()
+    finite_tree(d)
+
+
+def _key(d: Doc) -> None:
+    for n in ("board", "variant", "suite"):
+        d.field(n, string, required=True)
+    d.field("load", string)
 
 
 def budget(d: Doc) -> None:
@@ -166,8 +177,7 @@ def budget(d: Doc) -> None:
 
 
 def measurement(d: Doc) -> None:
-    d.field("key", lambda k: [k.field(n, string, required=True) for n in ("board", "variant", "suite")]
-            + [k.field("load", string)], required=True)
+    d.field("key", _key, required=True)
     d.field("output", output, required=True)
     d.field("raw", str_list)
     d.field("verdict", verdict)
