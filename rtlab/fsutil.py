@@ -139,6 +139,24 @@ def read_text_bounded(path, max_bytes: int = DEFAULT_TEXT_MAX_BYTES, *, root=Non
         raise InputError(path, f"not a text file (byte {e.start} is not UTF-8)") from None
 
 
+def tail_text(path, max_bytes: int, *, root=None) -> str:
+    """The last *max_bytes* of a regular file inside *root* (a tool's
+    stderr.txt: its end says why it failed, however long it ran)."""
+    from .errors import InputError
+
+    real = resolve_inside(path, root)
+    try:
+        if not stat.S_ISREG(os.stat(real).st_mode):
+            raise InputError(path, "not a regular file: refused")
+        fd = os.open(real, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    except OSError as e:
+        raise InputError(path, f"cannot read: {e.strerror or e}") from None
+    with os.fdopen(fd, "rb") as f:
+        size = os.fstat(fd).st_size
+        f.seek(max(0, size - max_bytes))
+        return f.read(max_bytes).decode(errors="replace")
+
+
 def write_replacing(path: Path, data: bytes) -> None:
     """Write *path* in its directory as a new file that replaces whatever is
     there: a symlink planted at *path* is replaced, its target never written.
