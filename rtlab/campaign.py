@@ -124,7 +124,9 @@ def campaign_budgets(bnode: Node, campaign_path: Path, given: Optional[Path] = N
     directory (the operator chose that one), never to /etc/shadow."""
     if given is not None:
         return Path(given).resolve()
-    value = bnode.str("../budgets/default.yaml")
+    if bnode.value is None:  # the checkout's default, wherever the campaign lies
+        return (BUDGETS_DIR / "default.yaml").resolve()
+    value = bnode.str()
     real = Path(os.path.realpath(campaign_path.parent / value))
     roots = (BUDGETS_DIR, campaign_path.parent)
     if not any(real == Path(os.path.realpath(r)) or Path(os.path.realpath(r)) in real.parents for r in roots):

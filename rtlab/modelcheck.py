@@ -218,7 +218,7 @@ def comparison(d: Doc) -> None:
     d.field("keys", lambda k: k.items(lambda e: e.field("line", string)))
 
 
-def load_checked(path, check: Callable[[Doc], None], *, root=None) -> Any:
+def load_checked(path, check: Callable[[Doc], None], *, root=None, what: str = "result") -> Any:
     """A JSON document read bounded (fsutil.read_bounded: no symlink out of
     *root*, regular files only) and checked by *check*."""
     data = read_bounded(path, result_max_bytes(), root=root)
@@ -229,5 +229,17 @@ def load_checked(path, check: Callable[[Doc], None], *, root=None) -> Any:
     except ValueError as e:
         raise InputError(path, f"invalid JSON: {e}") from None
     del data
-    check(Doc(Path(path), doc))
+    try:
+        check(Doc(Path(path), doc))
+    except InputError as e:
+        raise InputError(path, f"not a valid {what}: {e.what}") from None
     return doc
+
+
+def load_comparison(run_dir: Path) -> Optional[dict]:
+    """A run's compare.json (rtlab compare / gate --baseline), checked; None
+    when the run has none."""
+    path = Path(run_dir) / "compare.json"
+    if not path.exists() and not path.is_symlink():
+        return None
+    return load_checked(path, comparison, what="comparison")

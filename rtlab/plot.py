@@ -159,7 +159,7 @@ def regression_html(run_dir: Path) -> list[str]:
     `rtlab gate --baseline` judged this run (compare.json), with a link to
     the comparison report."""
     from .errors import InputError
-    from .results import load_comparison
+    from .modelcheck import load_comparison
     try:  # bounded, not through a symlink, checked (rtlab.modelcheck)
         v = load_comparison(run_dir)
     except InputError:

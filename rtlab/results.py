@@ -313,7 +313,7 @@ def load_run(run_dir: Path) -> RunResult:
     path = p if p.is_file() else p / "run.json"
     if not path.is_file() and not path.is_symlink():
         raise InputError(path, "no run.json: not a results directory (expected results/<run_id>/run.json)")
-    doc = modelcheck.load_checked(path, modelcheck.run)
+    doc = modelcheck.load_checked(path, modelcheck.run, what="run result")
     try:
         return RunResult.from_json(doc)
     except (ValueError, KeyError, TypeError) as e:  # modelcheck should have named it
@@ -322,17 +322,11 @@ def load_run(run_dir: Path) -> RunResult:
 
 def load_job(path: Path) -> JobResult:
     """A job's JobResult from its job.json, checked like run.json."""
-    doc = modelcheck.load_checked(path, modelcheck.job)
+    doc = modelcheck.load_checked(path, modelcheck.job, what="job result")
     try:
         return JobResult.from_json(doc)
     except (ValueError, KeyError, TypeError) as e:
         raise InputError(path, f"not a valid job result: {type(e).__name__}: {e}") from None
 
 
-def load_comparison(run_dir: Path) -> Optional[dict]:
-    """The run's compare.json (rtlab compare / gate --baseline), checked; None
-    when the run has none."""
-    path = Path(run_dir) / "compare.json"
-    if not path.exists() and not path.is_symlink():
-        return None
-    return modelcheck.load_checked(path, modelcheck.comparison)
+load_comparison = modelcheck.load_comparison

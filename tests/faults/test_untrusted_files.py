@@ -228,7 +228,7 @@ def test_run_json_values_are_typed_and_ranged(tmp_path, field, value, key):
     (run_dir / "run.json").write_text(json.dumps(doc))
     res = rtlab("gate", run_dir, timeout=120)
     err = _one_line(res)
-    assert res.returncode == 2 and f"{run_dir / 'run.json'}: {key}:" in err, err
+    assert res.returncode == 2 and f"{run_dir / 'run.json'}: not a valid run result: {key}:" in err, err
 
 
 def test_a_nan_maximum_never_passes_the_gate_even_in_memory():
@@ -248,15 +248,15 @@ def test_job_json_and_compare_json_are_checked(tmp_path):
     job = _run().jobs[0].to_json()
     job["duration_s"] = -3
     (tmp_path / "job.json").write_text(json.dumps(job))
-    with pytest.raises(InputError, match=r"job.json: duration_s: must be >= 0"):
+    with pytest.raises(InputError, match=r"job.json: not a valid job result: duration_s: must be >= 0"):
         load_job(tmp_path / "job.json")
     job["duration_s"] = 3
     job["measurements"][0]["verdict"] = "maybe"
     (tmp_path / "job.json").write_text(json.dumps(job))
-    with pytest.raises(InputError, match=r"job.json: measurements\[0\].verdict: must be one of"):
+    with pytest.raises(InputError, match=r"job.json: not a valid job result: measurements\[0\].verdict: must be one of"):
         load_job(tmp_path / "job.json")
     (tmp_path / "compare.json").write_text(json.dumps({"outcome": "no-regression", "keys": [{"line": 5}]}))
-    with pytest.raises(InputError, match=r"compare.json: keys\[0\].line: must be a string"):
+    with pytest.raises(InputError, match=r"compare.json: not a valid comparison: keys\[0\].line: must be a string"):
         load_comparison(tmp_path)
 
 
