@@ -7,7 +7,7 @@ from pathlib import Path
 
 from ..budgets import load_budgets
 from ..errors import InputError, RtlabError
-from ..gate import judge_run
+from ..gate import judge_run, killed_run
 from ..model import EXIT_CODE, Verdict, combine_verdicts
 from ..plot import write_html_report
 from ..report import comparison_table
@@ -70,8 +70,10 @@ def report(args) -> int:
 def gate(args) -> int:
     verdicts = []
     for run_dir in args.run_dirs:
-        run = load_run(run_dir)
-        judge_run(run, load_budgets(args.budgets or Path(run_dir) / "budgets.yaml"))
+        killed = killed_run(run_dir)  # never finished: INFRA "run killed", nothing to judge
+        run = killed or load_run(run_dir)
+        if killed is None:
+            judge_run(run, load_budgets(args.budgets or Path(run_dir) / "budgets.yaml"))
         print(comparison_table(run))
         verdicts.append(run.verdict)
         if not any(not j.only_not_available for j in run.jobs):  # INFRA with nothing below to say why
