@@ -339,11 +339,12 @@ def check_inputs(s: Settings, store=None, has_history: Optional[Callable[[], int
     gitdir = Path(_git(tree, "rev-parse", "--absolute-git-dir").stdout.strip())
     if (gitdir / "BISECT_START").exists():
         raise BisectInputError("--kernel-tree", f"{tree}: a git bisect is under way (git bisect reset first)")
-    dirty = _git(tree, "status", "--porcelain").stdout.strip()
+    # not stripped: "XY path" keeps its columns (" M a" stripped lost the path: "e.g. )")
+    dirty = [ln for ln in _git(tree, "status", "--porcelain").stdout.splitlines() if ln.strip()]
     if dirty:
-        n = len(dirty.splitlines())
+        n = len(dirty)
         raise BisectInputError("--kernel-tree", f"{tree}: has local changes ({n} path{'s' * (n != 1)}, "
-                                                f"e.g. {dirty.splitlines()[0][3:]}); commit or stash them")
+                                                f"e.g. {dirty[0][3:]}); commit or stash them")
     shas = {}
     for opt, ref in (("--good", s.good), ("--bad", s.bad)):
         if not ref or ref.startswith("-"):

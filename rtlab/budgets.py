@@ -55,6 +55,51 @@ class Budgets:
                 return b
         return None
 
+    def check_covers(self, jobs) -> None:
+        """Before anything boots: every (board, variant, suite, load) the
+        campaign's *jobs* will measure has a budget or is unbudgeted on
+        purpose, and no variant or load key of the file is a typo. Otherwise
+        an InputError naming this file and the key (exit 2), not an INFRA
+        "no budget" for every job after all of them have measured."""
+        from .errors import InputError
+        from .loads import LOADS
+        from .suites import METRICS, SUITES
+        from .variants import load_variants
+
+        variants = set(load_variants())
+        for cls, by_variant in self.table.items():
+            for v, by_suite in by_variant.items():
+                if v != WILDCARD and v not in variants:
+                    raise InputError(self.path, f"budgets.{cls}.{v}: unknown variant (known: "
+                                                f"{', '.join(sorted(variants))}, or \"*\")")
+                for s, by_load in by_suite.items():
+                    for ld in by_load:
+                        if ld != WILDCARD and ld not in LOADS:
+                            raise InputError(self.path, f"budgets.{cls}.{v}.{s}.{ld}: unknown load (known: "
+                                                        f"{', '.join(sorted(LOADS))}, or \"*\")")
+        seen = set()
+        for job in jobs:
+            cls = job.board.budget_class
+            for run in job.suites:
+                key = (cls, job.variant.name, run.name, run.load)
+                if key in seen:
+                    continue
+                seen.add(key)
+                suite = SUITES.get(run.suite)
+                if suite is not None and suite.result_kind == METRICS:
+                    continue  # a whole-run number: shown, never budgeted (rtlab.gate)
+                if self.lookup(*key) is not None or self.unbudgeted(cls, run.name):
+                    continue
+                # suites with several outputs are budgeted per output (<name>-irq, <name>-thread)
+                if any(str(sk).startswith(f"{run.name}-") for vk in (job.variant.name, WILDCARD)
+                       for sk in self.table.get(cls, {}).get(vk, {})):
+                    continue
+                where = (f"budgets.{cls}" if cls not in self.table
+                         else f"budgets.{cls}.{job.variant.name}.{run.name}.{run.load}")
+                raise InputError(self.path, f"{where}: no budget for board {job.board.name} ({cls}), variant "
+                                            f"{job.variant.name}, suite {run.name}, load {run.load}: add one, "
+                                            f"or list the suite under unbudgeted: (found before any boot)")
+
 
 def load_budgets(path) -> Budgets:
     path = Path(path)

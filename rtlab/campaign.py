@@ -7,13 +7,14 @@ suite runs (one per suite × load).
 from __future__ import annotations
 
 import dataclasses
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
 
 from . import ROOT
 from .boards import Board, find_board
-from .config import Node, open_node
+from .config import Node, open_node, shown
 from .errors import InputError
 from .loads import LOADS
 from .params import ParamError, check_cpus_on, check_name, cpus_of
@@ -24,6 +25,7 @@ from .variants import HOST_VARIANT, Variant, load_variants
 MAX_REPEAT = 100
 CAMPAIGN_DIR = ROOT / "campaigns"
 DEFAULT_CAMPAIGN = CAMPAIGN_DIR / "default.yaml"
+BUDGETS_DIR = ROOT / "budgets"
 
 
 @dataclass(frozen=True)
@@ -114,10 +116,30 @@ def _safe(name: str) -> bool:
         return False
 
 
+def campaign_budgets(bnode: Node, campaign_path: Path, given: Optional[Path] = None) -> Path:
+    """The budget file a campaign is judged by, confined as boards are: a
+    file the operator gave (*given*: ``--budgets``) is used as is; the
+    campaign's ``budgets:`` (merge-request content) must resolve, symlinks
+    included, inside the checkout's budgets/ or the campaign file's own
+    directory (the operator chose that one), never to /etc/shadow."""
+    if given is not None:
+        return Path(given).resolve()
+    if bnode.value is None:  # the checkout's default, wherever the campaign lies
+        return (BUDGETS_DIR / "default.yaml").resolve()
+    value = bnode.str()
+    real = Path(os.path.realpath(campaign_path.parent / value))
+    roots = (BUDGETS_DIR, campaign_path.parent)
+    if not any(real == Path(os.path.realpath(r)) or Path(os.path.realpath(r)) in real.parents for r in roots):
+        raise bnode.error(f"{shown(value)} leads outside {BUDGETS_DIR} and the campaign's directory "
+                          f"{campaign_path.parent.absolute()}: refused (give another file with --budgets)")
+    return real
+
+
 def load_campaign(path: Optional[Path] = None, *, boards: Optional[list[str]] = None,
-                  variants: Optional[list[str]] = None, repeat: Optional[int] = None) -> Campaign:
-    """Load a campaign; `boards`/`variants` narrow it and `repeat` overrides
-    its ``repeat:`` (command-line options)."""
+                  variants: Optional[list[str]] = None, repeat: Optional[int] = None,
+                  budgets: Optional[Path] = None) -> Campaign:
+    """Load a campaign; `boards`/`variants` narrow it, `repeat` overrides
+    its ``repeat:`` and `budgets` its ``budgets:`` (command-line options)."""
     path = Path(path or DEFAULT_CAMPAIGN)
     if not path.exists() and (CAMPAIGN_DIR / f"{path}.yaml").exists():
         path = CAMPAIGN_DIR / f"{path}.yaml"  # a preset by name
@@ -196,11 +218,15 @@ def load_campaign(path: Optional[Path] = None, *, boards: Optional[list[str]] = 
         seen.add(name)
         entries.append(entry)
 
-    budgets = root.child("budgets").str("../budgets/default.yaml")
+    name = root.child("name").str(path.stem)
+    try:  # a campaign name names directories (rtlab lava render): never a path
+        check_name(name, "campaign name")
+    except ParamError as e:
+        raise root.child("name").error(str(e)) from None
     return Campaign(
-        name=root.child("name").str(path.stem), path=path.resolve(),
+        name=name, path=path.resolve(),
         description=root.child("description").str(""),
-        budgets=(path.parent / budgets).resolve(),
+        budgets=campaign_budgets(root.child("budgets"), path, budgets),
         boards=board_list, variants=variant_list, suites=entries, repeat=repeat,
         evidence=None if root.child("evidence").value is None else root.child("evidence").boolean(),
     )

@@ -267,9 +267,9 @@ class Comparison:
 
     def lines(self) -> list[str]:
         out = [f"baseline: {self.baseline_source or ', '.join(self.baseline_runs)} "
-               f"({len(self.baseline_runs)} runs)",
+               f"({_runs_text(self.baseline_runs, [r for k in self.keys for r in k.baseline])})",
                f"candidate: {self.candidate_source or ', '.join(self.candidate_runs)} "
-               f"({len(self.candidate_runs)} runs)"]
+               f"({_runs_text(self.candidate_runs, [r for k in self.keys for r in k.candidate])})"]
         out += [f"error: {p}" for p in self.problems]
         out += [k.line() for k in self.keys]
         out += [f"system changed: {c}" for c in self.system_changes]
@@ -286,6 +286,16 @@ class Comparison:
                 "baseline": {"source": self.baseline_source, "runs": self.baseline_runs},
                 "candidate": {"source": self.candidate_source, "runs": self.candidate_runs},
                 "keys": [k.to_json() for k in self.keys], "system_changes": self.system_changes}
+
+
+def _runs_text(runs: list[str], replicates: list["Replicate"]) -> str:
+    """How many runs a side has, counted as the statistics count them: each
+    repeat of a repeating campaign is one (a run dir with repeat: 5 is 5)."""
+    n = len({r.label for r in replicates}) or len(runs)
+    text = f"{n} run{'s' * (n != 1)}"
+    if n != len(runs):
+        text += f" from {len(runs)} run dir{'s' * (len(runs) != 1)}"
+    return text
 
 
 # -- the comparison ---------------------------------------------------------

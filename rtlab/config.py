@@ -7,22 +7,36 @@ from __future__ import annotations
 
 import builtins
 import math
+import re
 from pathlib import Path
 from typing import Any, Iterable
 
 import yaml
 
 from .errors import InputError
+from .fsutil import read_text_bounded
+
+#: a key or value shown in an error as it is: a name, a number, a wildcard.
+#: Anything else is described, not echoed: the "data file" may be /etc/shadow
+#: behind a symlink or a path, and its first line must not reach a CI log.
+_SHOWN = re.compile(r"[A-Za-z0-9*][A-Za-z0-9._*+@/-]{0,63}\Z")
 
 
-def load_yaml(path) -> Any:
+def shown(value: Any) -> str:
+    """*value* for an error message: as is when it is a number, a boolean or a
+    short name-like string, otherwise only its type (and length)."""
+    if value is None or isinstance(value, (bool, int, float)):
+        return repr(value)
+    if isinstance(value, str):
+        return repr(value) if _SHOWN.match(value) else f"a string of {len(value)} characters (not shown)"
+    return f"a {type(value).__name__}"
+
+
+def load_yaml(path, root=None) -> Any:
+    """A data file's YAML, read bounded and only from inside *root* (default:
+    its own directory; a symlink out of it is refused, never followed)."""
     path = Path(path)
-    try:
-        text = path.read_text()
-    except FileNotFoundError:
-        raise InputError(path, "file not found") from None
-    except OSError as e:
-        raise InputError(path, f"cannot read: {e.strerror}") from None
+    text = read_text_bounded(path, root=root)
     try:
         return yaml.safe_load(text)
     except yaml.YAMLError as e:
@@ -43,7 +57,11 @@ class Node:
         return InputError(self.path, f"{self.key or '<top>'}: {what}")
 
     def child(self, name) -> "Node":
-        key = f"{self.key}.{name}" if self.key else str(name)
+        part = str(name)
+        if isinstance(name, bool) or not isinstance(name, (str, int, float)) or not _SHOWN.match(part):
+            index = list(self.mapping()).index(name) + 1 if name in self.mapping() else 0
+            part = f"<key {index}>"  # file content, never echoed (see shown)
+        key = f"{self.key}.{part}" if self.key else part
         return Node(self.path, self.mapping().get(name), key)
 
     def mapping(self) -> dict:
@@ -84,11 +102,11 @@ class Node:
                 raise self.error("missing value")
             return default
         if isinstance(self.value, bool) or not isinstance(self.value, (int, float)):
-            raise self.error(f"must be a number, got {self.value!r}")
+            raise self.error(f"must be a number, got {shown(self.value)}")
         if not math.isfinite(self.value):  # YAML's .nan/.inf: a budget that always passes
-            raise self.error(f"must be a finite number, got {self.value!r}")
+            raise self.error(f"must be a finite number, got {shown(self.value)}")
         if positive and self.value <= 0:
-            raise self.error(f"must be a positive number, got {self.value!r}")
+            raise self.error(f"must be a positive number, got {shown(self.value)}")
         return self.value
 
     def integer(self, default=None, minimum=None) -> int:
@@ -97,9 +115,9 @@ class Node:
                 raise self.error("missing value")
             return default
         if isinstance(self.value, bool) or not isinstance(self.value, int):
-            raise self.error(f"must be an integer, got {self.value!r}")
+            raise self.error(f"must be an integer, got {shown(self.value)}")
         if minimum is not None and self.value < minimum:
-            raise self.error(f"must be >= {minimum}, got {self.value!r}")
+            raise self.error(f"must be >= {minimum}, got {shown(self.value)}")
         return self.value
 
     def boolean(self, default=None) -> bool:
@@ -108,7 +126,7 @@ class Node:
                 raise self.error("missing value")
             return default
         if not isinstance(self.value, bool):
-            raise self.error(f"must be true or false, got {self.value!r}")
+            raise self.error(f"must be true or false, got {shown(self.value)}")
         return self.value
 
     def str_list(self, default=None) -> list[builtins.str]:  # Node.str shadows str here

@@ -6,6 +6,7 @@ never turned into a latency verdict, and a latency verdict never into INFRA.
 """
 from __future__ import annotations
 
+import math
 from typing import Optional
 
 from .budgets import Budget, Budgets
@@ -89,6 +90,11 @@ def judge(m: Measurement, budget: Budget | None, *, unbudgeted: bool = False,
     if empty:
         m.verdict = Verdict.INFRA
         m.reasons.extend(empty)
+        return m
+    bad = [t.thread for t in out.threads if not all(math.isfinite(x) for x in (t.min_us, t.avg_us, t.max_us))]
+    if bad:  # NaN >= budget is false: a NaN maximum would pass every budget
+        m.verdict = Verdict.INFRA
+        m.reasons.append(f"{out.tool} thread {bad[0]}: latency is not a finite number, nothing judged")
         return m
     m.budget = budget
     if budget is None:

@@ -147,7 +147,10 @@ def write_html_report(run: RunResult, path: Path) -> Path:
     parts += snapshot_html(run, Path(path).parent)
     parts += regression_html(Path(path).parent)
     path = Path(path)
-    path.write_text("\n".join(parts) + "\n")
+    # a new file replacing whatever is there: never written through a symlink
+    # planted in a run dir (rtlab compare / gate --baseline rewrite this page)
+    from .fsutil import write_replacing
+    write_replacing(path, ("\n".join(parts) + "\n").encode())
     return path
 
 
@@ -155,10 +158,13 @@ def regression_html(run_dir: Path) -> list[str]:
     """The regression verdict against a baseline, where `rtlab compare` or
     `rtlab gate --baseline` judged this run (compare.json), with a link to
     the comparison report."""
-    f = Path(run_dir) / "compare.json"
-    try:
-        v = json.loads(f.read_text())
-    except (OSError, ValueError):
+    from .errors import InputError
+    from .modelcheck import load_comparison
+    try:  # bounded, not through a symlink, checked (rtlab.modelcheck)
+        v = load_comparison(run_dir)
+    except InputError:
+        return []
+    if v is None:
         return []
     out = [f"<h2>Regression verdict: {html.escape(str(v.get('outcome', '?')).upper())}</h2>",
            f"<p>baseline: {html.escape(str((v.get('baseline') or {}).get('source', '')))}</p>"]

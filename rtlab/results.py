@@ -27,12 +27,15 @@ from __future__ import annotations
 import dataclasses
 import datetime as dt
 import json
+import math
 import os
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
+from . import modelcheck
+from .fsutil import read_bounded, result_max_bytes, tail_text
 from .boards import Board
 from .budgets import Budgets
 from .errors import InputError
@@ -46,6 +49,8 @@ from .variants import Variant
 from .vendor import write_vendor_html
 
 JOB_SPEC = "job-spec.json"
+#: exit.json and the like: a few hundred bytes when honest
+SMALL_FILE_MAX_BYTES = 1024 * 1024
 LATEST = "latest"
 
 
@@ -122,8 +127,8 @@ def variant_problems(spec: JobSpec, facts: dict) -> list[str]:
 def read_exit_code(host_dir: Path) -> Optional[int]:
     """The tool's exit code from exit.json (written with the raw files), None if absent."""
     try:
-        rc = json.loads((host_dir / "exit.json").read_text()).get("exit_code")
-    except (OSError, ValueError, AttributeError):
+        rc = json.loads(read_bounded(host_dir / "exit.json", SMALL_FILE_MAX_BYTES)).get("exit_code")
+    except (InputError, ValueError, AttributeError):
         return None
     return rc if isinstance(rc, int) else None
 
@@ -133,18 +138,18 @@ def read_elapsed(host_dir: Path, json_file: Optional[str] = None) -> Optional[fl
     the labgrid path), else the tool's own JSON start_time/end_time (rt-tests;
     whole seconds, so +1 s: an upper bound), None if neither says."""
     try:
-        v = json.loads((host_dir / "exit.json").read_text()).get("elapsed_s")
-        if isinstance(v, (int, float)) and not isinstance(v, bool):
+        v = json.loads(read_bounded(host_dir / "exit.json", SMALL_FILE_MAX_BYTES)).get("elapsed_s")
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
             return float(v)
-    except (OSError, ValueError, AttributeError):
+    except (InputError, ValueError, AttributeError):
         pass
     if not json_file:
         return None
     from email.utils import parsedate_to_datetime
     try:
-        d = json.loads((host_dir / json_file).read_text())
+        d = json.loads(read_bounded(host_dir / json_file, result_max_bytes()))
         start, end = parsedate_to_datetime(d["start_time"]), parsedate_to_datetime(d["end_time"])
-    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+    except (InputError, ValueError, KeyError, TypeError, AttributeError):
         return None
     return (end - start).total_seconds() + 1.0
 
@@ -156,7 +161,10 @@ def tool_exit_problem(suite: Suite, rc: int, host_dir: Path) -> Optional[str]:
     if rc == 0 or suite.accepts_exit(rc, host_dir):
         return None
     err = host_dir / "stderr.txt"
-    tail = err.read_text(errors="replace").strip().splitlines()[-3:] if err.is_file() else []
+    try:  # the last lines say why; a runaway stderr is not read whole
+        tail = tail_text(err, SMALL_FILE_MAX_BYTES).strip().splitlines()[-3:] if err.is_file() else []
+    except InputError:
+        tail = []
     return f"{suite.tool} exited with {rc}" + (f": {' | '.join(tail)}" if tail else "")
 
 
@@ -298,12 +306,27 @@ class ResultsDir:
 
 
 def load_run(run_dir: Path) -> RunResult:
-    """A run's RunResult from its directory (or its run.json)."""
+    """A run's RunResult from its directory (or its run.json): read bounded,
+    never through a symlink out of the run directory, every value checked
+    for type and range (rtlab.modelcheck) before the model sees it."""
     p = Path(run_dir)
     path = p if p.is_file() else p / "run.json"
-    if not path.is_file():
+    if not path.is_file() and not path.is_symlink():
         raise InputError(path, "no run.json: not a results directory (expected results/<run_id>/run.json)")
+    doc = modelcheck.load_checked(path, modelcheck.run, what="run result")
     try:
-        return RunResult.from_json(json.loads(path.read_text()))
+        return RunResult.from_json(doc)
+    except (ValueError, KeyError, TypeError) as e:  # modelcheck should have named it
+        raise InputError(path, f"not a valid run result: {type(e).__name__}: {e}") from None
+
+
+def load_job(path: Path) -> JobResult:
+    """A job's JobResult from its job.json, checked like run.json."""
+    doc = modelcheck.load_checked(path, modelcheck.job, what="job result")
+    try:
+        return JobResult.from_json(doc)
     except (ValueError, KeyError, TypeError) as e:
-        raise InputError(path, f"not a valid run result: {e}") from None
+        raise InputError(path, f"not a valid job result: {type(e).__name__}: {e}") from None
+
+
+load_comparison = modelcheck.load_comparison

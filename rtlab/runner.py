@@ -495,6 +495,7 @@ def run_campaign(campaign: Campaign, *, results_root: Path = RESULTS_DIR,
     every job so far, and the exception goes on up (exit 2) carrying
     ``run_dir``."""
     budgets = load_budgets(campaign.budgets)  # a bad budget file fails before any boot
+    budgets.check_covers(campaign.jobs())  # so does a budget typo, or budgets: {}
     started = dt.datetime.now(dt.timezone.utc).replace(microsecond=0)
     # absolute (ResultsDir): the board suites run in pytest processes with
     # their own cwd (a relative --results, as CI jobs pass it, broke every boot)

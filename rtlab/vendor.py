@@ -30,6 +30,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Optional, Union
 
+from .errors import InputError
+from .fsutil import read_bounded
 from .model import Histogram, JobResult, Measurement, RunResult, ThreadResult, ToolOutput, Verdict, combine_verdicts
 from .parsers._common import IPC_TOOLS
 from .plot import histogram_svg
@@ -253,6 +255,9 @@ def _merge(threads: list[ThreadResult], thread: int) -> ThreadResult:
     return merged
 
 
+#: a command line is short; a bigger command.txt is not one
+COMMAND_MAX_BYTES = 64 * 1024
+
 #: where a job's raw files are: one run's directory, or per job (runs merged)
 RunDirs = Union[None, Path, dict]
 
@@ -266,10 +271,11 @@ def _read_command(run_dir: RunDirs, job: JobResult, m: Measurement) -> Optional[
         job_dir = job_dir / f"r{job.repeat}"
     for rel in m.raw:
         if rel.endswith("command.txt"):
-            try:
-                return (job_dir / rel).read_text(errors="replace").strip() or None
-            except OSError:
+            try:  # run.json's raw list and the files are the run dir's: no symlink or '..' out of the job
+                data = read_bounded(job_dir / rel, COMMAND_MAX_BYTES, root=job_dir)
+            except InputError:
                 return None
+            return data.decode(errors="replace").strip() or None
     return None
 
 

@@ -17,7 +17,7 @@ def register(sub):
     b = sub.add_parser("baseline", help="pin the baseline a branch is compared against")
     bsub = b.add_subparsers(dest="baseline_command", required=True, metavar="ACTION")
     pin = bsub.add_parser("pin", help="store the last K runs per key of a branch as baseline NAME")
-    pin.add_argument("name", help="the pin's name (e.g. main-6.12)")
+    pin.add_argument("name", type=pin_name, help="the pin's name (e.g. main-6.12)")
     pin.add_argument("--like", nargs="+", type=Path, required=True, metavar="RUN_DIR",
                      help="runs whose keys and campaign the baseline covers")
     pin.add_argument("--branch", default="main")
@@ -43,6 +43,18 @@ def register(sub):
     p.set_defaults(func=compare)
 
 
+def pin_name(text: str) -> str:
+    """A pin name is a tag value in the store: a safe name like suites and
+    boards (a newline was stored as a space, then broke the InfluxQL query)."""
+    import argparse
+
+    from ..params import ParamError, check_name
+    try:
+        return check_name(text, "pin name")
+    except ParamError as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
+
+
 def add_baseline_args(p) -> None:
     p.add_argument("--baseline", nargs="+", type=Path, metavar="RUN_DIR",
                    help="baseline runs (results/<run_id>)")
@@ -51,7 +63,7 @@ def add_baseline_args(p) -> None:
                         "--last runs of the same board, variant, suite, load and campaign on --branch")
     p.add_argument("--branch", default="main", help="baseline branch in the store (default main)")
     p.add_argument("--last", type=int, default=5, metavar="K", help="baseline runs per key (default 5)")
-    p.add_argument("--pin", metavar="NAME", help="the baseline pinned as NAME (rtlab baseline pin)")
+    p.add_argument("--pin", metavar="NAME", type=pin_name, help="the baseline pinned as NAME (rtlab baseline pin)")
 
 
 def policy_for(args, candidate_dirs):
@@ -116,6 +128,7 @@ def write_outputs(cmp, args, candidate_dirs=()) -> None:
         print(f"compare report: {html}")
     if getattr(args, "json", None):
         Path(args.json).write_text(json.dumps(verdict, indent=2) + "\n")
+    from ..fsutil import write_replacing
     from ..plot import write_html_report
     from ..results import load_run
 
@@ -123,9 +136,11 @@ def write_outputs(cmp, args, candidate_dirs=()) -> None:
         d = Path(d)
         if not d.is_dir():
             continue
-        (d / "compare.json").write_text(json.dumps(verdict, indent=2) + "\n")
+        # the run dir's files may be symlinks someone planted (to ~/.bashrc):
+        # each is replaced by a new file, its target never written
+        write_replacing(d / "compare.json", (json.dumps(verdict, indent=2) + "\n").encode())
         if (d / "report.html").exists():
-            write_html_report(load_run(d), d / "report.html")
+            write_html_report(load_run(d), d / "report.html")  # written by write_replacing too
 
 
 def compare(args) -> int:

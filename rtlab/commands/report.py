@@ -76,6 +76,10 @@ def gate(args) -> int:
             judge_run(run, load_budgets(args.budgets or Path(run_dir) / "budgets.yaml"))
         print(comparison_table(run))
         verdicts.append(run.verdict)
+        if not any(not j.only_not_available for j in run.jobs):  # INFRA with nothing below to say why
+            na = [f"{n.get('board')}/{n.get('variant')}: {n.get('reason')}" for n in run.not_available]
+            print(f"gate: INFRA {run_dir}: no job measured anything"
+                  + (f" (not available: {'; '.join(na)})" if na else " (run.json lists no jobs)"))
         for job in run.jobs:  # why, one line each, for the CI log
             where = f"{run_dir}: {job.board}/{job.variant}"
             if job.build_error:

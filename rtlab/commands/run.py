@@ -22,6 +22,9 @@ def register(sub):
     p.add_argument("--board", "-b", action="append", help="only this board (repeatable)")
     p.add_argument("--variant", "-V", action="append", help="only this variant (repeatable)")
     p.add_argument("--results", type=Path, help="results root (default: results/)")
+    p.add_argument("--budgets", type=Path, metavar="FILE",
+                   help="budget file (default: the campaign's budgets:, which must lie in budgets/ or "
+                        "beside the campaign)")
     p.add_argument("--no-publish", action="store_true", help="do not publish to the store")
     p.add_argument("--kernel-tree", type=Path, metavar="PATH",
                    help="build every variant's kernel from this git tree (the commit under test) "
@@ -52,7 +55,7 @@ def commit_from_env() -> dict:
 
 def run(args) -> int:
     campaign = load_campaign(args.campaign, boards=args.board, variants=args.variant,
-                             repeat=args.repeat)
+                             repeat=args.repeat, budgets=args.budgets)
     # what the jobs start in sessions of their own comes back to us when its
     # parent dies, so a cancelled or finished job leaves nothing running
     become_subreaper()
@@ -64,6 +67,9 @@ def run(args) -> int:
     print()
     print(comparison_table(run))
     print(f"\nresults: {run_dir}")
+    # the verdict before the store is touched: whatever the store does (down,
+    # slow, a byte every 2 s), the run's verdict and exit code stand
+    print(f"verdict: {run.verdict.value.upper()} (exit {EXIT_CODE[run.verdict]})", flush=True)
     if not args.no_publish:
         try:
             # lazy and optional: a checkout without the store still runs and gates

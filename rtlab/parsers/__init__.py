@@ -30,6 +30,7 @@ import re
 from typing import Optional
 
 from ..errors import InputError
+from ..fsutil import read_bounded
 from ..model import ToolOutput
 from . import rtjson, rttext
 from ._common import DEFAULT_MAX_MB, limit
@@ -44,12 +45,12 @@ def parse_file(path, tool: Optional[str] = None, *, nsecs: Optional[bool] = None
     too_big = (f"over the parse limit of {max_bytes // 1024 // 1024} MB (RTLAB_PARSE_MAX_MB): "
                f"refused before memory runs out")
     try:
-        with open(path, "rb") as f:
-            if os.fstat(f.fileno()).st_size > max_bytes:
-                raise InputError(path, f"{os.fstat(f.fileno()).st_size // 1024 // 1024} MB, {too_big}")
-            data = f.read()
-    except OSError as e:
-        raise InputError(path, f"cannot read: {e.strerror or e}") from None
+        # bounded by the bytes read, not st_size: /dev/zero, a FIFO or a /proc
+        # file says 0 or nothing; non-regular files are refused unread
+        data = read_bounded(path, max_bytes)
+    except InputError as e:
+        raise InputError(path, e.what.replace(f"over the limit of {max_bytes // 1024 // 1024} MB: "
+                                              "refused before memory runs out", too_big)) from None
     if data[:2] == b"\x1f\x8b":
         try:
             with gzip.GzipFile(fileobj=io.BytesIO(data)) as gz:

@@ -15,8 +15,11 @@ mapping for the bucket; 3.x maps a database to its bucket by name).
 from __future__ import annotations
 
 import base64
+import http.client
 import json
 import socket
+import threading
+import time
 import urllib.error
 import urllib.request
 from typing import Any, Optional
@@ -43,8 +46,50 @@ def _body(lines: Lines) -> tuple[bytes, int]:
     return text.encode(), n
 
 
+def _shut(sockets: list) -> None:
+    for sock in sockets:
+        try:
+            sock.shutdown(socket.SHUT_RDWR)  # a blocked recv() returns at once
+        except OSError:
+            pass
+
+
+class _Handler(urllib.request.HTTPHandler):
+    """urllib's HTTP handler, handing each connection's socket to the
+    request's watchdog (proxies and the rest of urllib stay as they are)."""
+
+    def __init__(self, sockets: list):
+        super().__init__()
+        self.sockets = sockets
+
+    def http_open(self, req):
+        return self.do_open(_conn_class(http.client.HTTPConnection, self.sockets), req)
+
+
+class _HttpsHandler(urllib.request.HTTPSHandler):
+    def __init__(self, sockets: list):
+        super().__init__()
+        self.sockets = sockets
+
+    def https_open(self, req):
+        return self.do_open(_conn_class(http.client.HTTPSConnection, self.sockets), req,
+                            context=self._context)
+
+
+def _conn_class(base, sockets: list):
+    class Connection(base):
+        def connect(self):
+            super().connect()
+            sockets.append(self.sock)
+    return Connection
+
+
 class _Http:
     """Shared plumbing: one request, errors mapped, secrets redacted."""
+
+    #: monotonic time after which no request is made or waited for (set_deadline)
+    deadline: Optional[float] = None
+    deadline_s: float = 0.0
 
     def __init__(self, url: str, timeout_s: float, config: Optional[StoreConfig]):
         self.url = url.rstrip("/")
@@ -62,18 +107,50 @@ class _Http:
             req.add_header("Authorization", self._auth)
         if content_type:
             req.add_header("Content-Type", content_type)
+        timeout = self.timeout_s
+        if self.deadline is not None:
+            timeout = min(timeout, self.deadline - time.monotonic())
+            if timeout <= 0:
+                raise StoreUnavailable(self._redact(f"{self.url}: {self._deadline_text()}"))
+        # the timeout is per socket operation: a store answering a byte every
+        # 2 s never hits it. The watchdog shuts the request's sockets at the
+        # deadline, which ends any read in progress (one deadline per publish)
+        sockets: list[socket.socket] = []
+        watchdog = None
+        if self.deadline is not None:
+            watchdog = threading.Timer(timeout, _shut, (sockets,))
+            watchdog.daemon = True
+            watchdog.start()
         try:
-            with urllib.request.urlopen(req, timeout=self.timeout_s) as resp:
+            opener = urllib.request.build_opener(_Handler(sockets), _HttpsHandler(sockets))
+            with opener.open(req, timeout=timeout) as resp:
                 return resp.status, dict(resp.headers), resp.read()
         except urllib.error.HTTPError as e:
             try:
                 payload = e.read()
             except Exception:
                 payload = b""
+            if self._past_deadline():
+                raise StoreUnavailable(self._redact(f"{self.url}: {self._deadline_text()}")) from None
             return e.code, dict(e.headers or {}), payload
-        except (urllib.error.URLError, socket.timeout, ConnectionError, OSError) as e:
-            reason = getattr(e, "reason", e)
+        except (urllib.error.URLError, socket.timeout, ConnectionError, OSError, http.client.HTTPException) as e:
+            reason = self._deadline_text() if self._past_deadline() else getattr(e, "reason", e)
             raise StoreUnavailable(self._redact(f"{self.url}: {reason}")) from None
+        finally:
+            if watchdog is not None:
+                watchdog.cancel()
+
+    def _past_deadline(self) -> bool:
+        return self.deadline is not None and time.monotonic() >= self.deadline - 0.05
+
+    def _deadline_text(self) -> str:
+        return f"no complete answer before the publish deadline ({self.deadline_s:g} s, RTLAB_PUBLISH_DEADLINE_S)"
+
+    def set_deadline(self, seconds: Optional[float]) -> None:
+        """One deadline for everything from now on (every request of a
+        publish: ping, create database, replay, each batch), not per read."""
+        self.deadline_s = seconds or 0.0
+        self.deadline = None if seconds is None else time.monotonic() + seconds
 
     def _redact(self, text: str) -> str:
         return self._config.redact(text)

@@ -19,6 +19,8 @@ Never raises for store trouble (that is what the spool is for); raises
 from __future__ import annotations
 
 import logging
+import math
+import os
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -38,6 +40,17 @@ from .spool import AUTH_STATUSES, Spool
 log = logging.getLogger("rtlab.store")
 
 Progress = Callable[[str], None]
+
+#: one deadline for a whole publish, every request included (RTLAB_PUBLISH_DEADLINE_S)
+DEFAULT_DEADLINE_S = 120.0
+
+
+def publish_deadline_s() -> float:
+    try:
+        v = float(os.environ.get("RTLAB_PUBLISH_DEADLINE_S") or DEFAULT_DEADLINE_S)
+    except ValueError:
+        return DEFAULT_DEADLINE_S
+    return v if math.isfinite(v) and v > 0 else DEFAULT_DEADLINE_S
 
 
 @dataclass
@@ -89,7 +102,7 @@ class Session:
 
     def __init__(self, config: Optional[StoreConfig] = None, config_file=None,
                  store=None, spool: Optional[Spool] = None, progress: Progress = print,
-                 start_local: bool = True):
+                 start_local: bool = True, deadline_s: Optional[float] = None):
         # a copy: opening the local influxd fills in its URL
         self.config = replace(config) if config else StoreConfig.load(config_file)
         self.progress = progress
@@ -101,8 +114,18 @@ class Session:
                                     else state_dir() / "spool")
         self.store = store
         self.down = False
+        self.deadline_s = deadline_s or publish_deadline_s()
+        self._fresh = True  # the deadline armed here covers the first publish
+        self._arm()
         if self.store is None:
             self._open(start_local)
+
+    def _arm(self) -> None:
+        """One overall deadline from now for every request to the store (a
+        store that dribbles a byte every 2 s would hang a per-read timeout
+        for ever); what misses it is spooled."""
+        if hasattr(self.store, "set_deadline"):
+            self.store.set_deadline(self.deadline_s)
 
     # -- opening -----------------------------------------------------------
     def _open(self, start_local: bool) -> None:
@@ -122,6 +145,7 @@ class Session:
             cfg.url, cfg.api = self.local.url, "v1"
             self.local_url = self.local.url
         self.store = store_from_config(cfg)
+        self._arm()
         if cfg.api == "v1" and cfg.create_database:
             try:
                 self.store.create_database()
@@ -191,6 +215,9 @@ class Session:
 
     def publish(self, run: RunResult, replay: bool = True) -> PublishReport:
         t0 = time.monotonic()
+        if not self._fresh:  # a session reused for another run: a deadline of its own
+            self._arm()
+        self._fresh = False
         report = PublishReport(run_id=run.run_id, target=self.target)
         if replay:
             report.replayed, _ = self.replay()
