@@ -115,7 +115,10 @@ def policy_from_node(node: Node, path: Path) -> Policy:
         ln = node.child("looks")
         if not isinstance(ln.value, list) or not ln.value:
             raise ln.error("must be a non-empty list of candidate run counts")
-        looks = tuple(ln.child(i).integer(None, minimum=2) for i in range(len(ln.value)))
+        for i, v in enumerate(ln.value):
+            if not isinstance(v, int) or isinstance(v, bool) or v < 2:
+                raise ln.error(f"item {i}: must be an integer >= 2, got {v!r}")
+        looks = tuple(ln.value)
         if list(looks) != sorted(set(looks)) or looks[-1] > 200:
             raise ln.error(f"must increase, at most 200 runs: got {list(looks)}")
     trim = node.child("trim").number(d.trim) if node.child("trim").value is not None else d.trim
