@@ -28,7 +28,8 @@ class Policy:
     ``statistics``: the run-level statistics that gate (p50, p99, p99.9,
     p99.99, max); the others are shown. ``alpha``: the campaign-wide false
     alarm rate. ``min_runs``: valid runs per side below which a key is
-    undecided. ``trim``: Yuen trimming of each side (0.2 drops the most
+    undecided. ``beta``, ``looks``: the sequential verdict's (rtlab.compare).
+    ``trim`` (read, no longer used by the sequential verdict): Yuen trimming of each side (0.2 drops the most
     extreme run of five at each end); 0 by default: at 5 runs a side the
     trimmed test keeps 3, and its power for a doubled p99 fell from 96 % to
     38 % in simulation (30 keys, log sd 0.15), while the plain Welch test

@@ -79,10 +79,19 @@ def test_a_a_is_no_regression_and_injected_regression_is_named(tmp_path, campaig
         cand = run_dir_of(rtlab("run", "--campaign", c, "--results", tmp_path / "r", "--no-publish",
                                 "--repeat", "3", timeout=600))
     html = tmp_path / "compare.html"
-    reg = rtlab("compare", "--baseline", base, "--candidate", cand, "--html", html)
+    cands = [cand]
+    reg = rtlab("compare", "--baseline", base, "--candidate", *cands, "--html", html)
+    if reg.returncode == 2 and "measure more (next look at 6" in reg.stdout:
+        # the sequential verdict's second look: 3 more candidate runs, a
+        # second session (a loaded host can leave 3 runs undecided)
+        with stealing(spin_us=150, period_ms=3):
+            cands.append(run_dir_of(rtlab("run", "--campaign", c, "--results", tmp_path / "r", "--no-publish",
+                                          "--repeat", "3", timeout=600)))
+        reg = rtlab("compare", "--baseline", base, "--candidate", *cands, "--html", html)
     assert reg.returncode == 1, reg.stdout + reg.stderr
     line = next(l for l in reg.stdout.splitlines() if l.startswith("local/host/cyclictest/idle:"))
-    assert line.endswith(": REGRESSION") and f"runs vs {len(valid)}" in line and "look 1 at 3 runs" in line
+    assert line.endswith(": REGRESSION") and f"runs vs {len(valid)}" in line
+    assert f"look {len(cands)} at {3 * len(cands)} runs" in line, line
     # the effect, with its interval: p99 went up by well over the minimum effect
     effect = float(line.split(" +")[1].split(" %")[0])
     assert effect > 50, line
