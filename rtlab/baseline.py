@@ -74,10 +74,14 @@ def _replicate(row: dict, histogram: Optional[Histogram] = None) -> Replicate:
     # at least the histogram's range, where the range is known
     size, bucket = row.get("hist_size"), row.get("bucket_us")
     censored = censored_at(values, float(size) * float(bucket) if size and bucket and row.get("cycles") else None)
+    # run parameters the store keeps: the histogram's range (duration and
+    # interval show in the samples per run: rtlab.compare.parameter_differences)
+    params = {"histogram range us": float(size) * float(bucket)} if size and bucket else {}
     return Replicate(run_id=str(row.get("run_id") or "?"), repeat=int(row.get("repeat") or 0),
                      campaign=str(row.get("campaign") or ""), budget_class=str(row.get("budget_class") or ""),
                      values=values, bucket_us=bucket, histogram=histogram,
-                     commit=str(row.get("commit") or ""), censored=censored)
+                     commit=str(row.get("commit") or ""), censored=censored, params=params,
+                     cycles=int(row.get("cycles") or 0))
 
 
 def _histograms(store, key: MeasurementKey, chosen: list[dict]) -> dict[tuple[str, str], Histogram]:
@@ -146,7 +150,30 @@ def read_baseline(store, keys: Iterable[MeasurementKey], campaign: str, branch: 
     return side
 
 
-def pin(store, name: str, keys: Iterable[MeasurementKey], campaign: str, branch: str, last: int) -> dict:
+def baseline_keys(store, campaign: str, branch: str, pinned: Optional[dict[str, list[str]]] = None
+                  ) -> set[MeasurementKey]:
+    """The keys the baseline has: a pin's, or those of the branch's latest
+    run of the campaign (a key the candidate no longer measures is then
+    compared, and undecided, instead of vanishing)."""
+    if pinned is not None:
+        out = set()
+        for label in pinned:
+            parts = label.split("/")
+            if len(parts) == 4:
+                out.add(MeasurementKey(*parts))
+        return out
+    q = (f'SELECT * FROM "{VERDICT}" WHERE "scope" = \'measurement\' AND "campaign" = {_q(campaign)} '
+         f'AND "branch" = {_q(branch)} ORDER BY time DESC LIMIT {ROW_LIMIT}')
+    found = _query(store, q)
+    if not found:
+        return set()
+    latest = found[0].get("run_id")
+    return {MeasurementKey(str(r.get("board")), str(r.get("variant")), str(r.get("suite")), str(r.get("load")))
+            for r in found if r.get("run_id") == latest and r.get("board")}
+
+
+def pin(store, name: str, keys: Iterable[MeasurementKey], campaign: str, branch: str, last: int,
+        regression: Optional[dict] = None, policy_source: str = "") -> dict:
     """Choose the baseline now (last K runs per key) and store the choice."""
     side = read_baseline(store, keys, campaign, branch, last)
     chosen = {k.label(): sorted({r.run_id for r in reps}) for k, reps in side.keys.items()}
@@ -154,7 +181,7 @@ def pin(store, name: str, keys: Iterable[MeasurementKey], campaign: str, branch:
         raise BaselineUnavailable(f"no runs of campaign {campaign} on branch {branch} to pin")
     now = datetime.now(timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
     doc = {"name": name, "campaign": campaign, "branch": branch, "last": last, "pinned_at": now,
-           "runs": chosen}
+           "runs": chosen, "regression": regression, "policy_source": policy_source}
     point = Point(PIN, {"name": name}, {"pin": json.dumps(doc), "campaign": campaign, "branch": branch},
                   timestamp(now, getattr(store, "precision", "s")))
     try:

@@ -166,7 +166,7 @@ def bisect_policy(budgets: Optional[Path], baseline: list, n_cand: int, suite: s
 
 
 def compare(baseline: list, candidate: list, suite: str, load: str,
-            budgets: Optional[Path] = None) -> Verdict:
+            budgets: Optional[Path] = None, looks: Optional[tuple[int, ...]] = None) -> Verdict:
     """The regression verdict of rtlab.compare; the stand-in's run-level
     numbers go into the report (and decide a step that is infra only)."""
     from . import compare as cmpmod  # lazy: rtlab.compare imports scipy (CLI start-up)
@@ -174,8 +174,11 @@ def compare(baseline: list, candidate: list, suite: str, load: str,
     fb = fallback_compare(baseline, candidate, suite, load)  # the numbers for the report
     if fb.outcome == "undecided" and not fb.numbers:  # infra: nothing to compare
         return fb
-    cmp = cmpmod.compare_runs(baseline, candidate,
-                              bisect_policy(budgets, baseline, len(candidate), suite, load))
+    policy = bisect_policy(budgets, baseline, len(candidate), suite, load)
+    if looks:
+        # a step looks after its first runs and after measuring as many again
+        policy = dataclasses.replace(policy, looks=tuple(n for n in looks if n >= policy.min_runs) or looks)
+    cmp = cmpmod.compare_runs(baseline, candidate, policy)
     keys = [k for k in cmp.keys if k.key.suite == suite and k.key.load == load]
     outcome = keys[0].outcome if len(keys) == 1 else cmp.outcome
     return Verdict(outcome, [k.line() for k in keys] or fb.lines, fb.numbers, oracle="rtlab.compare")
@@ -287,15 +290,20 @@ def subject(tree: Path, sha: str) -> str:
 
 
 def judge_head(s: Settings, baseline: list, label: str) -> dict[str, Any]:
-    """Measure HEAD, compare, retry once when undecidable."""
+    """Measure HEAD, compare; when undecided, measure more and compare all
+    of HEAD's runs (the sequential verdict's next look), once. Still
+    undecided: the step is skipped, never called good."""
     attempts = []
+    measured: list = []
     for attempt in (1, 2):
         t0 = time.monotonic()
         runs, info = measure(s, f"{label} (attempt {attempt})", s.repeat)
+        measured += runs
         if info.get("build_error"):
             v = Verdict("undecided", [f"build error: {info['build_error']}"])
         else:
-            v = compare(baseline, runs, s.suite, s.load, info.get("budgets"))
+            v = compare(baseline, measured, s.suite, s.load, info.get("budgets"),
+                        looks=(s.repeat, 2 * s.repeat))
         info.update(outcome=v.outcome, lines=v.lines, numbers=v.numbers, oracle=v.oracle,
                     seconds=round(time.monotonic() - t0, 1))
         attempts.append(info)

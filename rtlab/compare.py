@@ -29,6 +29,7 @@ broken budget wins over infra errors in the gate.
 """
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -62,6 +63,15 @@ class Replicate:
     #: statistics beyond the histogram's range: name -> the range (the
     #: statistic is at least that: right-censored, not unknowable)
     censored: dict[str, float] = field(default_factory=dict)
+    #: how the run was made (rtlab.compare.run_parameters): runs compared
+    #: against each other must agree on every one both record
+    params: dict[str, Any] = field(default_factory=dict)
+    cycles: int = 0
+
+    @property
+    def session(self) -> str:
+        """Runs of one ``rtlab run`` share a session (host state, neighbours)."""
+        return self.run_id
 
     @property
     def label(self) -> str:
@@ -110,12 +120,58 @@ def side_from_runs(runs: Iterable[RunResult], source: str = "") -> Side:
                                 values=stats.run_statistics(c),
                                 bucket_us=c.histogram.bucket_us if c.histogram else None,
                                 histogram=c.histogram, commit=sha,
-                                censored=stats.censored_statistics(c))
+                                censored=stats.censored_statistics(c),
+                                params=run_parameters(m), cycles=int(c.cycles))
                 side.keys.setdefault(k, []).append(rep)
         if not run.jobs:
             side.dropped.setdefault(MeasurementKey("*", "*", "*", "*"), []).append(
                 f"{run.run_id}: no jobs")
     return side
+
+
+def run_parameters(m) -> dict[str, Any]:
+    """What a run was made with, as run.json records it: the suite's
+    parameters (``Measurement.params``: duration, interval, histogram
+    buckets, priority, load options, CPUs), and what the output itself says
+    (threads, the CPUs measured, the histogram's range)."""
+    out: dict[str, Any] = {k: v for k, v in (m.params or {}).items()}
+    threads = m.output.threads
+    out["threads"] = len(threads)
+    cpus = sorted(t.cpu for t in threads if t.cpu is not None)
+    if cpus:
+        out["measured cpus"] = cpus
+    h = threads[0].histogram if threads else None
+    if h is not None and h.size:
+        out["histogram range us"] = h.size * h.bucket_us
+    return out
+
+
+def parameter_differences(reps: list[Replicate]) -> list[str]:
+    """Parameters the runs disagree on (each named, with its values and
+    runs); a parameter some runs do not record is compared where recorded.
+    Where some runs record duration and interval and others do not (a store
+    baseline), the samples per run stand in for them: 1.5x apart is
+    differently made (a kernel stalling 400 ms in every 900 ms under TCG
+    lost 28 % of its samples: that is a regression, not another duration)."""
+    out = []
+    names = sorted({k for r in reps for k in r.params})
+    for name in names:
+        by: dict[str, list[str]] = {}
+        for r in reps:
+            if name in r.params:
+                by.setdefault(json.dumps(r.params[name], sort_keys=True), []).append(r.label)
+        if len(by) > 1:
+            out.append(f"run parameter {name} differs: " + "; ".join(
+                f"{v} in {', '.join(sorted(ls))}" for v, ls in sorted(by.items())))
+    timed = ["duration_s" in r.params and "interval_us" in r.params for r in reps]
+    if any(timed) and not all(timed):
+        cyc = [r.cycles for r in reps if r.cycles]
+        if cyc and max(cyc) > 1.5 * min(cyc):
+            lo = min(reps, key=lambda r: r.cycles or math.inf)
+            hi = max(reps, key=lambda r: r.cycles)
+            out.append(f"run parameter samples per run differs (duration or interval): {lo.cycles} in "
+                       f"{lo.label}, {hi.cycles} in {hi.label}")
+    return out
 
 
 # -- results ----------------------------------------------------------------
@@ -132,6 +188,16 @@ class StatComparison:
     #: least that (right-censored); the medians are then lower bounds
     baseline_censored: list[bool] = field(default_factory=list)
     candidate_censored: list[bool] = field(default_factory=list)
+    #: every look at this statistic, in order (runs, estimate, bound)
+    looks: list["Look"] = field(default_factory=list)
+    #: the nominal one-sided level of each look (Pocock, Bonferroni-shared)
+    level: Optional[float] = None
+
+    def sync(self) -> None:
+        """After the key stopped at a look: the shown test is that look's."""
+        if self.looks:
+            lk = self.looks[-1]
+            self.test, self.big_enough, self.p_adjusted = lk.test, lk.big, lk.p_adjusted
 
     @property
     def base_median(self) -> float:
@@ -169,7 +235,27 @@ class StatComparison:
                 "p": t.p if t else None, "p_adjusted": self.p_adjusted,
                 "ratio": t.ratio if t else None,
                 "ratio_interval": [fin(t.ratio_low), fin(t.ratio_high)] if t else None,
-                "method": t.method if t else None}
+                "method": t.method if t else None, "level": self.level,
+                "looks": [lk.to_json() for lk in self.looks]}
+
+
+@dataclass
+class Look:
+    """One look at one statistic: after `runs` candidate runs."""
+
+    runs: int
+    test: "stats.ShiftTest"
+    big: bool
+    p_adjusted: float
+    #: the upper bound of the ratio NO-REGRESSION needs below 1 + minimum effect
+    upper: float
+    regress: bool
+    no_regression: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {"runs": self.runs, "ratio": self.test.ratio, "p": self.test.p, "p_adjusted": self.p_adjusted,
+                "upper": self.upper if math.isfinite(self.upper) else None,
+                "decision": REGRESSION if self.regress else NO_REGRESSION if self.no_regression else "continue"}
 
 
 def _pct(x: float) -> str:
@@ -195,6 +281,11 @@ class KeyComparison:
     reasons: list[str] = field(default_factory=list)
     baseline: list[Replicate] = field(default_factory=list)
     candidate: list[Replicate] = field(default_factory=list)
+    #: candidate runs at the look that decided (None: undecided)
+    decided_at: Optional[int] = None
+    #: undecided for want of runs: more candidate runs can decide it
+    #: (``rtlab run --repeat-until-decided`` schedules them)
+    more: bool = False
 
     @property
     def deciding(self) -> Optional[StatComparison]:
@@ -210,7 +301,7 @@ class KeyComparison:
     alpha: float = 0.05
 
     def _regresses(self, s: StatComparison) -> bool:
-        return (s.p_adjusted is not None and s.p_adjusted < self.alpha and s.big_enough)
+        return bool(s.looks) and s.looks[-1].regress
 
     def line(self) -> str:
         head = f"{self.key.label()}: "
@@ -219,13 +310,18 @@ class KeyComparison:
         if s is None:
             return head + "~ (" + "; ".join(self.reasons or ["nothing to compare"]) + f"): {tail}"
         t = s.test
-        p = s.p_adjusted if s.p_adjusted is not None else t.p
+        p = t.p
+        n_c = s.looks[-1].runs if s.looks else self.n_candidate
         text = (f"{s.name} {_pct(t.ratio)} [{_pct(t.ratio_low)}, {_pct(t.ratio_high)}] "
                 f"({s.medians_text()}), "
-                f"{self.n_candidate} runs vs {self.n_baseline}, p={p:.2g}")
+                f"{n_c} runs vs {self.n_baseline}, p={p:.2g}" + (f" (< {s.level:.2g} decides)" if s.level else ""))
+        if s.looks:
+            lk = s.looks[-1]
+            text += (f", look {len(s.looks)} at {lk.runs} runs"
+                     + (f", upper bound {_pct(lk.upper)}" if math.isfinite(lk.upper) else ""))
         if self.reasons:
             text += " (" + "; ".join(self.reasons) + ")"
-        elif self.outcome == NO_REGRESSION and p < self.alpha and not s.big_enough:
+        elif self.outcome == NO_REGRESSION and s.looks and s.looks[-1].test.p < (s.level or 0) and not s.big_enough:
             text += " (below the minimum effect)"
         return head + text + f": {tail}"
 
@@ -234,6 +330,7 @@ class KeyComparison:
                 "budget_class": self.budget_class, "n_baseline": self.n_baseline,
                 "n_candidate": self.n_candidate, "reasons": self.reasons, "line": self.line(),
                 "statistics": [s.to_json() for s in self.stats],
+                "decided_at": self.decided_at, "more_runs_can_decide": self.more,
                 "baseline_runs": [r.label for r in self.baseline],
                 "candidate_runs": [r.label for r in self.candidate]}
 
@@ -251,6 +348,9 @@ class Comparison:
     #: what changed in the boards' systems, baseline -> candidate (their
     #: snapshot.json, rtlab.snapshot.run_differences): context, never a verdict
     system_changes: list[str] = field(default_factory=list)
+    #: per statistic: the sessions' share of the baseline's variance
+    #: (stats.session_ratio) and whether the pool clusters by session
+    sessions: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     @property
     def outcome(self) -> str:
@@ -273,19 +373,32 @@ class Comparison:
         out += [f"error: {p}" for p in self.problems]
         out += [k.line() for k in self.keys]
         out += [f"system changed: {c}" for c in self.system_changes]
+        for name, sess in sorted(self.sessions.items()):
+            out.append(f"sessions ({name}): between-session variance {sess['tau2_over_sigma2']:.2g} x the "
+                       f"within (upper bound {sess['upper_bound']:.2g}, used), p={sess['p']:.2g}: "
+                       + ("the baseline clusters by session" if sess["clusters"] else "no clustering found"))
         n = {o: sum(1 for k in self.keys if k.outcome == o) for o in OUTCOME_EXIT}
+        tests = sum(1 for k in self.keys for s in k.stats if s.looks)
+        out.append(f"policy: {self.policy.source}")
         out.append(f"compare: {self.outcome.upper()} ({n[REGRESSION]} regressed, {n[NO_REGRESSION]} ok, "
                    f"{n[UNDECIDED]} undecided of {len(self.keys)} keys; "
-                   f"false alarms held at {self.policy.alpha:g} per comparison, "
-                   f"Benjamini-Hochberg over {sum(1 for k in self.keys for s in k.stats if s.p_adjusted is not None)} tests)")
+                   f"false alarms held at {self.policy.alpha:g} per comparison: Bonferroni over {tests} "
+                   f"tests, Pocock over looks at {', '.join(map(str, self.policy.schedule()))} candidate runs)")
         return out
+
+    @property
+    def more_runs(self) -> list[MeasurementKey]:
+        """Keys more candidate runs can decide (the rest is decided or
+        cannot be decided by measuring more)."""
+        return [k.key for k in self.keys if k.outcome == UNDECIDED and k.more]
 
     def to_json(self) -> dict[str, Any]:
         return {"outcome": self.outcome, "exit_code": self.exit_code, "problems": self.problems,
                 "policy": self.policy.to_json(),
                 "baseline": {"source": self.baseline_source, "runs": self.baseline_runs},
                 "candidate": {"source": self.candidate_source, "runs": self.candidate_runs},
-                "keys": [k.to_json() for k in self.keys], "system_changes": self.system_changes}
+                "keys": [k.to_json() for k in self.keys], "system_changes": self.system_changes,
+                "sessions": self.sessions, "policy_source": self.policy.source}
 
 
 def _runs_text(runs: list[str], replicates: list["Replicate"]) -> str:
@@ -310,6 +423,11 @@ def compare_sides(base: Side, cand: Side, policy: Optional[Policy] = None) -> Co
     policy = policy or Policy()
     cmp = Comparison(policy=policy, baseline_source=base.source, candidate_source=cand.source,
                      baseline_runs=list(base.runs), candidate_runs=list(cand.runs))
+    both = sorted(set(base.runs) & set(cand.runs))
+    if both:
+        # a run against itself shows nothing but agreement: refused
+        cmp.problems.append(f"run {', '.join(both)} is on both sides: a candidate is never its own baseline")
+        return cmp
     if not base.runs:
         cmp.problems.append("empty baseline: no runs to compare against")
     if not cand.runs:
@@ -328,9 +446,8 @@ def compare_sides(base: Side, cand: Side, policy: Optional[Policy] = None) -> Co
     all_keys = sorted(set(base.keys) | set(cand.keys) | set(base.dropped) | set(cand.dropped),
                       key=lambda k: k.label())
     all_keys = [k for k in all_keys if k.board != "*"]
-    family: list[tuple[KeyComparison, StatComparison]] = []
-    #: what gates, with its histogram floor and minimum effect
-    gated: list[tuple[StatComparison, float, MinEffect]] = []
+    #: what gates: (key, statistic, histogram floor, minimum effect)
+    gated: list[tuple[KeyComparison, StatComparison, float, MinEffect]] = []
     for key in all_keys:
         kc = KeyComparison(key=key, alpha=policy.alpha)
         cmp.keys.append(kc)
@@ -358,6 +475,9 @@ def compare_sides(base: Side, cand: Side, policy: Optional[Policy] = None) -> Co
                 by.setdefault(bu, []).append(label)
             kc.reasons.append("histogram bucket sizes differ: " + "; ".join(
                 f"{bu:g} us in {', '.join(sorted(ls))}" for bu, ls in sorted(by.items())))
+        # runs made differently (a 2 s candidate against 5 s runs, another
+        # histogram range) measure something else: never compared
+        kc.reasons += parameter_differences(b + c)
         if kc.reasons:
             continue
         floor = 0.5 * min((r.bucket_us for r in b + c if r.bucket_us), default=1.0)
@@ -378,38 +498,113 @@ def compare_sides(base: Side, cand: Side, policy: Optional[Policy] = None) -> Co
                                 candidate_censored=[name in r.censored for r in c])
             kc.stats.append(sc)
             if gates:  # only what gates is tested: the rest is shown
-                family.append((kc, sc))
-                gated.append((sc, floor, policy.effect_for(kc.budget_class, name)))
-    plain = [(sc, floor) for sc, floor, _ in gated if not sc.any_censored]
-    for (sc, _), t in zip(plain, stats.shift_tests([(sc.baseline, sc.candidate) for sc, _ in plain],
-                                                   trim=policy.trim, floor=[f for _, f in plain])):
-        sc.test = t
-    for sc, _, _ in gated:
-        if sc.any_censored:
-            sc.test = stats.censored_shift_test(sc.baseline, sc.baseline_censored,
-                                                sc.candidate, sc.candidate_censored)
-    for sc, _, eff in gated:
-        # the minimum effect, on the run-level medians of the statistic, in
-        # its own unit (us): the ratio and the difference must both reach
-        # it; with censored runs the medians are lower bounds, so a censored
-        # candidate median only ever understates the effect
-        sc.big_enough = (sc.test.ratio >= 1 + eff.relative and sc.cand_median - sc.base_median >= eff.abs_us)
-    adjusted = stats.adjust([sc.test.p for _, sc in family])
-    for (_, sc), p in zip(family, adjusted):
-        sc.p_adjusted = p
-    for kc in cmp.keys:
-        # a statistic that regressed is definitive even when another one
-        # could not be read (a stall beyond the histogram range in one run)
-        if any(s.gates and kc._regresses(s) for s in kc.stats):
-            kc.outcome = REGRESSION
-        elif kc.reasons:
-            kc.outcome = UNDECIDED
-        elif any(s.gates and s.test for s in kc.stats):
-            kc.outcome = NO_REGRESSION
-        else:
-            kc.reasons.append("no statistic to judge")
-            kc.outcome = UNDECIDED
+                gated.append((kc, sc, floor, policy.effect_for(kc.budget_class, name)))
+    _sequential(cmp, gated, policy)
     return cmp
+
+
+def _sequential(cmp: Comparison, gated: list, policy: Policy) -> None:
+    """The looks (policy.looks: candidate run counts) of every gating
+    statistic, then per key the first look that decides.
+
+    False alarms: every gating statistic of the campaign gets alpha / m
+    (Bonferroni over m tests), spent over the looks with a Pocock bound
+    (stats.pocock_level): P(any false REGRESSION in the campaign) <= alpha
+    whatever look the keys stop at. NO-REGRESSION is shown, never assumed:
+    the upper bound of the ratio (level 1 - beta, Pocock over the looks) is
+    below the minimum effect."""
+    m = max(1, len(gated))
+    # the sessions' share of the variance, per statistic, from every key's
+    # baseline pool at once (the host's sessions are the same for all keys)
+    rho: dict[str, float] = {}
+    for name in {sc.name for _, sc, _, _ in gated}:
+        pools = [(stats._logs(sc.baseline, fl), [r.session for r in kc.baseline])
+                 for kc, sc, fl, _ in gated if sc.name == name and not any(sc.baseline_censored)]
+        upper, est, p = stats.session_ratio(pools)
+        rho[name] = upper
+        if est is not None:
+            cmp.sessions[name] = {"tau2_over_sigma2": est, "upper_bound": upper, "p": p,
+                                  "clusters": p < 0.05}
+    for kc, sc, floor, eff in gated:
+        nb, nc = len(sc.baseline), len(sc.candidate)
+        schedule = policy.schedule()
+        looks = [n for n in schedule if n <= nc]
+        if not looks:
+            kc.reasons.append(f"{nc} candidate runs: the first look is at {schedule[0]}")
+            continue
+        pa = stats.pocock_level(policy.alpha / m, schedule, nb)
+        pb = stats.pocock_level(policy.beta, schedule, nb)
+        sc.level = pa
+        blog = stats._logs(sc.baseline, floor)
+        base_level = math.exp(float(blog.mean()))
+        for n in looks:
+            if sc.any_censored:
+                # a rank test: it can find a regression, never show none
+                t = stats.censored_shift_test(sc.baseline, sc.baseline_censored,
+                                              sc.candidate[:n], sc.candidate_censored[:n])
+                ucb = math.inf
+                big = (t.ratio >= 1 + eff.relative
+                       and stats.median(sc.candidate[:n]) - stats.median(sc.baseline) >= eff.abs_us)
+            else:
+                L = stats.look_statistics(blog, stats._logs(sc.candidate[:n], floor),
+                                          [r.session for r in kc.baseline], [r.session for r in kc.candidate[:n]],
+                                          rho=rho.get(sc.name, 0.0))
+                e, p = float(L.estimate), float(L.p())
+                if not (math.isfinite(p) and float(L.se) > 0):
+                    # no spread at all (quantised values): the exact rank test
+                    mw = stats.shift_test_exact(sc.baseline, sc.candidate[:n])
+                    t, ucb = mw, math.inf
+                else:
+                    lo, hi = float(L.bound(0.975, upper=False)), float(L.bound(0.975))
+                    t = stats.ShiftTest(p=p, ratio=math.exp(e), ratio_low=math.exp(lo),
+                                        ratio_high=math.exp(hi), method=L.method)
+                    ucb = math.exp(float(L.bound(1 - pb)))
+                big = t.ratio >= 1 + eff.relative and base_level * (t.ratio - 1) >= eff.abs_us
+            regress = t.p < pa and big
+            # no regression worth gating: below the relative OR the absolute minimum
+            shown_none = ucb < 1 + max(eff.relative, 0.0) or base_level * (ucb - 1) < eff.abs_us
+            sc.looks.append(Look(runs=n, test=t, big=big, p_adjusted=min(1.0, t.p * policy.alpha / pa),
+                                 upper=ucb, regress=regress, no_regression=shown_none and not regress))
+            sc.sync()
+    for kc in cmp.keys:
+        _decide(kc, policy)
+
+
+def _decide(kc: KeyComparison, policy: Policy) -> None:
+    gating = [s for s in kc.stats if s.gates and s.looks]
+    if not kc.reasons and not gating:
+        kc.reasons.append("no statistic to judge")
+    runs = sorted({lk.runs for s in gating for lk in s.looks})
+    for n in runs:
+        at = [next((lk for lk in s.looks if lk.runs == n), None) for s in gating]
+        if any(lk is not None and lk.regress for lk in at):
+            # definitive even where another statistic could not be read
+            kc.outcome, kc.decided_at = REGRESSION, n
+            for s in gating:
+                s.looks = [lk for lk in s.looks if lk.runs <= n]
+                s.sync()
+            return
+        if not kc.reasons and all(lk is not None and lk.no_regression for lk in at):
+            kc.outcome, kc.decided_at = NO_REGRESSION, n
+            for s in gating:
+                s.looks = [lk for lk in s.looks if lk.runs <= n]
+                s.sync()
+            return
+    kc.outcome = UNDECIDED
+    if kc.reasons or not gating:
+        return
+    censored = [s.name for s in gating if s.any_censored]
+    if censored:
+        kc.reasons.append(f"{', '.join(censored)} beyond the histogram range in some run: "
+                          f"a censored statistic cannot show that nothing regressed")
+    last = max(runs)
+    if kc.n_candidate < policy.schedule()[-1]:
+        kc.more = True
+        nxt = next(n for n in policy.schedule() if n > last)
+        kc.reasons.append(f"not decided at {last} candidate runs: measure more (next look at {nxt}, "
+                          f"at most {policy.schedule()[-1]})")
+    else:
+        kc.reasons.append(f"not decided at the maximum of {last} candidate runs")
 
 
 def load_runs(run_dirs: Iterable[Path]) -> list[RunResult]:

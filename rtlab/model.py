@@ -315,6 +315,10 @@ class Measurement:
     #: the breach evidence (rtlab.evidence): {"dir": raw dir of the trace and
     #: analysis, relative to the job dir, "summary": one line or None}
     evidence: Optional[dict[str, Any]] = None
+    #: the parameters the suite ran with (duration_s, interval_us,
+    #: histogram_us, priority, cpus ...): a regression verdict compares only
+    #: runs made alike (rtlab.compare)
+    params: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if isinstance(self.budget, dict):  # as run.json holds it
@@ -330,6 +334,7 @@ class Measurement:
             "budget": self.budget.to_json() if self.budget is not None else None,
             "share_over_budget": self.share_over_budget,
             "evidence": self.evidence,
+            **({"params": self.params} if self.params else {}),
         }
 
     @classmethod
@@ -343,6 +348,7 @@ class Measurement:
             budget=d.get("budget") or None,
             share_over_budget=d.get("share_over_budget"),
             evidence=d.get("evidence"),
+            params=dict(d.get("params") or {}),
         )
 
 

@@ -255,10 +255,28 @@ def write_compare_html(cmp, path: Path) -> Path:
         for s in k.stats:
             if s.gates:
                 parts.append(f"<div>{runs_svg(s)}</div>")
+        parts += looks_html(k)
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("\n".join(parts) + "\n")
     return path
+
+
+def looks_html(k) -> list[str]:
+    """Every look of the sequential verdict at a key: candidate runs, the
+    ratio's estimate, p against the look's level, the upper bound, decision."""
+    rows = []
+    for s in k.stats:
+        for i, lk in enumerate(s.looks, 1):
+            j = lk.to_json()
+            up = "∞" if j["upper"] is None else f"{(j['upper'] - 1) * 100:+.0f} %"
+            rows.append(f"<tr><td>{html.escape(s.name)}</td><td>{i}</td><td>{lk.runs}</td>"
+                        f"<td>{(j['ratio'] - 1) * 100:+.0f} %</td><td>{j['p']:.2g} (&lt; {s.level or 0:.2g})</td>"
+                        f"<td>{up}</td><td>{html.escape(j['decision'])}</td></tr>")
+    if not rows:
+        return []
+    return ["<table class='looks'><tr><th>statistic</th><th>look</th><th>candidate runs</th><th>ratio</th>"
+            "<th>p (level)</th><th>upper bound</th><th>decision</th></tr>", *rows, "</table>"]
 
 
 def evidence_html(run: RunResult) -> list[str]:

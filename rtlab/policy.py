@@ -28,7 +28,8 @@ class Policy:
     ``statistics``: the run-level statistics that gate (p50, p99, p99.9,
     p99.99, max); the others are shown. ``alpha``: the campaign-wide false
     alarm rate. ``min_runs``: valid runs per side below which a key is
-    undecided. ``trim``: Yuen trimming of each side (0.2 drops the most
+    undecided. ``beta``, ``looks``: the sequential verdict's (rtlab.compare).
+    ``trim`` (read, no longer used by the sequential verdict): Yuen trimming of each side (0.2 drops the most
     extreme run of five at each end); 0 by default: at 5 runs a side the
     trimmed test keeps 3, and its power for a doubled p99 fell from 96 % to
     38 % in simulation (30 keys, log sd 0.15), while the plain Welch test
@@ -36,8 +37,14 @@ class Policy:
 
     statistics: tuple[str, ...] = ("p99", "p99.9")
     alpha: float = 0.05
+    #: the error of NO-REGRESSION: a regression of the minimum effect shown
+    #: as none (per statistic, over all looks)
+    beta: float = 0.1
     min_runs: int = 3
     trim: float = 0.0
+    #: candidate run counts at which the sequential verdict looks; the last
+    #: is the most a key is ever measured (then UNDECIDED, exit 2)
+    looks: tuple[int, ...] = (5, 10, 15, 20, 25, 30)
     min_effect: dict[str, MinEffect] = field(default_factory=dict)
     source: str = "built-in defaults"
     #: budget class -> the statistics that gate there, where they differ
@@ -56,11 +63,16 @@ class Policy:
                 return self.min_effect[cls]
         return MinEffect()
 
+    def schedule(self) -> tuple[int, ...]:
+        """The looks this policy takes (at least min_runs runs each)."""
+        return tuple(n for n in self.looks if n >= self.min_runs) or (self.min_runs,)
+
     def statistics_for(self, budget_class: str) -> tuple[str, ...]:
         return self.class_statistics.get(budget_class) or self.statistics
 
     def to_json(self) -> dict[str, Any]:
-        return {"statistics": list(self.statistics), "alpha": self.alpha, "min_runs": self.min_runs,
+        return {"statistics": list(self.statistics), "alpha": self.alpha, "beta": self.beta,
+                "looks": list(self.looks), "min_runs": self.min_runs,
                 "class_statistics": {k: list(v) for k, v in self.class_statistics.items()},
                 "trim": self.trim, "source": self.source,
                 "min_effect": {k: {"relative": v.relative, "abs_us": v.abs_us}
@@ -71,7 +83,7 @@ class Policy:
 
 def policy_from_node(node: Node, path: Path) -> Policy:
     """``regression:`` of a budget file, every value typed and ranged."""
-    node.only(["statistics", "alpha", "min_runs", "trim", "min_effect"])
+    node.only(["statistics", "alpha", "beta", "looks", "min_runs", "trim", "min_effect"])
     d = Policy()
 
     def stat_list(n: Node) -> tuple[str, ...]:
@@ -96,6 +108,20 @@ def policy_from_node(node: Node, path: Path) -> Policy:
     if not alpha < 0.5:
         raise node.child("alpha").error(f"must be below 0.5, got {alpha!r}")
     min_runs = node.child("min_runs").integer(d.min_runs, minimum=2)
+    beta = node.child("beta").number(d.beta, positive=True)
+    if not beta < 0.5:
+        raise node.child("beta").error(f"must be below 0.5, got {beta!r}")
+    looks = d.looks
+    if node.child("looks").value is not None:
+        ln = node.child("looks")
+        if not isinstance(ln.value, list) or not ln.value:
+            raise ln.error("must be a non-empty list of candidate run counts")
+        for i, v in enumerate(ln.value):
+            if not isinstance(v, int) or isinstance(v, bool) or v < 2:
+                raise ln.error(f"item {i}: must be an integer >= 2, got {v!r}")
+        looks = tuple(ln.value)
+        if list(looks) != sorted(set(looks)) or looks[-1] > 200:
+            raise ln.error(f"must increase, at most 200 runs: got {list(looks)}")
     trim = node.child("trim").number(d.trim) if node.child("trim").value is not None else d.trim
     if not 0 <= trim < 0.5:
         raise node.child("trim").error(f"must be in [0, 0.5), got {trim!r}")
@@ -118,7 +144,8 @@ def policy_from_node(node: Node, path: Path) -> Policy:
             if enode.child(name).value is not None:
                 enode.child(name).only(["relative", "abs_us"])
                 stat_effects[(str(cls), name)] = effect(enode.child(name), effects[str(cls)])
-    return Policy(statistics=st, alpha=float(alpha), min_runs=min_runs, trim=float(trim),
+    return Policy(statistics=st, alpha=float(alpha), beta=float(beta), looks=looks,
+                  min_runs=min_runs, trim=float(trim),
                   min_effect=effects, class_statistics=by_class, statistic_effect=stat_effects,
                   source=f"{Path(path).name}: regression")
 

@@ -223,6 +223,7 @@ def collect(job_dir: Path, key: MeasurementKey, suite: Suite, run: SuiteRun, *,
           for suffix, out in outs.items()] or [Measurement(key, ToolOutput(path="", tool=suite.tool), raw)]
     for m in ms:
         m.evidence = ev
+        m.params = {**run.params, "cpus": list(run.cpus)}  # what the verdict compares alike
         if reasons:
             m.verdict = Verdict.INFRA
             m.reasons = list(reasons)

@@ -50,7 +50,7 @@ from __future__ import annotations
 import math
 import warnings
 from dataclasses import dataclass
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 import numpy as np
 from scipy import stats as sps
@@ -98,6 +98,11 @@ def censored_statistics(t: ThreadResult) -> dict[str, float]:
     h = t.histogram
     top = h.size * h.bucket_us if h is not None and h.size and t.cycles else None
     return censored_at(run_statistics(t), top)
+
+
+#: the permutation tests' seed: the same input gives the same p, every time
+#: (where every split is enumerated, as at 5 vs 5, the p is exact anyway)
+PERMUTATION_SEED = 20261126
 
 
 @dataclass(frozen=True)
@@ -172,6 +177,16 @@ def shift_tests(pairs: Sequence[tuple[Sequence[float], Sequence[float]]], *, tri
     return out
 
 
+def shift_test_exact(baseline: Sequence[float], candidate: Sequence[float]) -> ShiftTest:
+    """Where a t statistic is undefined (no spread on either side, as
+    quantised values give): the exact one-sided Mann-Whitney U."""
+    b, c = np.asarray(baseline, dtype=float), np.asarray(candidate, dtype=float)
+    e = math.exp(float(np.mean(np.log(np.maximum(c, 0.5))) - np.mean(np.log(np.maximum(b, 0.5)))))
+    mw = sps.mannwhitneyu(c, b, alternative="greater", method="exact")
+    return ShiftTest(p=float(mw.pvalue), ratio=e, ratio_low=e, ratio_high=e,
+                     method="exact Mann-Whitney U (no spread for a t-test)")
+
+
 def censored_shift_test(baseline: Sequence[float], baseline_censored: Sequence[bool],
                         candidate: Sequence[float], candidate_censored: Sequence[bool]) -> ShiftTest:
     """:func:`shift_test` for a statistic some runs only bound from below
@@ -189,7 +204,7 @@ def censored_shift_test(baseline: Sequence[float], baseline_censored: Sequence[b
     c = np.where(np.asarray(candidate_censored, dtype=bool), np.inf, np.asarray(candidate, dtype=float))
     if len(b) < 2 or len(c) < 2:
         raise ValueError("a shift test needs at least two runs per side")
-    res = sps.mannwhitneyu(c, b, alternative="greater", method=sps.PermutationMethod(n_resamples=20000))
+    res = sps.mannwhitneyu(c, b, alternative="greater", method=sps.PermutationMethod(n_resamples=20000, rng=np.random.default_rng(PERMUTATION_SEED)))
     ratio = median(candidate) / max(median(baseline), 1e-9)
     # bounds, not a confidence interval: censored medians only bound it
     low = 0.0 if any(baseline_censored) else ratio
@@ -219,3 +234,243 @@ def upper_prediction_bound(values: Sequence[float], level: float = 0.99, floor: 
         raise ValueError("a prediction bound needs at least three runs")
     t = sps.t.ppf(level, df=n - 1)
     return float(math.exp(x.mean() + t * x.std(ddof=1) * math.sqrt(1 + 1 / n)))
+
+
+# -- the sequential verdict (rtlab.compare) ----------------------------------
+# Why these (simulated: tests/unit/test_compare_sequential.py; README "The
+# regression verdict"): the run-level statistic's log is compared by the
+# difference of the two sides' means, its variance from a random-effects
+# model in which runs of one session (one `rtlab run`, one pipeline: one
+# host state, one set of neighbours) share an offset. With every run its own
+# session, or sessions that show no spread of their own, this is the
+# pooled-variance t-test: exact at any run counts (Welch's t on logs at 15 vs
+# 5 runs was 2.4x liberal at p = 3e-4, where a correction over 80 tests cuts).
+# The looks are group-sequential with a Pocock bound (the same nominal level
+# at every look), computed here for the look schedule by recursive numerical
+# integration of the crossing probability: deterministic, scipy/numpy only.
+
+def _crossing_probability(c: float, info: np.ndarray, grid: int = 301) -> float:
+    """P(Z_k >= c for some look k) for standardised partial sums Z_k =
+    S_k / sqrt(I_k) of a Brownian motion observed at information I_k."""
+    sd = np.sqrt(info)
+    top = c * sd
+    x = np.linspace(-8 * sd[-1], top[0], grid)
+    dens = np.exp(-0.5 * (x / sd[0]) ** 2) / (sd[0] * math.sqrt(2 * math.pi))
+    for k in range(1, len(info)):
+        step = math.sqrt(info[k] - info[k - 1])
+        y = np.linspace(-8 * sd[-1], top[k], grid)
+        # Simpson weights over x, Gaussian increment kernel x -> y
+        w = np.full(grid, 2.0)
+        w[1::2] = 4.0
+        w[0] = w[-1] = 1.0
+        w *= (x[1] - x[0]) / 3
+        kern = np.exp(-0.5 * ((y[:, None] - x[None, :]) / step) ** 2) / (step * math.sqrt(2 * math.pi))
+        dens = kern @ (dens * w)
+        x = y
+    w = np.full(grid, 2.0)
+    w[1::2] = 4.0
+    w[0] = w[-1] = 1.0
+    w *= (x[1] - x[0]) / 3
+    return float(1.0 - np.sum(dens * w))
+
+
+_POCOCK_CACHE: dict[tuple, float] = {}
+
+
+def pocock_level(alpha: float, looks: Sequence[int], n_baseline: int) -> float:
+    """The nominal one-sided level each look of a group-sequential test uses
+    (Pocock: the same at every look) so that over all *looks* (candidate run
+    counts) against a fixed baseline of *n_baseline* runs the probability of
+    any crossing is *alpha*. Information at a look is 1/(1/n + 1/n_baseline);
+    a shared session offset only raises the looks' correlation, which makes
+    the bound conservative, never liberal."""
+    looks = tuple(int(n) for n in looks)
+    key = (round(alpha, 12), looks, int(n_baseline))
+    if key not in _POCOCK_CACHE:
+        if len(looks) == 1:
+            _POCOCK_CACHE[key] = alpha
+        else:
+            info = np.array([1.0 / (1.0 / n + 1.0 / max(n_baseline, 1)) for n in looks])
+            from scipy.optimize import brentq
+            c = brentq(lambda z: _crossing_probability(z, info) - alpha,
+                       sps.norm.isf(alpha), sps.norm.isf(alpha / len(looks)) + 0.5, xtol=1e-6)
+            _POCOCK_CACHE[key] = float(sps.norm.sf(c))
+    return _POCOCK_CACHE[key]
+
+
+@dataclass(frozen=True)
+class LookStatistics:
+    """One look at one statistic (arrays over any leading batch axes)."""
+
+    estimate: np.ndarray      # mean log candidate - mean log baseline
+    se: np.ndarray
+    df: np.ndarray
+    #: between-session variance of a run's log (0: sessions showed none)
+    tau2: np.ndarray
+    #: within-session (or, without sessions, run-to-run) variance
+    sigma2: np.ndarray
+    method: str
+
+    def p(self) -> np.ndarray:
+        """One-sided p of "the candidate is higher"."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            return sps.t.sf(self.estimate / self.se, self.df)
+
+    def bound(self, level: float, upper: bool = True) -> np.ndarray:
+        q = sps.t.ppf(level, self.df)
+        return self.estimate + q * self.se if upper else self.estimate - q * self.se
+
+
+def _one_hot(labels: Sequence[Any]) -> np.ndarray:
+    uniq = list(dict.fromkeys(labels))
+    return np.array([[lab == u for u in uniq] for lab in labels], dtype=float)
+
+
+def look_statistics(B: np.ndarray, C: np.ndarray, b_sessions: Sequence[Any] = (),
+                    c_sessions: Sequence[Any] = (), rho: Any = 0.0) -> LookStatistics:
+    """Candidate logs *C* (..., n_c) against baseline logs *B* (..., n_b),
+    vectorised over leading axes; sessions (run ids) label the last axis
+    of each (empty: every run its own session).
+
+    A random-effects model: log = side mean + session offset (variance
+    tau2 = rho * sigma2) + run noise (sigma2). *rho*, the sessions' share
+    relative to the runs', comes from the whole campaign's baseline pool
+    (:func:`session_ratio`, an upper confidence bound): one key's handful
+    of sessions cannot estimate it (simulated: a per-key estimate, or a
+    pre-test of sessions per key, left most false alarms of a session
+    effect in place). The side means' variance is then sigma2 *
+    (rho * sum(n_s^2)/N^2 + 1/N) per side: a one-session candidate cannot
+    average its session's offset away. sigma2 from the runs around their
+    session's mean (df: runs - sessions). Where no session holds two runs
+    there is nothing to separate: the pooled-variance t-test (df n-2)."""
+    B, C = np.asarray(B, dtype=float), np.asarray(C, dtype=float)
+    nb, nc = B.shape[-1], C.shape[-1]
+    bs = [("b", s) for s in (list(b_sessions) or list(range(nb)))]
+    cs = [("c", s) for s in (list(c_sessions) or list(range(nc)))]
+    est = C.mean(-1) - B.mean(-1)
+    ss_b = ((B - B.mean(-1, keepdims=True)) ** 2).sum(-1)
+    ss_c = ((C - C.mean(-1, keepdims=True)) ** 2).sum(-1)
+    df_pool = nb + nc - 2
+    s2 = (ss_b + ss_c) / df_pool
+    Gb, Gc = _one_hot(bs), _one_hot(cs)
+    nsb, nsc = Gb.sum(0), Gc.sum(0)
+    df_w = nb + nc - len(nsb) - len(nsc)
+    # Welch's standard error too: where one side's runs spread far more than
+    # the other's (one wild run among 5 candidate runs against 60 quiet
+    # ones), the pooled variance understates the candidate's; the larger
+    # of the two and the smaller df is kept (simulated: a x20 stall in one
+    # run of every key raised false alarms to 38 % with the pooled one alone)
+    vb, vc = ss_b / (nb - 1) / nb, ss_c / max(nc - 1, 1) / nc
+    with np.errstate(divide="ignore", invalid="ignore"):
+        df_welch = (vb + vc) ** 2 / (vb ** 2 / (nb - 1) + vc ** 2 / max(nc - 1, 1))
+    se_welch = np.sqrt(vb + vc)
+    df_welch = np.where(np.isfinite(df_welch), df_welch, float(df_pool))
+
+    def guarded(se, df, method):
+        wider = se_welch > se
+        return (np.where(wider, se_welch, se), np.where(wider, np.minimum(df, df_welch), df),
+                method + ", or Welch's where wider")
+    if df_w <= 0:
+        se, df, method = guarded(np.sqrt(s2 * (1 / nb + 1 / nc)), np.full(est.shape, float(df_pool)),
+                                 "pooled t on log")
+        return LookStatistics(estimate=est, se=se, df=df, tau2=np.zeros(est.shape), sigma2=s2, method=method)
+    mb_s, mc_s = (B @ Gb) / nsb, (C @ Gc) / nsc
+    msw = (((B - mb_s @ Gb.T) ** 2).sum(-1) + ((C - mc_s @ Gc.T) ** 2).sum(-1)) / df_w
+    a = (nsb ** 2).sum() / nb ** 2 + (nsc ** 2).sum() / nc ** 2   # of tau2 in Var(est)
+    b = 1 / nb + 1 / nc                                             # of sigma2
+    se, df, method = guarded(np.sqrt(msw * (b + a * rho)), np.full(est.shape, float(df_w)),
+                             "random-effects t on log (sessions: run ids)")
+    return LookStatistics(estimate=est, se=se, df=df, tau2=rho * msw, sigma2=msw, method=method)
+
+
+def session_ratio(pools: Sequence[tuple[Any, Sequence[Any]]], confidence: float = 0.9
+                  ) -> tuple[float, Optional[float], Optional[float]]:
+    """The between-session variance relative to the within-session one,
+    from many (logs, sessions) pools at once (a campaign's keys: the host's
+    sessions are the same for all): (upper *confidence* bound, estimate,
+    F-test p of "no session effect"). (0, None, None) where no pool has two
+    sessions with a session of two runs."""
+    ssb = ssw = dfb = dfw = n0_num = 0.0
+    for values, sessions in pools:
+        x = np.asarray(values, dtype=float)
+        G = _one_hot(list(sessions))
+        ns = G.sum(0)
+        n, k = len(x), len(ns)
+        if k < 2 or n - k < 1:
+            continue
+        means = (x @ G) / ns
+        ssw += float(((x - G @ means) ** 2).sum())
+        ssb += float((ns * (means - x.mean()) ** 2).sum())
+        dfb += k - 1
+        dfw += n - k
+        n0_num += n - (ns ** 2).sum() / n
+    if not dfb or not dfw or ssw <= 0:
+        return 0.0, None, None
+    f = (ssb / dfb) / (ssw / dfw)
+    n0 = n0_num / dfb
+    upper = max(0.0, (f / float(sps.f.ppf(1 - confidence, dfb, dfw)) - 1) / n0)
+    return upper, max(0.0, (f - 1) / n0), float(sps.f.sf(f, dfb, dfw))
+
+
+@dataclass(frozen=True)
+class SessionCheck:
+    """Do a pool's runs cluster by session (run id)? One-way ANOVA."""
+
+    sessions: int
+    runs: int
+    f: Optional[float]
+    p: Optional[float]
+    #: share of a run's variance that is per session (intraclass correlation)
+    icc: Optional[float]
+
+    @property
+    def clusters(self) -> Optional[bool]:
+        return None if self.p is None else self.p < 0.05
+
+    def text(self) -> str:
+        if self.p is None:
+            return (f"{self.runs} runs in {self.sessions} sessions: cannot tell whether they cluster "
+                    f"(needs >= 2 sessions and a session with >= 2 runs)")
+        way = ("they cluster by session: a baseline pool needs many sessions, or paired A/B runs"
+               if self.clusters else "no clustering by session found")
+        return (f"{self.runs} runs in {self.sessions} sessions: between-session share {self.icc:.0%} "
+                f"(F={self.f:.2g}, p={self.p:.2g}): {way}")
+
+
+def session_check(values: Sequence[float], sessions: Sequence[Any], floor: float = 0.5) -> SessionCheck:
+    x = _logs(values, floor)
+    G = _one_hot(list(sessions))
+    ns = G.sum(0)
+    n, k = len(x), len(ns)
+    if k < 2 or n - k < 1:
+        return SessionCheck(k, n, None, None, None)
+    means = (x @ G) / ns
+    ssw = float(((x - G @ means) ** 2).sum())
+    ssb = float((ns * (means - x.mean()) ** 2).sum())
+    msw, msb = ssw / (n - k), ssb / (k - 1)
+    if msw <= 0:
+        return SessionCheck(k, n, None, None, None)
+    f = msb / msw
+    n0 = (n - (ns ** 2).sum() / n) / (k - 1)
+    tau2 = max(0.0, (msb - msw) / n0)
+    return SessionCheck(k, n, f, float(sps.f.sf(f, k - 1, n - k)), tau2 / (tau2 + msw))
+
+
+def session_ratio_arrays(B: np.ndarray, sessions: Sequence[Any], confidence: float = 0.9) -> np.ndarray:
+    """:func:`session_ratio`'s upper bound for pools that share one session
+    layout: *B* (..., keys, n), vectorised over the leading axes (what the
+    verdict's simulations use)."""
+    B = np.asarray(B, dtype=float)
+    G = _one_hot(list(sessions))
+    ns = G.sum(0)
+    n, k = B.shape[-1], len(ns)
+    if k < 2 or n - k < 1:
+        return np.zeros(B.shape[:-2])
+    means = (B @ G) / ns
+    ssw = ((B - means @ G.T) ** 2).sum(-1).sum(-1)
+    ssb = (ns * (means - B.mean(-1, keepdims=True)) ** 2).sum(-1).sum(-1)
+    keys = B.shape[-2]
+    dfb, dfw = keys * (k - 1), keys * (n - k)
+    f = (ssb / dfb) / (ssw / dfw)
+    n0 = (n - (ns ** 2).sum() / n) / (k - 1)
+    return np.maximum(0.0, (f / float(sps.f.ppf(1 - confidence, dfb, dfw)) - 1) / n0)

@@ -22,6 +22,9 @@ def register(sub):
                      help="runs whose keys and campaign the baseline covers")
     pin.add_argument("--branch", default="main")
     pin.add_argument("--last", type=int, default=5, metavar="K")
+    pin.add_argument("--budgets", type=Path, metavar="FILE",
+                     help="the budget file whose regression: section is pinned with the runs "
+                          "(default: the first --like run's budgets.yaml)")
     pin.set_defaults(func=baseline_pin)
     der = bsub.add_parser("derive", help="absolute budgets from repeated runs: per key the p99 and "
                                          "p99.9 one more run stays below with 99 %% probability")
@@ -35,8 +38,9 @@ def register(sub):
     p.add_argument("--candidate", nargs="+", type=Path, required=True, metavar="RUN_DIR",
                    help="the runs under test (results/<run_id>)")
     p.add_argument("--budgets", type=Path, metavar="FILE",
-                   help="budget file whose regression: section sets the policy "
-                        "(default: the one the first candidate run used)")
+                   help="budget file whose regression: section sets the policy (default: the "
+                        "baseline's: the first baseline run's budgets.yaml, or the pin's; never the "
+                        "candidate's own, which a merge request could loosen)")
     p.add_argument("--json", type=Path, metavar="FILE", help="also write the comparison as JSON")
     p.add_argument("--html", type=Path, metavar="FILE",
                    help="also write an HTML report: histograms overlaid, one point per run")
@@ -66,11 +70,28 @@ def add_baseline_args(p) -> None:
     p.add_argument("--pin", metavar="NAME", type=pin_name, help="the baseline pinned as NAME (rtlab baseline pin)")
 
 
-def policy_for(args, candidate_dirs):
-    budgets = args.budgets or Path(candidate_dirs[0]) / "budgets.yaml"
-    if not Path(budgets).exists():
-        return Policy(source="built-in defaults (no budget file)")
-    return load_policy(budgets)
+def policy_for(args, candidate_dirs, pin_doc=None):
+    """The verdict's policy: the operator's --budgets, else the baseline's
+    (its first run's budgets.yaml, or what was pinned with it), else the
+    built-in defaults; never the candidate's, whose budget file is part of
+    the change under test. The policy's source names which."""
+    import dataclasses
+
+    if args.budgets:
+        pol = load_policy(args.budgets)
+        return dataclasses.replace(pol, source=f"operator --budgets {args.budgets}: {pol.source}")
+    if pin_doc is not None and pin_doc.get("regression") is not None:
+        from ..config import Node
+        from ..policy import policy_from_node
+        pol = policy_from_node(Node(Path(f"pin {pin_doc.get('name')}"), pin_doc["regression"], "regression"),
+                               Path(f"pin {pin_doc.get('name')}"))
+        return dataclasses.replace(pol, source=f"baseline pin {pin_doc.get('name')}: {pin_doc.get('policy_source', '')}")
+    if getattr(args, "baseline", None):
+        f = Path(args.baseline[0]) / "budgets.yaml"
+        if f.exists():
+            pol = load_policy(f)
+            return dataclasses.replace(pol, source=f"baseline run {args.baseline[0]}: {pol.source}")
+    return Policy(source="built-in defaults (no --budgets, and the baseline carries no budget file)")
 
 
 def run_comparison(args, candidate_dirs):
@@ -84,12 +105,12 @@ def run_comparison(args, candidate_dirs):
     if not 1 <= args.last <= 1000:
         raise InputError("--last", f"must be 1..1000, got {args.last}")
     candidate = load_runs(candidate_dirs)
-    policy = policy_for(args, candidate_dirs)
     cand_source = "runs " + ", ".join(str(d) for d in candidate_dirs)
     if args.baseline:
         from ..snapshot import run_differences
 
         baseline = load_runs(args.baseline)
+        policy = policy_for(args, candidate_dirs)
         cmp = compare_runs(baseline, candidate, policy,
                            baseline_source="runs " + ", ".join(str(d) for d in args.baseline),
                            candidate_source=cand_source)
@@ -103,13 +124,16 @@ def run_comparison(args, candidate_dirs):
         raise InputError(candidate_dirs[0], f"candidate runs of several campaigns: {', '.join(sorted(campaigns))}")
     (campaign,) = campaigns
     store = bl.open_store()  # down: BaselineUnavailable, exit 2 (never a silent pass)
-    pinned, branch = None, args.branch
+    pinned, branch, doc = None, args.branch, None
     if args.pin:
         doc = bl.read_pin(store, args.pin)
         pinned, branch = doc.get("runs", {}), doc.get("branch", branch)
         if doc.get("campaign") != campaign:
             raise bl.BaselineUnavailable(f"baseline pin {args.pin!r} is of campaign {doc.get('campaign')}, "
                                          f"the candidate of {campaign}")
+    policy = policy_for(args, candidate_dirs, doc)
+    # the baseline's keys too: a key the candidate dropped is undecided, never gone
+    keys = set(keys) | bl.baseline_keys(store, campaign, branch, pinned)
     side = bl.read_baseline(store, keys, campaign, branch, args.last,
                             exclude_runs=[r.run_id for r in candidate], pinned=pinned)
     if args.pin:
@@ -161,7 +185,14 @@ def baseline_pin(args) -> int:
     keys, campaigns = bl.keys_of(load_runs(args.like))
     if len(campaigns) != 1:
         raise InputError(args.like[0], f"runs of several campaigns: {', '.join(sorted(campaigns))}")
-    doc = bl.pin(bl.open_store(), args.name, keys, campaigns.pop(), args.branch, args.last)
+    budgets = args.budgets or Path(args.like[0]) / "budgets.yaml"
+    regression = None
+    if Path(budgets).exists():
+        load_policy(budgets)  # typed and ranged before it is pinned
+        from ..config import open_node
+        regression = open_node(budgets).child("regression").value
+    doc = bl.pin(bl.open_store(), args.name, keys, campaigns.pop(), args.branch, args.last,
+                 regression=regression, policy_source=str(budgets))
     print(f"baseline {args.name}: campaign {doc['campaign']}, branch {doc['branch']}, pinned {doc['pinned_at']}")
     for label, ids in sorted(doc["runs"].items()):
         print(f"  {label}: {len(ids)} runs ({', '.join(ids)})")

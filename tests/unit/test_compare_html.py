@@ -31,6 +31,11 @@ def test_compare_html_renders_and_is_linked_from_report_and_junit(tmp_path):
     text = html.read_text()
     assert text.count("<polyline") == 2  # baseline and candidate histograms overlaid
     assert text.count("<circle") == 2 * 10  # one point per run, p99 and p99.9
+    # every look of the sequential verdict, in the report and in compare.json
+    assert "<table class='looks'>" in text and "<td>regression</td>" in text
+    js = json.loads((Path(dirs["w"][0]) / "compare.json").read_text())
+    looks = next(s["looks"] for s in js["keys"][0]["statistics"] if s["looks"])
+    assert looks and {"runs", "ratio", "p", "upper", "decision"} <= set(looks[0])
     # the candidate's report links it; its JUnit names the key, the baseline and the report
     w0 = Path(dirs["w"][0])
     assert str(html) in (w0 / "report.html").read_text() and "Regression verdict: REGRESSION" in (w0 / "report.html").read_text()
