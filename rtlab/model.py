@@ -315,6 +315,9 @@ class Measurement:
     #: the breach evidence (rtlab.evidence): {"dir": raw dir of the trace and
     #: analysis, relative to the job dir, "summary": one line or None}
     evidence: Optional[dict[str, Any]] = None
+    #: the host's steal and stalls while the tool ran (rtlab.hostnoise,
+    #: host-noise.json), None where nobody watched (LAVA, older runs)
+    host_noise: Optional[dict[str, Any]] = None
 
     def __post_init__(self) -> None:
         if isinstance(self.budget, dict):  # as run.json holds it
@@ -330,6 +333,7 @@ class Measurement:
             "budget": self.budget.to_json() if self.budget is not None else None,
             "share_over_budget": self.share_over_budget,
             "evidence": self.evidence,
+            "host_noise": self.host_noise,
         }
 
     @classmethod
@@ -343,6 +347,7 @@ class Measurement:
             budget=d.get("budget") or None,
             share_over_budget=d.get("share_over_budget"),
             evidence=d.get("evidence"),
+            host_noise=d.get("host_noise"),
         )
 
 
@@ -369,6 +374,9 @@ class JobResult:
     #: suites this board could not run at all ({"suite", "load", "reason"}:
     #: rtla timerlat on a kernel without the tracer): neither pass nor fail
     not_available: list[dict[str, str]] = field(default_factory=list)
+    #: earlier attempts whose breach the host stole (rtlab.hostnoise), each
+    #: run again by the runner: {"dir" (raw files, relative to the run), "reasons"}
+    host_noise_retries: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def only_not_available(self) -> bool:
@@ -392,6 +400,7 @@ class JobResult:
             "infra_error": self.infra_error, "duration_s": self.duration_s,
             "build_error": self.build_error, "not_available": self.not_available,
             "verdict": self.verdict.value, "repeat": self.repeat,
+            "host_noise_retries": self.host_noise_retries,
         }
 
     @classmethod
@@ -403,6 +412,7 @@ class JobResult:
             infra_error=d.get("infra_error"), duration_s=d.get("duration_s", 0.0),
             build_error=d.get("build_error"), not_available=d.get("not_available", []),
             repeat=int(d.get("repeat") or 0),
+            host_noise_retries=d.get("host_noise_retries") or [],
         )
 
 
