@@ -104,7 +104,8 @@ def judge(m: Measurement, budget: Budget | None, *, unbudgeted: bool = False,
                              "add one, or list the suite under unbudgeted:")
         return m
     allt = out.combined()
-    failed = max_breached = pct_breached = False
+    failed = max_breached = False
+    pct_breached: list[str] = []  # the percentiles over their budget
     if budget.max_us is not None:
         m.share_over_budget = allt.share_at_or_above(budget.max_us)
         if allt.max_us >= budget.max_us:
@@ -122,21 +123,25 @@ def judge(m: Measurement, budget: Budget | None, *, unbudgeted: bool = False,
                 return m
             top = (h.size or 0) * h.bucket_us
             if top >= limit:  # p lies beyond the range, so above the limit
-                failed = pct_breached = True
+                failed = True
+                pct_breached.append(p)
                 m.reasons.append(f"p{p} beyond the histogram range (>= {top:g} us) >= budget {limit:g} us")
             else:
                 m.verdict = Verdict.INFRA
                 m.reasons.append(f"p{p} unknowable: histogram range {top:g} us is below the budget {limit:g} us")
                 return m
         elif value >= limit:
-            failed = pct_breached = True
+            failed = True
+            pct_breached.append(p)
             m.reasons.append(f"p{p} {value:g} us >= budget {limit:g} us")
-    if max_breached and not pct_breached and budget.max_us is not None:
+    if failed and m.host_noise:
         # the host's doing, not the kernel's: retried (rtlab.runner), never a verdict
-        stolen = stolen_breach(m.host_noise, allt.max_us, budget.max_us, steal_infra_ms)
+        stolen = stolen_breach(m.host_noise, steal_infra_ms,
+                               max_us=allt.max_us if max_breached else None, budget_max_us=budget.max_us,
+                               percentiles=tuple(pct_breached))
         if stolen:
             m.verdict = Verdict.INFRA
-            m.reasons = [stolen, f"(breach not judged: {m.reasons[0]})"]
+            m.reasons = [stolen, f"(breaches not judged: {'; '.join(m.reasons)})"]
             return m
     m.verdict = Verdict.FAIL if failed else Verdict.PASS
     if failed and m.evidence:  # what the trace at the breach says delayed the thread

@@ -11,9 +11,9 @@ from rtlab import hostnoise
 from rtlab.budgets import Budget, load_budgets
 from rtlab.errors import InputError
 from rtlab.gate import judge, judge_run
-from rtlab.model import JobResult, Measurement, RunResult, Verdict
+from rtlab.model import JobResult, RunResult, Verdict
 
-from test_gate import KEY, _run_with, meas, thread
+from test_gate import _run_with, meas, thread
 
 STAT = """cpu  15241 8 6141 24936 1012 0 240 {total} 0 0
 cpu0 5908 6 2317 15417 95 0 43 {s0} 0 0
@@ -90,6 +90,24 @@ def test_a_breach_the_steal_cannot_explain_stays_fail(max_us, burst, budget, why
     m = judge(noisy(max_us, burst), budget)
     assert m.verdict == Verdict.FAIL, why
     assert not any(r.startswith("host stole") for r in m.reasons)
+
+
+def test_a_percentile_breach_is_the_hosts_only_when_enough_time_was_stolen():
+    def stolen(per_cpu_ms):
+        m = meas(thread({10: 980, 395: 15, 800: 5}, size=100000))
+        m.host_noise = {"burst_ms": 30.0, "burst_cpu": "cpu0", "tick_ms": 10.0, "window_s": 5.246,
+                        "steal_ms": {"cpu0": per_cpu_ms, "cpu1": per_cpu_ms}}
+        return m
+    # measured here under load average 23: p99 395 us against 300 us while the
+    # hypervisor held each CPU 190 ms of 5.2 s (3.6 %: more than the 1 % of
+    # wake-ups a p99 breach needs late)
+    j = judge(stolen(190.0), Budget(max_us=20000, percentiles_us={"99": 300}))
+    assert j.verdict == Verdict.INFRA and j.reasons[0].startswith("host stole 3.6% of the CPUs' time"), j.reasons
+    assert "p99 needs 1.0% of the samples late" in j.reasons[0] and "p99 395 us >= budget 300 us" in j.reasons[1]
+    # this VM's steady steal (~2 ms/s per CPU: 0.2 %) explains no p99
+    assert judge(stolen(10.0), Budget(max_us=20000, percentiles_us={"99": 300})).verdict == Verdict.FAIL
+    # 3.6 % cannot make a p50 breach the host's (it needs half the wake-ups late)
+    assert judge(stolen(190.0), Budget(percentiles_us={"99": 300, "50": 5})).verdict == Verdict.FAIL
 
 
 def test_steal_never_touches_a_pass_or_a_run_without_readings():
