@@ -64,8 +64,10 @@ def judge(m: Measurement, budget: Budget | None, *, unbudgeted: bool = False,
     """*unbudgeted*: the budget file says this suite has no budget on purpose
     (shown, not judged against a limit); without that, a measurement with no
     budget is an error naming the key (*where*: the budget file), never a pass.
-    *steal_infra_ms*: a breached max that hypervisor steal of at least this
-    much explains is INFRA (rtlab.hostnoise), neither PASS nor FAIL."""
+    Breaches that hypervisor steal during the measurement explains (a max:
+    at least *steal_infra_ms* from one CPU at once; a percentile: enough of
+    the window stolen; rtlab.hostnoise.stolen_breach) are INFRA, neither
+    PASS nor FAIL."""
     if m.verdict == Verdict.INFRA:  # set by the runner: the lab failed here
         return m
     out = m.output
