@@ -11,6 +11,8 @@
     unbudgeted:               # suites measured without a budget ON PURPOSE
       <budget class | "*">: [<suite>, ...]   # ("*": every suite of the class)
     regression: {...}          # the regression verdict's policy (rtlab/compare.py)
+    host_noise:               # when a breach is the host's, not the kernel's (rtlab/hostnoise.py)
+      steal_infra_ms: 20      # one CPU stolen this long within 0.25 s: a breached max it explains is INFRA
 
 A measurement that has no budget and is not listed under ``unbudgeted`` is
 an error naming its key (INFRA, exit 2): a typo in a budget class must not
@@ -27,6 +29,7 @@ from pathlib import Path
 from typing import Optional
 
 from .config import open_node
+from .hostnoise import DEFAULT_STEAL_INFRA_MS
 from .model import PERCENTILES, Budget
 from .policy import policy_from_node
 
@@ -34,9 +37,12 @@ WILDCARD = "*"
 
 
 class Budgets:
-    def __init__(self, table: dict, path: Path, unbudgeted: Optional[dict] = None):
+    def __init__(self, table: dict, path: Path, unbudgeted: Optional[dict] = None,
+                 steal_infra_ms: float = DEFAULT_STEAL_INFRA_MS):
         self.table = table
         self.path = Path(path)
+        #: hypervisor steal (ms, one CPU, within hostnoise.BURST_WINDOW_S) that makes a breach INFRA
+        self.steal_infra_ms = steal_infra_ms
         #: budget class (or "*") -> suites measured without a budget on purpose
         self.unbudgeted_suites: dict[str, set[str]] = unbudgeted or {}
 
@@ -103,7 +109,7 @@ class Budgets:
 
 def load_budgets(path) -> Budgets:
     path = Path(path)
-    root = open_node(path).only(["budgets", "unbudgeted", "regression"])
+    root = open_node(path).only(["budgets", "unbudgeted", "regression", "host_noise"])
     table: dict = {}
     for cls, cnode in root.req("budgets").items():
         for variant, vnode in cnode.items():
@@ -127,4 +133,13 @@ def load_budgets(path) -> Budgets:
     unbudgeted = {str(cls): set(n.str_list()) for cls, n in root.child("unbudgeted").items()}
     if root.child("regression").value is not None:  # checked here: a bad policy fails before any boot
         policy_from_node(root.child("regression"), path)
-    return Budgets(table, path, unbudgeted)
+    noise = root.child("host_noise")
+    steal_ms = DEFAULT_STEAL_INFRA_MS
+    if noise.value is not None:
+        noise.only(["steal_infra_ms"])
+        node = noise.child("steal_infra_ms")
+        if node.value is not None:
+            steal_ms = node.number(positive=True)
+            if steal_ms > 60_000:  # a minute of steal explains anything: that is no gate
+                raise node.error("must be at most 60000 ms")
+    return Budgets(table, path, unbudgeted, steal_infra_ms=steal_ms)

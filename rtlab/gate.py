@@ -10,6 +10,7 @@ import math
 from typing import Optional
 
 from .budgets import Budget, Budgets
+from .hostnoise import DEFAULT_STEAL_INFRA_MS, stolen_breach
 from .model import PERCENTILES, Measurement, RunResult, ToolOutput, Verdict
 from .suites import METRICS, Suite
 
@@ -60,10 +61,14 @@ def sample_problems(out: ToolOutput, expected: Optional[int], interval_us: Optio
 
 
 def judge(m: Measurement, budget: Budget | None, *, unbudgeted: bool = False,
-          where: str = "") -> Measurement:
+          where: str = "", steal_infra_ms: float = DEFAULT_STEAL_INFRA_MS) -> Measurement:
     """*unbudgeted*: the budget file says this suite has no budget on purpose
     (shown, not judged against a limit); without that, a measurement with no
-    budget is an error naming the key (*where*: the budget file), never a pass."""
+    budget is an error naming the key (*where*: the budget file), never a pass.
+    Breaches that hypervisor steal during the measurement explains (a max:
+    at least *steal_infra_ms* from one CPU at once; a percentile: enough of
+    the window stolen; rtlab.hostnoise.stolen_breach) are INFRA, neither
+    PASS nor FAIL."""
     if m.verdict == Verdict.INFRA:  # set by the runner: the lab failed here
         return m
     out = m.output
@@ -107,11 +112,12 @@ def judge(m: Measurement, budget: Budget | None, *, unbudgeted: bool = False,
                              "add one, or list the suite under unbudgeted:")
         return m
     allt = out.combined()
-    failed = False
+    failed = max_breached = False
+    pct_breached: list[str] = []  # the percentiles over their budget
     if budget.max_us is not None:
         m.share_over_budget = allt.share_at_or_above(budget.max_us)
         if allt.max_us >= budget.max_us:
-            failed = True
+            failed = max_breached = True
             worst = out.worst()
             m.reasons.append(f"max {allt.max_us:g} us >= budget {budget.max_us:g} us "
                              f"(thread {worst.thread}, cpu {worst.cpu})")
@@ -126,6 +132,7 @@ def judge(m: Measurement, budget: Budget | None, *, unbudgeted: bool = False,
             top = (h.size or 0) * h.bucket_us
             if top >= limit:  # p lies beyond the range, so above the limit
                 failed = True
+                pct_breached.append(p)
                 m.reasons.append(f"p{p} beyond the histogram range (>= {top:g} us) >= budget {limit:g} us")
             else:
                 m.verdict = Verdict.INFRA
@@ -133,7 +140,17 @@ def judge(m: Measurement, budget: Budget | None, *, unbudgeted: bool = False,
                 return m
         elif value >= limit:
             failed = True
+            pct_breached.append(p)
             m.reasons.append(f"p{p} {value:g} us >= budget {limit:g} us")
+    if failed and m.host_noise:
+        # the host's doing, not the kernel's: retried (rtlab.runner), never a verdict
+        stolen = stolen_breach(m.host_noise, steal_infra_ms,
+                               max_us=allt.max_us if max_breached else None, budget_max_us=budget.max_us,
+                               percentiles=tuple(pct_breached))
+        if stolen:
+            m.verdict = Verdict.INFRA
+            m.reasons = [stolen, f"(breaches not judged: {'; '.join(m.reasons)})"]
+            return m
     m.verdict = Verdict.FAIL if failed else Verdict.PASS
     if failed and m.evidence:  # what the trace at the breach says delayed the thread
         summary = m.evidence.get("summary") or \
@@ -148,7 +165,8 @@ def judge_run(run: RunResult, budgets: Budgets) -> RunResult:
             k = m.key
             judge(m, budgets.lookup(job.budget_class, k.variant, k.suite, k.load),
                   unbudgeted=budgets.unbudgeted(job.budget_class, k.suite),
-                  where=f"{budgets.path.name} (budget class {job.budget_class or '?'})")
+                  where=f"{budgets.path.name} (budget class {job.budget_class or '?'})",
+                  steal_infra_ms=getattr(budgets, "steal_infra_ms", DEFAULT_STEAL_INFRA_MS))
     return run
 
 

@@ -319,6 +319,9 @@ class Measurement:
     #: histogram_us, priority, cpus ...): a regression verdict compares only
     #: runs made alike (rtlab.compare)
     params: dict[str, Any] = field(default_factory=dict)
+    #: the host's steal and stalls while the tool ran (rtlab.hostnoise,
+    #: host-noise.json), None where nobody watched (LAVA, older runs)
+    host_noise: Optional[dict[str, Any]] = None
 
     def __post_init__(self) -> None:
         if isinstance(self.budget, dict):  # as run.json holds it
@@ -335,6 +338,7 @@ class Measurement:
             "share_over_budget": self.share_over_budget,
             "evidence": self.evidence,
             **({"params": self.params} if self.params else {}),
+            "host_noise": self.host_noise,
         }
 
     @classmethod
@@ -349,6 +353,7 @@ class Measurement:
             share_over_budget=d.get("share_over_budget"),
             evidence=d.get("evidence"),
             params=dict(d.get("params") or {}),
+            host_noise=d.get("host_noise"),
         )
 
 
@@ -377,6 +382,9 @@ class JobResult:
     not_available: list[dict[str, str]] = field(default_factory=list)
     #: seconds the job waited for its rack place (rtlab.lab.places); None: no place
     place_wait_s: Optional[float] = None
+    #: earlier attempts whose breach the host stole (rtlab.hostnoise), each
+    #: run again by the runner: {"dir" (raw files, relative to the run), "reasons"}
+    host_noise_retries: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def only_not_available(self) -> bool:
@@ -401,6 +409,7 @@ class JobResult:
             "build_error": self.build_error, "not_available": self.not_available,
             "verdict": self.verdict.value, "repeat": self.repeat,
             **({"place_wait_s": self.place_wait_s} if self.place_wait_s is not None else {}),
+            "host_noise_retries": self.host_noise_retries,
         }
 
     @classmethod
@@ -413,6 +422,7 @@ class JobResult:
             build_error=d.get("build_error"), not_available=d.get("not_available", []),
             repeat=int(d.get("repeat") or 0),
             place_wait_s=d.get("place_wait_s"),
+            host_noise_retries=d.get("host_noise_retries") or [],
         )
 
 

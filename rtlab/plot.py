@@ -144,6 +144,7 @@ def write_html_report(run: RunResult, path: Path) -> Path:
     for _, svg in run_plots(run):
         parts.append(f"<div>{svg}</div>")
     parts += evidence_html(run)
+    parts += host_noise_html(run)
     parts += snapshot_html(run, Path(path).parent)
     parts += regression_html(Path(path).parent)
     path = Path(path)
@@ -295,6 +296,37 @@ def evidence_html(run: RunResult) -> list[str]:
     if not rows:
         return []
     return ["<h2 id='evidence'>Evidence at the breach</h2>", "<ul>", *rows, "</ul>"]
+
+
+def host_noise_html(run: RunResult) -> list[str]:
+    """What the host's hypervisor stole while each tool ran (rtlab.hostnoise),
+    and the attempts the runner measured again because of it."""
+    rows = []
+    for job in run.jobs:
+        for m in job.measurements:
+            if m.host_noise:
+                rows.append(f"<li>{html.escape(job.board)}/{html.escape(job.variant)}"
+                            + (f" r{job.repeat}" if job.repeat else "")
+                            + f" {html.escape(m.key.suite)}@{html.escape(m.key.load)}: "
+                            + html.escape(host_noise_line(m.host_noise)) + "</li>")
+        for r in job.host_noise_retries:
+            rows.append(f"<li><b>measured again</b> {html.escape(job.board)}/{html.escape(job.variant)}: "
+                        f"{html.escape('; '.join(r.get('reasons', [])))} (raw files: "
+                        f"<a href='{html.escape(str(r.get('dir')))}'>{html.escape(str(r.get('dir')))}</a>)</li>")
+    if not rows:
+        return []
+    return ["<h2 id='host-noise'>Host noise during the measurements</h2>",
+            "<p>hypervisor steal (/proc/stat) and the host monitor's longest stall while each tool ran; "
+            "a breach the steal explains is INFRA and measured again</p>", "<ul>", *rows, "</ul>"]
+
+
+def host_noise_line(noise: dict) -> str:
+    steal = noise.get("steal_ms") or {}
+    per_cpu = ", ".join(f"{c} {v:g}" for c, v in steal.items())
+    return (f"steal {sum(steal.values()):g} ms in {noise.get('window_s', 0):g} s ({per_cpu or 'no CPU read'}), "
+            f"at most {noise.get('burst_ms', 0):g} ms from one CPU within 0.25 s; "
+            f"longest host stall {noise.get('max_gap_ms', 0):g} ms"
+            + (f"; {noise['error']}" if noise.get("error") else ""))
 
 
 def snapshot_html(run: RunResult, run_dir: Path) -> list[str]:

@@ -39,6 +39,7 @@ from .fsutil import read_bounded, result_max_bytes, tail_text
 from .boards import Board
 from .budgets import Budgets
 from .errors import InputError
+from . import hostnoise
 from .evidence import EVIDENCE_DIR, read_analysis
 from .gate import judge_run, sample_problems
 from .model import JobResult, Measurement, MeasurementKey, RunResult, ToolOutput, Verdict
@@ -221,9 +222,11 @@ def collect(job_dir: Path, key: MeasurementKey, suite: Suite, run: SuiteRun, *,
           if found is not None else None)
     ms = [Measurement(dataclasses.replace(key, suite=f"{key.suite}-{suffix}") if suffix else key, out, raw)
           for suffix, out in outs.items()] or [Measurement(key, ToolOutput(path="", tool=suite.tool), raw)]
+    noise = hostnoise.load(host_dir)  # the host's steal while the tool ran: the gate reads it
     for m in ms:
         m.evidence = ev
         m.params = {**run.params, "cpus": list(run.cpus)}  # what the verdict compares alike
+        m.host_noise = noise
         if reasons:
             m.verdict = Verdict.INFRA
             m.reasons = list(reasons)

@@ -28,7 +28,7 @@ from .budgets import load_budgets
 from .boards import WORKDIR_ENV
 from .campaign import Campaign, Job
 from .errors import Cancelled, InfraError, RtlabError
-from . import forkserver, joblife, timing
+from . import forkserver, hostnoise, joblife, timing
 from . import kernel as kbuild
 from .arch import get_or_none
 from .evidence import arm_job, arms
@@ -531,6 +531,28 @@ def run_campaign(campaign: Campaign, *, results_root: Path = RESULTS_DIR,
         finished.append(jr)
         progress(f"{label} {_job_summary(jr)}")
 
+    def run_judged(job: Job, label: str, **kw) -> JobResult:
+        # a breach the host's steal explains is INFRA (rtlab.hostnoise): the
+        # job runs again, up to RETRIES times; each stolen attempt's raw files
+        # stay in the run (host-stolen/), named in the job's host_noise_retries
+        jr = run_job(job, rd, images, progress, label, built=built, lock_timeout=lock_timeout, **kw)
+        stolen: list[dict] = []
+        for attempt in range(1, hostnoise.RETRIES + 1):
+            rd.finish_job(jr, budgets)
+            why = [r for m in jr.measurements if m.verdict == Verdict.INFRA
+                   for r in m.reasons[:1] if r.startswith(hostnoise.STOLE)]
+            if not why:
+                break
+            jd = rd.job_dir(jr.board, jr.variant, jr.repeat)
+            kept = rd.path / "host-stolen" / f"{jd.relative_to(rd.path)}".replace("/", "-") / str(attempt)
+            kept.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(jd, kept)
+            stolen.append({"dir": str(kept.relative_to(rd.path)), "reasons": why})
+            progress(f"{label} INFRA, {why[0]}: measuring again ({attempt}/{hostnoise.RETRIES})")
+            jr = run_job(job, rd, images, progress, label, built=built, lock_timeout=lock_timeout, **kw)
+        jr.host_noise_retries = stolen
+        return jr
+
     # several jobs at once (--places N) and/or rack boards, which hold a place
     # per job: rtlab.lab.scheduler runs the jobs that are available
     scheduled = places > 1 or any(j.board.kind == "remote" for j in jobs)
@@ -552,7 +574,7 @@ def run_campaign(campaign: Campaign, *, results_root: Path = RESULTS_DIR,
                 ready.append(job)
                 continue
             try:
-                jr = run_job(job, rd, images, progress, label, built=built, lock_timeout=lock_timeout)
+                jr = run_judged(job, label)
             except (KeyboardInterrupt, Cancelled) as e:
                 jr = getattr(e, "job_result", None)
                 if jr is not None:
@@ -564,9 +586,8 @@ def run_campaign(campaign: Campaign, *, results_root: Path = RESULTS_DIR,
         if scheduled:
             from .lab.scheduler import run_scheduled
             run.jobs.extend(run_scheduled(
-                ready, lambda job, lease_env, label, on_spawn: run_job(
-                    job, rd, images, progress, label, lease_env=lease_env, on_spawn=on_spawn,
-                    built=built, lock_timeout=lock_timeout),
+                ready, lambda job, lease_env, label, on_spawn: run_judged(
+                    job, label, lease_env=lease_env, on_spawn=on_spawn),
                 finish, places=places, progress=progress))
     except (KeyboardInterrupt, Cancelled) as e:
         # signals that arrive while the run is written up do not cut it short

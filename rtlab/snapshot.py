@@ -17,7 +17,8 @@ last suite: ``snapshot.json`` in the job dir::
      "modules": ["virtio_net", ...],
      "dmesg_tail": ["..."],
      "after": {"interrupts": {...}, "softirqs": {...}},
-     "delta": {"interrupts": {"42": [..per CPU..]}, "softirqs": {"TIMER": [...]}}}
+     "delta": {"interrupts": {"42": [..per CPU..]}, "softirqs": {"TIMER": [...]}},
+     "host_noise": {"<suite id>": {...}}}       # the host's steal and stalls (rtlab.hostnoise)
 
 :func:`diff_snapshots` names what changed between two snapshots in lines
 people read ("clocksource tsc -> hpet", "irq 42 (eth0) moved from CPU 0-1 to
@@ -255,6 +256,16 @@ def load(path: Path) -> Optional[dict[str, Any]]:
         return None
 
 
+def add_host_noise(path: Path, suite_id: str, noise: Optional[dict[str, Any]]) -> None:
+    """The host's steal and stalls during one suite (rtlab.hostnoise) into
+    the job's snapshot.json (``host_noise``: suite id -> summary), where there is one."""
+    snap = load(path)
+    if snap is None or noise is None:
+        return
+    snap.setdefault("host_noise", {})[suite_id] = noise
+    write(path, snap)
+
+
 def summary_lines(snap: dict[str, Any]) -> list[str]:
     """A few lines for the report."""
     if "error" in snap:
@@ -276,6 +287,11 @@ def summary_lines(snap: dict[str, Any]) -> list[str]:
         names = snap.get("interrupts", {})
         out.append("interrupts during the measurement (per CPU): " + "; ".join(
             f"{irq} {names.get(irq, {}).get('name', '')}".strip() + f" {delta[irq]}" for _, irq in top))
+    for suite_id, noise in (snap.get("host_noise") or {}).items():
+        steal = noise.get("steal_ms") or {}
+        out.append(f"host during {suite_id}: steal {sum(steal.values()):g} ms "
+                   f"(at most {noise.get('burst_ms', 0):g} ms from one CPU within 0.25 s), "
+                   f"longest host stall {noise.get('max_gap_ms', 0):g} ms")
     return out
 
 

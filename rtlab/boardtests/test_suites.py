@@ -11,7 +11,7 @@ judged FAIL by the gate from its raw files. A suite the board cannot run
 import json
 import time
 
-from rtlab import evidence, snapshot
+from rtlab import evidence, hostnoise, snapshot
 from rtlab.loads import LOADS
 from rtlab.results import tool_exit_problem
 from rtlab.suites import NOT_AVAILABLE_FILE, SUITES
@@ -46,7 +46,9 @@ def test_suite(request, suite_run, job, job_dir, board_shell, target):
         if suite_run.evidence and suite.traces_kernel:  # armed: record what happens up to the breach
             traced = evidence.start_tracing(board_shell) is None
         try:
-            with suite.host_side(target, suite_run, host_dir):  # an external probe armed around the run
+            # an external probe armed around the run (irq-response); the host's
+            # steal and stalls while the tool runs (rtlab.hostnoise): host-noise.json
+            with suite.host_side(target, suite_run, host_dir), hostnoise.watching(host_dir):
                 rc = run_tool(board_shell, suite_run.id, argv, host_dir,
                               suite.outputs(suite_run) + suite.evidence_outputs(suite_run),
                               timeout=duration * 2 + 60)
@@ -55,6 +57,7 @@ def test_suite(request, suite_run, job, job_dir, board_shell, target):
                 evidence.stop_tracing(board_shell)
             t_load = time.monotonic()
     emit(request.config, event="phase", name="load_stop", duration_s=round(time.monotonic() - t_load, 4))
+    snapshot.add_host_noise(job_dir / snapshot.SNAPSHOT_FILE, suite_run.id, hostnoise.load(host_dir))
     with phase(request.config, "evidence"):
         found = evidence.collect(board_shell, suite, suite_run, host_dir, traced)
     if found is not None:

@@ -319,6 +319,12 @@ class _Builder:
             vf["branch"] = str((self.ctx.run.commit or {}).get("branch") or "") or None
             vf["repeat"] = int(job.repeat or 0)
             vf["budget_class"] = job.budget_class or None
+            # the host's steal and stalls while the tool ran (rtlab.hostnoise)
+            noise = m.host_noise or {}
+            vf["host_steal_ms"] = _num(sum(float(v) for v in (noise.get("steal_ms") or {}).values()
+                                           if _num(v) is not None)) if noise.get("steal_ms") else None
+            vf["host_steal_burst_ms"] = _num(noise.get("burst_ms"))
+            vf["host_max_gap_ms"] = _num(noise.get("max_gap_ms"))
             if allt is not None:
                 vf["cycles"] = _int(allt.cycles)
                 vf["bucket_us"] = _num(allt.histogram.bucket_us) if allt.histogram else None
@@ -430,7 +436,8 @@ FIELDS: dict[str, dict[str, Any]] = {
     VERDICT: {"verdict": str, "passed": int, "failed": int, "infra": int, "reason": str,
               "max_us": float, **_PCT, "share_over_budget": float, **_BUDGET, **_RUN,
               "campaign": str, "branch": str, "repeat": int, "budget_class": str, "cycles": int,
-              "bucket_us": float, "hist_size": int, "overflows": int},
+              "bucket_us": float, "hist_size": int, "overflows": int,
+              "host_steal_ms": float, "host_steal_burst_ms": float, "host_max_gap_ms": float},
     JOB: {"infra": int, "error": str, "verdict": str, "duration_s": float, "measurements": int,
           "failed": int, "infra_measurements": int, "kernel_version": str, "place_wait_s": float, **_RUN},
     EVENTS: {"title": str, "text": str, "tags": str, "verdict": str, "started": str, "jobs": int,

@@ -3,14 +3,28 @@ with the shell executor, against a real kernel project: a git repository made
 from Debian's linux-source-6.12 (tests/integration/kernel_project.py).
 
 The pipeline runs as the kernel project's trigger starts it (source
-`pipeline`, KERNEL_REPO + KERNEL_SHA), in a throw-away rtlab CI project that
-holds this checkout's .gitlab-ci.yml with the matrix narrowed to one board
-and one variant, a 3 s cyclictest and a test budget (qemu-tcg max 200 ms);
-jobs call rtlab from this checkout (RTLAB_HOME).
+`pipeline`, KERNEL_REPO + KERNEL_SHA + KERNEL_BRANCH, or KERNEL_MR_IID +
+KERNEL_TARGET_BRANCH for a merge request) or as rtlab's own merge request
+does, in a throw-away rtlab CI project that holds this checkout's
+.gitlab-ci.yml with the matrix narrowed to one board and one variant, a 3 s
+cyclictest and a test budget (qemu-tcg max 200 ms); jobs call rtlab from this
+checkout (RTLAB_HOME) and publish to a real influxd started here (the store
+the regression verdict reads its baselines from).
 
-    good     the unchanged kernel                         -> pipeline passes
+    good     the unchanged kernel, pushed to `main` with RTLAB_REGRESSION=0 (a
+             branch's first pipeline: nothing to compare with yet)
+                                                          -> passes, 3 runs published
+    push     the same commit pushed again to `main`       -> the verdict against main's 3 runs
+    mr       a kernel merge request into `main`           -> 5 runs, the verdict against main's last 5
+    rtlab-mr rtlab's own merge request into `main`        -> 5 runs, the verdict against main's last 5
     latency  a kthread busy for 400 ms without preemption -> gate FAIL naming the budget
     no-rt    PREEMPT_RT made unreachable in Kconfig       -> gate FAIL, build_error
+
+The verdict's outcome between two unchanged sessions on TCG is the
+statistics' business (tests/integration/test_compare_local.py and
+bench/bench_verdict.py); here it must have run, against the right branch's
+runs, with the repeats the workflow sets, and the gate's exit code must be the
+verdict's.
 
 good and latency run qemu-aarch64 × preempt (the PREEMPT_DYNAMIC kernel booted
 with preempt=full): the same configuration tests/integration/test_kernel_build.py
@@ -33,12 +47,15 @@ import shutil
 import subprocess
 import textwrap
 from pathlib import Path
+from typing import Optional
 
 import pytest
 import yaml
 
 from kernel_project import make_kernel_project
 from rtlab.kernel import cache_root
+from rtlab.store import InfluxV1, LocalInfluxd
+from rtlab.store.base import rows
 
 ROOT = Path(__file__).resolve().parents[2]
 BOARD, ARCH = "qemu-aarch64", "aarch64"
@@ -102,6 +119,53 @@ def test_pipeline_shape():
     sources = " ".join(r.get("if", "") for r in ci["workflow"]["rules"])
     for s in ("merge_request_event", "schedule", "pipeline", "trigger", "push"):
         assert s in sources, s
+    # kernel commits get the regression verdict: a kernel merge request runs
+    # 5 repeats (the candidate), a kernel push 3 (what baselines are made of);
+    # the merge request's rule comes first (both match a trigger with KERNEL_SHA)
+    rules = ci["workflow"]["rules"]
+    kmr = next(i for i, r in enumerate(rules) if "$KERNEL_MR_IID" in r.get("if", ""))
+    kpush = next(i for i, r in enumerate(rules) if "$KERNEL_SHA" in r.get("if", "") and "MR_IID" not in r["if"]
+                 and "BISECT" not in r["if"])
+    assert kmr < kpush and rules[kmr]["variables"]["RTLAB_REPEAT"] == "5"
+    assert int(rules[kpush]["variables"]["RTLAB_REPEAT"]) >= 3
+    mr = next(r for r in rules if "merge_request_event" in r.get("if", ""))
+    assert mr["variables"]["RTLAB_REPEAT"] == "5"
+    gate = "\n".join(ci["gate"]["script"])
+    assert '. "$RTLAB_HOME/ci/verdict.sh"' in gate and '--branch "$RTLAB_BASELINE_BRANCH"' in gate
+    assert '--pin "$RTLAB_BASELINE_PIN"' in gate and "merge_request_event" not in gate  # verdict.sh decides
+    assert "results/*/*/*/compare.json" in ci["gate"]["artifacts"]["paths"]
+    assert '. "$RTLAB_HOME/ci/verdict.sh"' in " ".join(ci[".rtlab"]["before_script"])
+    for v in ("KERNEL_BRANCH", "KERNEL_MR_IID", "KERNEL_TARGET_BRANCH", "KERNEL_MR_SOURCE_BRANCH"):
+        assert ci["variables"][v] == "", v
+
+
+def verdict_env(**env) -> dict:
+    """What ci/verdict.sh decides for these CI variables (bash, as the jobs source it)."""
+    r = subprocess.run(["bash", "-c", f'. "{ROOT}/ci/verdict.sh" && env'], capture_output=True, text=True,
+                       env={"PATH": os.environ["PATH"], **env})
+    assert r.returncode == 0, r.stderr
+    out = dict(ln.split("=", 1) for ln in r.stdout.splitlines() if ln.startswith("RTLAB_"))
+    return {k: out.get(k, "") for k in ("RTLAB_KERNEL_BRANCH", "RTLAB_BASELINE_BRANCH")}
+
+
+def test_which_baseline_each_pipeline_is_judged_against():
+    kernel = {"KERNEL_REPO": "https://git.example/linux.git", "KERNEL_SHA": "a" * 40}
+    # a kernel push: filed under its branch, compared with the branch's earlier runs
+    assert verdict_env(**kernel, KERNEL_BRANCH="rt-next", CI_COMMIT_BRANCH="main") == \
+        {"RTLAB_KERNEL_BRANCH": "rt-next", "RTLAB_BASELINE_BRANCH": "rt-next"}
+    # a kernel merge request: filed under its source branch (never its target's), against its target
+    assert verdict_env(**kernel, KERNEL_MR_IID="42", KERNEL_TARGET_BRANCH="rt-next",
+                       KERNEL_MR_SOURCE_BRANCH="fix/timer") == \
+        {"RTLAB_KERNEL_BRANCH": "fix/timer", "RTLAB_BASELINE_BRANCH": "rt-next"}
+    assert verdict_env(**kernel, KERNEL_MR_IID="42", KERNEL_TARGET_BRANCH="rt-next")["RTLAB_KERNEL_BRANCH"] == "mr-42"
+    # rtlab's own merge request and push
+    assert verdict_env(CI_PIPELINE_SOURCE="merge_request_event", CI_MERGE_REQUEST_TARGET_BRANCH_NAME="main",
+                       CI_MERGE_REQUEST_SOURCE_BRANCH_NAME="gate") == \
+        {"RTLAB_KERNEL_BRANCH": "gate", "RTLAB_BASELINE_BRANCH": "main"}
+    assert verdict_env(CI_PIPELINE_SOURCE="push", CI_COMMIT_BRANCH="main") == \
+        {"RTLAB_KERNEL_BRANCH": "main", "RTLAB_BASELINE_BRANCH": ""}
+    # RTLAB_REGRESSION=0 (a branch's first pipeline): budgets only
+    assert verdict_env(**kernel, KERNEL_BRANCH="rt-next", RTLAB_REGRESSION="0")["RTLAB_BASELINE_BRANCH"] == ""
 
 
 @pytest.fixture(scope="module")
@@ -146,21 +210,47 @@ def ci_projects(tmp_path_factory):
     return {v: make_ci_project(base / v, v) for v in ("preempt", "rt")}
 
 
-def run_pipeline(ci_project: Path, kernel_repo: Path, sha: str, name: str, tmp_path: Path):
-    """One pipeline as the kernel project's trigger job starts it."""
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    """The lab's store: a real influxd on free loopback ports."""
+    state = tmp_path_factory.mktemp("rtlab-store")
+    srv = LocalInfluxd(state)
+    srv.start()
+    InfluxV1(srv.url, "ci").create_database()
+    yield {"RTLAB_INFLUX_URL": srv.url, "RTLAB_INFLUX_DB": "ci", "RTLAB_STATE_DIR": str(state)}
+    srv.stop()
+
+
+def stored_runs(store: dict, branch: str) -> set[str]:
+    q = (f'SELECT "run_id", "verdict" FROM "verdict" WHERE "scope" = \'measurement\' '
+         f'AND "branch" = \'{branch}\'')
+    return {r["run_id"] for r in rows(InfluxV1(store["RTLAB_INFLUX_URL"], store["RTLAB_INFLUX_DB"]).query(q))}
+
+
+def run_pipeline(ci_project: Path, kernel_repo: Optional[Path], sha: Optional[str], name: str, tmp_path: Path,
+                 store: Optional[dict] = None, **extra: str):
+    """One pipeline as the kernel project's trigger job starts it (*extra*:
+    more pipeline variables, e.g. KERNEL_BRANCH; without *kernel_repo*, as
+    rtlab's own merge request starts it)."""
     proj = tmp_path / name
     subprocess.run(["git", "clone", "-q", str(ci_project), str(proj)], check=True)
     variables = {
-        "CI_PIPELINE_SOURCE": "pipeline", "KERNEL_REPO": str(kernel_repo), "KERNEL_SHA": sha,
+        "CI_PIPELINE_SOURCE": "pipeline",
         "RTLAB_HOME": str(ROOT), "RTLAB_CAMPAIGN": str(proj / "campaign.yaml"), "RTLAB_PUBLISH": "0",
         # the runner's one kernel work tree (kept between runs, as on a runner)
         "RTLAB_CI_KERNEL_DIR": str(cache_root() / "ci" / "test-kernel"),
     }
+    if kernel_repo is not None:
+        variables.update({"KERNEL_REPO": str(kernel_repo), "KERNEL_SHA": str(sha)})
+    if store is not None:
+        variables.update({**store, "RTLAB_PUBLISH": "1"})
+    variables.update(extra)
     cmd = [GCL, "--force-shell-executor", "--no-color", "--concurrency", "1"]
     for k, v in variables.items():
         cmd += ["--variable", f"{k}={v}"]
+    predefined = ",".join(k for k in variables if k.startswith("CI_"))
     r = subprocess.run(cmd, cwd=proj, capture_output=True, text=True, timeout=3 * 3600,
-                       env={**os.environ, "GCL_IGNORE_PREDEFINED_VARS": "CI_PIPELINE_SOURCE"})
+                       env={**os.environ, "GCL_IGNORE_PREDEFINED_VARS": predefined})
     logs = {p.stem: p.read_text() for p in (proj / ".gitlab-ci-local" / "output").glob("*.log")}
     return r, proj, logs
 
@@ -170,17 +260,32 @@ def gate_lines(logs: dict) -> list[str]:
     return [ln.strip() for ln in gate.splitlines() if "gate: " in ln and "echo" not in ln]
 
 
-def test_good_commit_passes(kernel_project, ci_projects, tmp_path):
+@pytest.fixture(scope="module")
+def seeded(kernel_project, ci_projects, store, tmp_path_factory):
+    """`main`'s first pipeline: a kernel push of the unchanged commit with
+    RTLAB_REGRESSION=0 (nothing to compare with yet), published: the
+    baseline the later pipelines are judged against."""
     r, proj, logs = run_pipeline(ci_projects["preempt"], _repo(kernel_project), kernel_project["good"],
-                                 "good", tmp_path)
+                                 "good", tmp_path_factory.mktemp("seed"), store,
+                                 KERNEL_BRANCH="main", RTLAB_REGRESSION="0")
+    return r, proj, logs, stored_runs(store, "main")
+
+
+def test_good_commit_passes(kernel_project, seeded):
+    r, proj, logs, published = seeded
     assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-2000:]
     assert "gate exit 0" in logs["gate"], logs["gate"][-3000:]
     assert [ln for ln in gate_lines(logs) if ln.startswith("gate: PASS")], gate_lines(logs)
+    assert "gate: budgets only (kernel push to main (RTLAB_REGRESSION=0: budgets only))" in gate_lines(logs)
     arts = proj / ".gitlab-ci-local" / "artifacts"
     runs = list(arts.rglob("run.json"))
     assert len(runs) == 1, runs
     run = json.loads(runs[0].read_text())
     assert run["verdict"] == "pass" and run["commit"]["sha"] == kernel_project["good"]
+    # a kernel push: 3 runs per job, filed under the kernel's branch, published
+    assert run["commit"]["branch"] == "main" and run["commit"]["pipeline_source"] == "pipeline"
+    assert sorted(j["repeat"] for j in run["jobs"]) == [1, 2, 3]
+    assert published == {run["run_id"]}, published
     job = next(j for j in run["jobs"] if j["variant"] == "preempt")
     assert job["board"] == BOARD and not job.get("build_error") and not job.get("infra_error")
     # the kernel under test was booted: built from the commit, not Debian's
@@ -190,9 +295,83 @@ def test_good_commit_passes(kernel_project, ci_projects, tmp_path):
     assert junit and "<testcase" in junit[0].read_text()
 
 
+def verdict_ran(proj: Path, logs: dict, for_what: str, baseline_runs: set[str], repeats: int) -> dict:
+    """The regression verdict ran in the gate against *baseline_runs* (the
+    branch's, from the store), over the candidate's *repeats* runs; the
+    gate's exit code is the verdict's (the budgets held). Returns compare.json."""
+    gate = logs["gate"]
+    lines = gate_lines(logs)
+    assert any(ln.startswith(f"gate: regression verdict for the {for_what}: baseline the last 5 runs of branch main")
+               for ln in lines), lines
+    assert any(ln.startswith("gate: baseline: store: last 5 runs of branch main, campaign ci-test") for ln in lines), lines
+    arts = proj / ".gitlab-ci-local" / "artifacts"
+    runs = [json.loads(p.read_text()) for p in arts.rglob("run.json")]
+    assert len(runs) == 1 and runs[0]["verdict"] == "pass", [r.get("verdict") for r in runs]
+    assert sorted(j["repeat"] for j in runs[0]["jobs"]) == list(range(1, repeats + 1))
+    cmp_files = list(arts.rglob("compare.json"))  # the gate's artifact, per run
+    assert len(cmp_files) == 1, cmp_files
+    v = json.loads(cmp_files[0].read_text())
+    assert set(v["baseline"]["runs"]) == baseline_runs, (v["baseline"], baseline_runs)
+    assert "branch main" in v["baseline"]["source"] and runs[0]["run_id"] not in v["baseline"]["runs"]
+    assert v["keys"] and all(k["label"].startswith(f"{BOARD}/preempt/cyclictest") for k in v["keys"]), v["keys"]
+    assert list(arts.rglob("regression.html")), "no comparison report"
+    assert f"gate exit {v['exit_code']}" in gate, (v["outcome"], gate[-3000:])
+    return {**v, "_run": runs[0]}
+
+
+def test_kernel_push_gets_the_verdict_against_its_branch(kernel_project, ci_projects, store, seeded, tmp_path):
+    seed_runs = seeded[3]
+    assert len(seed_runs) == 1, "the seed pipeline published nothing"
+    r, proj, logs = run_pipeline(ci_projects["preempt"], _repo(kernel_project), kernel_project["good"],
+                                 "push", tmp_path, store, KERNEL_BRANCH="main")
+    v = verdict_ran(proj, logs, "kernel push to main", seed_runs, repeats=3)
+    # and it feeds main's baseline in turn
+    assert stored_runs(store, "main") == seed_runs | {v["_run"]["run_id"]}
+
+
+def test_kernel_merge_request_gets_the_verdict_against_its_target(kernel_project, ci_projects, store, seeded,
+                                                                  tmp_path):
+    main_runs = stored_runs(store, "main")
+    r, proj, logs = run_pipeline(ci_projects["preempt"], _repo(kernel_project), kernel_project["good"],
+                                 "mr", tmp_path, store, KERNEL_MR_IID="7", KERNEL_TARGET_BRANCH="main",
+                                 KERNEL_MR_SOURCE_BRANCH="fix-timers")
+    v = verdict_ran(proj, logs, "kernel merge request !7 into main", main_runs, repeats=5)
+    # filed under its own branch: a merge request never feeds its target's baseline
+    assert v["_run"]["commit"]["branch"] == "fix-timers"
+    assert stored_runs(store, "main") == main_runs and stored_runs(store, "fix-timers") == {v["_run"]["run_id"]}
+
+
+def test_rtlab_merge_request_gets_the_verdict_against_its_target(ci_projects, store, seeded, tmp_path):
+    main_runs = stored_runs(store, "main")
+    # rtlab's own merge request: the pinned Debian source is the kernel under test
+    r, proj, logs = run_pipeline(ci_projects["preempt"], None, None, "rtlab-mr", tmp_path, store,
+                                 CI_PIPELINE_SOURCE="merge_request_event",
+                                 CI_MERGE_REQUEST_TARGET_BRANCH_NAME="main",
+                                 CI_MERGE_REQUEST_SOURCE_BRANCH_NAME="faster-gate")
+    v = verdict_ran(proj, logs, "rtlab merge request into main", main_runs, repeats=5)
+    assert v["_run"]["commit"]["branch"] == "faster-gate"
+
+
+def test_bad_trigger_variables_fail_the_gate_naming_them(ci_projects, kernel_project, tmp_path):
+    """A kernel trigger that says neither its branch nor a merge request, or
+    a branch name that is an option: the gate stops (INFRA), never a
+    budgets-only pass; nothing is booted for the gate to judge (no test job
+    runs: RTLAB_CAMPAIGN is a file that is not there)."""
+    for name, extra, words in [
+            ("no-branch", {}, "KERNEL_BRANCH is empty"),
+            ("option", {"KERNEL_MR_IID": "3", "KERNEL_TARGET_BRANCH": "--all"}, "KERNEL_TARGET_BRANCH=--all"),
+            ("iid", {"KERNEL_MR_IID": "3;reboot", "KERNEL_TARGET_BRANCH": "main"}, "KERNEL_MR_IID=3;reboot")]:
+        env = {**os.environ, "KERNEL_REPO": "x", "KERNEL_SHA": "a" * 40, **extra}
+        env.pop("KERNEL_BRANCH", None)
+        r = subprocess.run(["bash", "-c", f'. "{ROOT}/ci/verdict.sh" || echo FAILED'], capture_output=True,
+                           text=True, env=env)
+        assert "FAILED" in r.stdout and words in r.stderr, (name, r.stdout, r.stderr)
+
+
 def test_latency_bug_fails_the_gate_on_the_budget(kernel_project, ci_projects, tmp_path):
+    # a budget test: one run is enough (the trigger's RTLAB_REPEAT wins over the workflow's)
     r, proj, logs = run_pipeline(ci_projects["preempt"], _repo(kernel_project), kernel_project["latency"],
-                                 "latency", tmp_path)
+                                 "latency", tmp_path, KERNEL_BRANCH="timers", RTLAB_REPEAT="1")
     assert r.returncode != 0, "pipeline passed a 400 ms non-preemptible section"
     lines = gate_lines(logs)
     fails = [ln for ln in lines if ln.startswith("gate: FAIL")]
@@ -213,7 +392,7 @@ def test_latency_bug_fails_the_gate_on_the_budget(kernel_project, ci_projects, t
 
 def test_dropped_preempt_rt_fails_the_gate_as_build_error(kernel_project, ci_projects, tmp_path):
     r, proj, logs = run_pipeline(ci_projects["rt"], _repo(kernel_project), kernel_project["no-rt"],
-                                 "no-rt", tmp_path)
+                                 "no-rt", tmp_path, KERNEL_BRANCH="sched", RTLAB_REPEAT="1")
     assert r.returncode != 0
     lines = gate_lines(logs)
     assert any(ln.startswith("gate: FAIL") and "build_error" in ln and "CONFIG_PREEMPT_RT" in ln

@@ -360,10 +360,11 @@ def test_pipeline_compares_merge_requests_against_the_target_branch_baseline():
     assert int(mr["variables"]["RTLAB_REPEAT"]) >= 3 and int(push["variables"]["RTLAB_REPEAT"]) >= 3
     assert '--repeat "$RTLAB_REPEAT"' in " ".join(ci["test"]["script"])
     # every stored run is filed under its branch; the default branch's are published
-    assert any("RTLAB_KERNEL_BRANCH=" in line for line in ci[".rtlab"]["before_script"])
+    # (ci/verdict.sh sets RTLAB_KERNEL_BRANCH and the baseline branch: tests/integration/test_gitlab_ci.py)
+    assert any("ci/verdict.sh" in line for line in ci[".rtlab"]["before_script"])
     assert {"if": '$RTLAB_PUBLISH == "1"'} in ci["publish"]["rules"]
     gate = "\n".join(ci["gate"]["script"])
-    assert '--baseline-store --branch "$CI_MERGE_REQUEST_TARGET_BRANCH_NAME"' in gate
+    assert '--baseline-store --branch "$RTLAB_BASELINE_BRANCH"' in gate
     assert '--pin "$RTLAB_BASELINE_PIN"' in gate
     # the JUnit of the gate carries the regression verdict: written after it
     assert gate.index("--baseline-store") < gate.index('junit $runs')
