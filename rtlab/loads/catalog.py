@@ -59,6 +59,16 @@ from . import health
 from .base import REGISTERED, BoardLoad, Load, LoadDied, LoadEnv
 
 MiB = 1024 * 1024
+#: stress-ng's --timeout for every stress-ng load: the load is stopped by
+#: rtlab (rtlab-load.sh stop), never by stress-ng, so this only has to outlast
+#: the longest measurement (soaks run for hours). Not ``--timeout 0``
+#: ("forever"): the timer stressor's signal handler checks every 65536
+#: expiries whether the run is older than the timeout, and 0 s always is, so
+#: under ``--timeout 0`` each --timer worker ended itself after 65536 timer
+#: events (3.3 s at 20 kHz, 8.5 s on a loaded board) and the irq load was
+#: reported dead in every suite that outlasted it (stress-ng 0.15,
+#: stress-timer.c, stress_timer_handler)
+STRESS_NG_TIMEOUT_S = 30 * 86400
 
 
 class Idle(Load):
@@ -101,8 +111,8 @@ class StressNg(BoardLoad):
         raise NotImplementedError
 
     def commands(self, env: LoadEnv) -> list[tuple[str, str]]:
-        return [("stress-ng", f"stress-ng {self.stressors(env)} --timeout 0 --metrics-brief "
-                              f"--yaml stress-ng.yaml > stress-ng.log 2>&1")]
+        return [("stress-ng", f"stress-ng {self.stressors(env)} --timeout {STRESS_NG_TIMEOUT_S} "
+                              f"--metrics-brief --yaml stress-ng.yaml > stress-ng.log 2>&1")]
 
     def settings(self, env: LoadEnv) -> dict[str, Any]:
         return {"command": f"stress-ng {self.stressors(env)}"}

@@ -121,6 +121,14 @@ class Suite:
     #: LAVA: the board reports per-thread test cases from the tool's rt-tests
     #: JSON (cyclictest layout, rtlab.lava.onboard) besides the exit case
     lava_thread_cases: ClassVar[bool] = False
+    #: the measurements one run gives, as suffixes of the campaign's suite
+    #: name (parse_outputs' keys): "" for one; rtla timerlat: "irq", "thread".
+    #: Each needs a budget or an ``unbudgeted:`` entry (budgets/*.yaml)
+    parts: ClassVar[tuple[str, ...]] = ("",)
+    #: the first line of the tool's raw output, when no format parser reads
+    #: it (``parser`` None) but its content says which tool wrote it (rtla's
+    #: histograms): ``rtlab parse`` finds the suite of a file by it
+    raw_header: ClassVar[Optional[str]] = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -202,6 +210,21 @@ class Suite:
         for one measurement; a tool measuring two things (rtla timerlat: IRQ
         and thread latency) returns one output per thing ("irq", "thread")."""
         return {"": self.parse(job_dir, run)}
+
+    def parse_raw_file(self, path: Path) -> dict[str, ToolOutput]:
+        """One raw output file alone, outside a run (``rtlab parse``): its
+        measurements by part, as :meth:`parse_outputs` gives them."""
+        return {"": parse_file(path, tool=self.tool)}
+
+    @classmethod
+    def for_raw_file(cls, text: str) -> Optional["Suite"]:
+        """The suite whose ``raw_header`` begins *text* (None: none does)."""
+        first = text.lstrip().split("\n", 1)[0].strip()
+        return next((s for s in SUITES.values() if s.raw_header and first == s.raw_header), None)
+
+    def measurement_names(self, name: str) -> list[str]:
+        """The budget keys of a campaign entry named *name* (see ``parts``)."""
+        return [f"{name}-{p}" if p else name for p in self.parts]
 
     def parse(self, job_dir: Path, run: SuiteRun) -> ToolOutput:
         """The tool's output in the model, plus the loads' health numbers
