@@ -56,7 +56,7 @@ import time
 from typing import Any, Optional
 
 from . import health
-from .base import REGISTERED, BoardLoad, Load, LoadDied, LoadEnv
+from .base import BoardLoad, Load, LoadDied, LoadEnv
 
 MiB = 1024 * 1024
 #: stress-ng's --timeout for every stress-ng load: the load is stopped by
@@ -397,49 +397,3 @@ class Network(BoardLoad):
         f, l = handle.get("first"), handle.get("last")
         if f is not None and l is not None and f.sample and l.sample:
             env.window = (f.sample.t, l.sample.t)
-
-
-class Composite(Load):
-    """Several loads started together (``stress+network``), each checked."""
-
-    def __init__(self, loads: tuple[Load, ...]):
-        self.loads = loads
-        self.name = "+".join(l.name for l in loads)
-        self.description = " and ".join(l.description for l in loads)
-
-    def parts(self) -> tuple[Load, ...]:
-        return self.loads
-
-
-#: the loads defined above, registered by being defined (Load.__init_subclass__)
-BASE_LOADS: tuple[Load, ...] = tuple(REGISTERED.values())
-
-
-class LoadRegistry(dict):
-    """Loads by name; "a+b" names a composition of registered loads."""
-
-    def _compose(self, key: str) -> Optional[Load]:
-        names = key.split("+")
-        if len(names) < 2 or len(set(names)) != len(names) or "idle" in names:
-            return None
-        if not all(dict.__contains__(self, n) for n in names):
-            return None
-        return Composite(tuple(dict.__getitem__(self, n) for n in names))
-
-    def __missing__(self, key):
-        load = self._compose(key) if isinstance(key, str) else None
-        if load is None:
-            raise KeyError(key)
-        return load
-
-    def __contains__(self, key) -> bool:
-        return dict.__contains__(self, key) or (isinstance(key, str) and self._compose(key) is not None)
-
-    def get(self, key, default=None):
-        try:
-            return self[key]
-        except KeyError:
-            return default
-
-
-LOADS: LoadRegistry = LoadRegistry((l.name, l) for l in BASE_LOADS)

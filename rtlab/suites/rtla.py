@@ -133,6 +133,15 @@ class Timerlat(_Rtla):
     def evidence_outputs(self, run: SuiteRun) -> list[str]:
         return [TIMERLAT_TRACE] if run.evidence else []
 
+    def evidence_thresholds(self, name: str, load: str, lookup) -> dict[str, float]:
+        # -T / -i: stop at the first thread / IRQ latency over its budget's maximum
+        out = {}
+        for kind in ("thread", "irq"):
+            b = lookup(f"{name}-{kind}", load)
+            if b is not None and b.max_us is not None:
+                out[f"{kind}_us"] = float(b.max_us)
+        return out
+
     def breached(self, host_dir: Path, run: SuiteRun) -> bool:
         # rtla saves the trace only when a threshold stopped it
         return bool(run.evidence) and (host_dir / TIMERLAT_TRACE).is_file()
