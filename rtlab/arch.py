@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
+from .registry import Registry
+
 
 @dataclass(frozen=True)
 class Qemu:
@@ -73,7 +75,9 @@ class Arch:
         return list(dict.fromkeys([self.lava, self.name]))
 
 
-ARCHES: dict[str, Arch] = {a.name: a for a in (
+#: every architecture (rtlab.registry): one ARCHES.add per entry below
+ARCHES: Registry[Arch] = Registry("architecture")
+for _a in (
     Arch(name="x86_64", debian="amd64", triplet="x86_64-linux-gnu", elf_machine=62, elf_bits=64,
          kernel_arch="x86_64", cross="x86_64-linux-gnu-", kernel_image="arch/x86/boot/bzImage",
          kernel_flavour="amd64", lava="amd64", aliases=("amd64",),
@@ -92,7 +96,9 @@ ARCHES: dict[str, Arch] = {a.name: a for a in (
          dtbs=("imx6q-sabrelite.dtb", "am335x-boneblack.dtb"),
          qemu=Qemu("qemu-system-arm", "virt", "cortex-a15", "ttyAMA0"), aliases=("armhf", "arm"),
          rtbench="armhf"),
-)}
+):
+    ARCHES.add(_a.name, _a, __name__)
+del _a
 
 
 def get_or_none(name: str) -> Optional[Arch]:

@@ -19,6 +19,7 @@ from . import ROOT
 from .config import Node
 from .errors import InputError
 from .params import ParamError, check_name
+from .registry import Registry
 from .variants import HOST_VARIANT
 
 BOARD_WORKDIR = "/tmp/rtlab"
@@ -150,15 +151,16 @@ def load_board(env_file: Path, name: Optional[str] = None) -> Board:
     )
 
 
-def load_boards(env_dir: Path = ENV_DIR) -> dict[str, Board]:
-    """Every board env file directly in env/ (templates for real boards live below)."""
-    boards = {}
+def load_boards(env_dir: Path = ENV_DIR) -> Registry[Board]:
+    """Every board env file directly in env/ (templates for real boards live
+    below): a board is one file, registered by its name (rtlab.registry)."""
+    boards: Registry[Board] = Registry("board")
     for f in sorted(Path(env_dir).glob("*.yaml")):
         with open(f) as fh:
             head = fh.read()
         if "targets:" not in head:
             continue  # data files such as env/images.yaml
-        boards[f.stem] = load_board(f)
+        boards.add(f.stem, load_board(f), str(f))
     return boards
 
 

@@ -187,7 +187,9 @@ def load_campaign(path: Optional[Path] = None, *, boards: Optional[list[str]] = 
                 raise n.child(key if n.child(key).value is not None else "name").error(str(e)) from None
         if suite not in SUITES:
             raise n.child("suite").error(f"unknown suite {suite!r} (known: {', '.join(sorted(SUITES))})")
-        loads = tuple(n.child("loads").str_list(["idle"]))
+        # "all": every registered load but the deliberate breaches (rtlab.loads.LOADS)
+        loads = tuple(x for given in n.child("loads").str_list(["idle"])
+                      for x in (LOADS.programme() if given == "all" else [given]))
         for load in loads:
             if not all(_safe(part) for part in load.split("+")) or load not in LOADS:
                 raise n.child("loads").error(f"unknown load {load!r} (known: {', '.join(sorted(LOADS))})")

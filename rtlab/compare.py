@@ -616,7 +616,3 @@ def load_runs(run_dirs: Iterable[Path]) -> list[RunResult]:
         seen.add(run.run_id)
         runs.append(run)
     return runs
-
-
-def describe_float(x: float) -> str:
-    return "nan" if math.isnan(x) else f"{x:g}"

@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from .errors import InputError
+from .registry import SUITES
 from .parsers.rtla import parse_timerlat_hist
 
 TRACEFS = "/sys/kernel/tracing"
@@ -71,20 +72,11 @@ def arms(job, cli: Optional[bool], campaign: Optional[bool]) -> bool:
 
 
 def thresholds(suite_name: str, suite: str, load: str, lookup) -> dict[str, float]:
-    """What to break at for one suite run: {"max_us": ..} for cyclictest,
-    {"thread_us": .., "irq_us": ..} for timerlat; {} when there is no budget
-    maximum to break at. *lookup(suite_name, load)* is the budget lookup."""
-    if suite == "cyclictest":
-        b = lookup(suite_name, load)
-        return {"max_us": float(b.max_us)} if b is not None and b.max_us is not None else {}
-    if suite == "timerlat":
-        out = {}
-        for kind in ("thread", "irq"):
-            b = lookup(f"{suite_name}-{kind}", load)
-            if b is not None and b.max_us is not None:
-                out[f"{kind}_us"] = float(b.max_us)
-        return out
-    return {}
+    """What to break at for one suite run ({"max_us": ..} for cyclictest,
+    {"thread_us": .., "irq_us": ..} for timerlat): the suite's own
+    :meth:`rtlab.suites.Suite.evidence_thresholds`; {} when there is no
+    budget maximum to break at. *lookup(suite_name, load)* is the budget lookup."""
+    return SUITES[suite].evidence_thresholds(suite_name, load, lookup)
 
 
 def arm_job(job, budgets):

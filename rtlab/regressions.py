@@ -18,7 +18,6 @@ the annotations of the previous analysis of the same window.
 from __future__ import annotations
 
 import re
-from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -31,7 +30,6 @@ from .store.schema import EVENTS, VERDICT
 REFERENCE_CAMPAIGN = "reference"
 _SINCE = re.compile(r"^([1-9][0-9]{0,4})([hdw])$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._+-]{0,63}$")
-_UNIT_S = {"h": 3600, "d": 86400, "w": 7 * 86400}
 _PRECISION = {"s": 1, "ms": 1000, "us": 1_000_000, "ns": 1_000_000_000}
 
 
@@ -168,10 +166,3 @@ def write_annotations(store, analysis: Analysis, since: str, board: Optional[str
         store.query(f'DELETE FROM "{EVENTS}" WHERE "kind" = \'{kind}\' AND {where}')
     lines = [ln for ln in (p.to_line() for p in annotation_points(analysis, store.precision)) if ln]
     return store.write(lines) if lines else 0
-
-
-def series_count(history: History) -> dict[str, int]:
-    per_board: dict[str, int] = defaultdict(int)
-    for k in history.commits:
-        per_board[k.board] += 1
-    return dict(per_board)

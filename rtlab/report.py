@@ -164,7 +164,13 @@ def comparison_table(run: RunResult) -> str:
         out.extend(f"  {p}" for p in problems)
         out.append("")
     counts = {v: sum(1 for j in run.jobs if j.verdict == v and not j.only_not_available) for v in Verdict}
+    # measurements are counted on their own: a job's verdict is its worst one,
+    # so one FAIL in a job would hide every INFRA measurement beside it
+    measured = {v: sum(1 for j in run.jobs for m in j.measurements if m.verdict == v) for v in Verdict}
+    infra_jobs = sum(1 for j in run.jobs if j.infra_error)
     out.append(f"Verdict: {run.verdict.value.upper()}  "
                f"({counts[Verdict.PASS]} jobs pass, {counts[Verdict.FAIL]} over budget, "
-               f"{counts[Verdict.INFRA]} infra errors)")
+               f"{infra_jobs + measured[Verdict.INFRA]} infra errors; measurements: "
+               f"{measured[Verdict.PASS]} pass, {measured[Verdict.FAIL]} fail, "
+               f"{measured[Verdict.INFRA]} infra)")
     return "\n".join(out)

@@ -33,16 +33,19 @@ from typing import Iterable, Optional, Union
 from .errors import InputError
 from .fsutil import read_bounded
 from .model import Histogram, JobResult, Measurement, RunResult, ThreadResult, ToolOutput, Verdict, combine_verdicts
-from .parsers._common import IPC_TOOLS
 from .plot import histogram_svg
 from .suites import Suite
 
 #: the reports' thresholds: 10 µs (interrupt response), 70 µs (periodic
 #: jitter under stress), 100 µs (the usual "hard real-time" line)
 DEFAULT_THRESHOLDS = (10.0, 70.0, 100.0)
-#: tools whose "threads" are different operations: no all-threads row and no
-#: shares (adding a mutex lock to a task switch says nothing)
-PER_OPERATION_TOOLS = ("rtbench",)
+
+
+def _tool(tool: str) -> type[Suite] | Suite:
+    """What the suites say about *tool* (Suite.per_operation, .pairs,
+    .interval_option); the base class's defaults for a tool no suite runs."""
+    return Suite.for_tool(tool) or Suite
+
 #: text histograms: at most this many rows (buckets are merged to fit)
 TEXT_HIST_ROWS = 16
 TEXT_HIST_WIDTH = 40
@@ -234,9 +237,9 @@ def command_interval(command: str) -> Optional[float]:
 
 def thread_label(tool: str, t: ThreadResult) -> str:
     """How the tool itself names a thread in its output."""
-    if tool in PER_OPERATION_TOOLS and t.extra.get("benchmark"):
+    if _tool(tool).per_operation and t.extra.get("benchmark"):
         return str(t.extra["benchmark"])
-    if tool in IPC_TOOLS:  # pair N: sender #2N+1 wakes receiver #2N
+    if _tool(tool).pairs:  # pair N: sender #2N+1 wakes receiver #2N
         s, r = t.extra.get("sender_cpu"), t.cpu
         where = "" if r is None else (f" CPU {r}" if s in (None, r) else f" CPU {s}->{r}")
         return f"#{2 * t.thread + 1} -> #{2 * t.thread}{where}"
@@ -311,7 +314,7 @@ def _cell(variant: str, ms: list[tuple[Measurement, Optional[str]]]) -> Cell:
             index.setdefault(label, t.thread)
     threads = OrderedDict((lab, _merge(ts, index[lab])) for lab, ts in by_label.items())
     combined = None
-    if tool not in PER_OPERATION_TOOLS and threads:
+    if not _tool(tool).per_operation and threads:
         combined = ToolOutput(path="", tool=tool, threads=list(threads.values())).combined()
     commands = []
     for _, c in ms:
@@ -362,10 +365,10 @@ def vendor_blocks(run: RunResult, run_dir: RunDirs = None) -> list[Block]:
         intervals = []
         for c in real:
             for cmd in c.commands:
-                iv = command_interval(cmd) if tool not in ("signaltest", "rtbench") else None
+                iv = command_interval(cmd) if _tool(tool).interval_option else None
                 if iv is not None and iv not in intervals:
                     intervals.append(iv)
-        if not intervals and tool in IPC_TOOLS:
+        if not intervals and _tool(tool).pairs:
             iv = next((t.extra.get("interval_us") for c in real for t in c.threads.values()
                        if t.extra.get("interval_us")), None)
             intervals = [float(iv)] if iv else []
@@ -411,13 +414,13 @@ def block_rows(block: Block, thresholds: Iterable[float]) -> list[tuple[str, dic
     for lab in labels:
         rows.append((f"{lab} min/avg/max", {v: (_mam(cells[v].threads[lab]) if v in cells and lab in
                                                cells[v].threads else blank(v)) for v in block.variants}))
-    if block.tool not in PER_OPERATION_TOOLS and len(labels) > 1:
+    if not _tool(block.tool).per_operation and len(labels) > 1:
         rows.append(("all min/avg/max", {v: (_mam(cells[v].combined) if v in cells and cells[v].combined
                                              else blank(v)) for v in block.variants}))
     if labels:
         rows.append(("samples", {v: (fmt_samples(sum(t.cycles for t in cells[v].threads.values()))
                                      if v in cells else blank(v)) for v in block.variants}))
-    if block.tool not in PER_OPERATION_TOOLS and labels:
+    if not _tool(block.tool).per_operation and labels:
         for thr in thresholds:
             row = {}
             for v in block.variants:
@@ -564,7 +567,7 @@ def summary_lines(blocks: list[Block]) -> list[str]:
         variants.extend(v for v in b.variants if v not in variants)
     rows = []
     for b in blocks:
-        if b.tool in PER_OPERATION_TOOLS:
+        if _tool(b.tool).per_operation:
             continue
         vals = []
         for v in variants:
@@ -615,7 +618,7 @@ def write_vendor_html(run: RunResult, path: Path, thresholds: Iterable[float] = 
             variants.extend(v for v in b.variants if v not in variants)
         rows = []
         for b in blocks:
-            if b.tool in PER_OPERATION_TOOLS:
+            if _tool(b.tool).per_operation:
                 continue
             rows.append((b.title, [fmt_us(c.combined.max_us) if isinstance(c, Cell) and c.combined
                                    else (c if isinstance(c, str) else "") for c in
@@ -639,7 +642,7 @@ def write_vendor_html(run: RunResult, path: Path, thresholds: Iterable[float] = 
         # one curve per thread (per CPU), as multi-core reports show them: folded
         per_thread = []
         for v, c in b.cells.items():
-            if isinstance(c, Cell) and c.tool not in PER_OPERATION_TOOLS and len(c.threads) > 1:
+            if isinstance(c, Cell) and not _tool(c.tool).per_operation and len(c.threads) > 1:
                 lines = [(lab, t.histogram) for lab, t in c.threads.items() if t.histogram is not None]
                 if lines:
                     per_thread.append(histogram_svg(lines, f"{b.title} · {v} · per thread", marks=marks))

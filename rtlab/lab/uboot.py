@@ -55,6 +55,9 @@ class TFTPStagingDriver(Driver):
 
     Args (image keys refer to the env file's ``images:``):
         kernel, initrd, dtb: image keys (dtb optional: "" uses ``fdt_fallback``)
+        dtb_beside_kernel: instead of a dtb image key, the device tree's file
+            name in the kernel image's directory (where rtlab puts a kernel
+            package's dtbs): the env file then needs no variable of its own
         bootargs: kernel command line (written as ``bootargs`` in uEnv.txt)
         subdir: directory below the TFTP root for this board's files
         boot_cmd: ``booti`` (arm64 Image), ``bootz`` (arm zImage), ``bootm``
@@ -67,6 +70,7 @@ class TFTPStagingDriver(Driver):
     kernel = attr.ib(default="kernel", validator=attr.validators.instance_of(str))
     initrd = attr.ib(default="initrd", validator=attr.validators.instance_of(str))
     dtb = attr.ib(default="", validator=attr.validators.instance_of(str))
+    dtb_beside_kernel = attr.ib(default="", validator=attr.validators.instance_of(str))
     bootargs = attr.ib(default="", validator=attr.validators.instance_of(str))
     subdir = attr.ib(default="rtlab", validator=attr.validators.instance_of(str))
     boot_cmd = attr.ib(default="booti", validator=attr.validators.in_(["booti", "bootz", "bootm"]))
@@ -89,7 +93,7 @@ class TFTPStagingDriver(Driver):
         boot = ["tftpboot ${kernel_addr_r} ${rtlab_kernel}",
                 "tftpboot ${ramdisk_addr_r} ${rtlab_initrd}",
                 "setenv rtlab_initrd_size ${filesize}"]
-        if self.dtb:
+        if self.dtb or self.dtb_beside_kernel:
             lines.append(f"rtlab_fdt={pre}board.dtb")
             lines.append(f"rtlab_fdt_addr={self.fdt_addr}")
             boot.append("tftpboot ${rtlab_fdt_addr} ${rtlab_fdt}")
@@ -140,6 +144,11 @@ class TFTPStagingDriver(Driver):
             if not os.path.isfile(path):
                 raise StrategyError(f"image '{key}' does not exist: {path}")
             files[name] = path
+        if self.dtb_beside_kernel and "kernel" in files:
+            path = os.path.join(os.path.dirname(files["kernel"]), self.dtb_beside_kernel)
+            if not os.path.isfile(path):
+                raise StrategyError(f"device tree '{self.dtb_beside_kernel}' is not beside the kernel: {path}")
+            files["board.dtb"] = path
         internal = self.provider.internal.rstrip("/") + "/" + self.subdir
         with tempfile.TemporaryDirectory(prefix="rtlab-uenv-") as tmp:
             if self.format == "uboot":

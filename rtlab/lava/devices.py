@@ -9,7 +9,7 @@ no -enable-kvm (KVM guests hang on this host).
 
 A hand-written dictionary needs, besides the QEMU command, what LAVA's
 validation insists on even when unused (constants, the `image` deploy
-method's guest parameters); see /work/shared/notes/lava.md.
+method's guest parameters): lava_dispatcher refuses a device without them.
 """
 from __future__ import annotations
 

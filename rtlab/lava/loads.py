@@ -174,6 +174,7 @@ def check_load(spec_part: dict, suite_dir: Path, run: SuiteRun, board: Board) ->
     """The labgrid path's check (BoardLoad.judge) on the files a LAVA job
     sent back; writes ``load-<name>.json`` beside them, returns the problems (INFRA)."""
     load = LOADS[spec_part["name"]]
+    assert isinstance(load, BoardLoad), load  # a spec part is one board load (lava_parts)
     env = LoadEnv(sh=None, host_dir=suite_dir, run=run, board=board, online=spec_part["online"],
                   isolated=spec_part["isolated"], cpus=spec_part["cpus"],
                   mem_total_kb=spec_part["mem_total_kb"], mem_avail_kb=spec_part["mem_avail_kb"],

@@ -13,8 +13,7 @@ loads and how they scale in :mod:`rtlab.loads.catalog`.
 """
 from __future__ import annotations
 
-from .base import BoardLoad, Load, LoadDied, LoadEnv
-from .catalog import BASE_LOADS, LOADS, Composite, LoadRegistry
+from . import catalog  # noqa: F401  the named loads register themselves on import
+from .base import LOADS, BoardLoad, Composite, Load, LoadDied, LoadEnv, LoadRegistry
 
-__all__ = ["BASE_LOADS", "BoardLoad", "Composite", "LOADS", "Load", "LoadDied", "LoadEnv",
-           "LoadRegistry"]
+__all__ = ["BoardLoad", "Composite", "LOADS", "Load", "LoadDied", "LoadEnv", "LoadRegistry"]

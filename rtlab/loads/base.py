@@ -51,6 +51,7 @@ from typing import Any, ClassVar, Iterator, Optional, Sequence, Union
 from ..boards import Board, job_workdir
 from ..config import format_cpulist, parse_cpulist
 from ..errors import SuiteFailure
+from ..registry import Registry
 from . import health
 
 LOADS_ROOT = "/tmp/rtlab/loads"
@@ -210,9 +211,40 @@ def load_cpus(setting, online: list[int], isolated: list[int]) -> list[int]:
     return cpus
 
 
-#: every load, by name: a subclass of Load with a ``name`` registers itself
-#: (rtlab.loads.LOADS adds "a+b" compositions of them)
-REGISTERED: dict[str, "Load"] = {}
+class LoadRegistry(Registry["Load"]):
+    """Loads by name (rtlab.registry); "a+b" names a composition of registered
+    loads (:class:`rtlab.loads.catalog.Composite`), made when asked for."""
+
+    def _compose(self, key: str) -> Optional["Load"]:
+        names = key.split("+")
+        if len(names) < 2 or len(set(names)) != len(names) or "idle" in names:
+            return None
+        if not all(Registry.__contains__(self, n) for n in names):
+            return None
+        return Composite(tuple(Registry.__getitem__(self, n) for n in names))
+
+    def __getitem__(self, key: str) -> "Load":
+        try:
+            return Registry.__getitem__(self, key)
+        except KeyError:
+            load = self._compose(key) if isinstance(key, str) else None
+            if load is None:
+                raise
+            return load
+
+    def __contains__(self, key: object) -> bool:
+        return Registry.__contains__(self, key) or (isinstance(key, str) and self._compose(key) is not None)
+
+    def programme(self) -> list[str]:
+        """``loads: all`` in a campaign: every registered load but the
+        deliberate breaches (fifo-hog), in registration order."""
+        return [n for n, l in self.items() if not l.deliberate_breach]
+
+
+#: every load, by name: a subclass of Load with a ``name`` registers itself;
+#: every module of rtlab/loads is imported on first read (a load in a new
+#: file there is registered like the catalog's)
+LOADS = LoadRegistry("load", "rtlab.loads")
 
 
 class Load:
@@ -234,10 +266,7 @@ class Load:
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        if "name" in cls.__dict__:  # shared bases (StressNg) and Composite have none
-            if cls.name in REGISTERED:
-                raise TypeError(f"two loads named {cls.name!r}")
-            REGISTERED[cls.name] = cls()
+        LOADS.subclass_hook(cls)  # shared bases (StressNg) and Composite have no name: not registered
 
     def parts(self) -> tuple["Load", ...]:
         return (self,)
@@ -524,3 +553,15 @@ class BoardLoad(Load):
         env.host_dir.mkdir(parents=True, exist_ok=True)
         (env.host_dir / f"load-{self.name}.json").write_text(json.dumps(summary, indent=2) + "\n")
         return problems
+
+
+class Composite(Load):
+    """Several loads started together (``stress+network``), each checked."""
+
+    def __init__(self, loads: tuple[Load, ...]):
+        self.loads = loads
+        self.name = "+".join(l.name for l in loads)
+        self.description = " and ".join(l.description for l in loads)
+
+    def parts(self) -> tuple[Load, ...]:
+        return self.loads

@@ -56,9 +56,19 @@ import time
 from typing import Any, Optional
 
 from . import health
-from .base import REGISTERED, BoardLoad, Load, LoadDied, LoadEnv
+from .base import BoardLoad, Load, LoadDied, LoadEnv
 
 MiB = 1024 * 1024
+#: stress-ng's --timeout for every stress-ng load: the load is stopped by
+#: rtlab (rtlab-load.sh stop), never by stress-ng, so this only has to outlast
+#: the longest measurement (soaks run for hours). Not ``--timeout 0``
+#: ("forever"): the timer stressor's signal handler checks every 65536
+#: expiries whether the run is older than the timeout, and 0 s always is, so
+#: under ``--timeout 0`` each --timer worker ended itself after 65536 timer
+#: events (3.3 s at 20 kHz, 8.5 s on a loaded board) and the irq load was
+#: reported dead in every suite that outlasted it (stress-ng 0.15,
+#: stress-timer.c, stress_timer_handler)
+STRESS_NG_TIMEOUT_S = 30 * 86400
 
 
 class Idle(Load):
@@ -101,8 +111,8 @@ class StressNg(BoardLoad):
         raise NotImplementedError
 
     def commands(self, env: LoadEnv) -> list[tuple[str, str]]:
-        return [("stress-ng", f"stress-ng {self.stressors(env)} --timeout 0 --metrics-brief "
-                              f"--yaml stress-ng.yaml > stress-ng.log 2>&1")]
+        return [("stress-ng", f"stress-ng {self.stressors(env)} --timeout {STRESS_NG_TIMEOUT_S} "
+                              f"--metrics-brief --yaml stress-ng.yaml > stress-ng.log 2>&1")]
 
     def settings(self, env: LoadEnv) -> dict[str, Any]:
         return {"command": f"stress-ng {self.stressors(env)}"}
@@ -387,49 +397,3 @@ class Network(BoardLoad):
         f, l = handle.get("first"), handle.get("last")
         if f is not None and l is not None and f.sample and l.sample:
             env.window = (f.sample.t, l.sample.t)
-
-
-class Composite(Load):
-    """Several loads started together (``stress+network``), each checked."""
-
-    def __init__(self, loads: tuple[Load, ...]):
-        self.loads = loads
-        self.name = "+".join(l.name for l in loads)
-        self.description = " and ".join(l.description for l in loads)
-
-    def parts(self) -> tuple[Load, ...]:
-        return self.loads
-
-
-#: the loads defined above, registered by being defined (Load.__init_subclass__)
-BASE_LOADS: tuple[Load, ...] = tuple(REGISTERED.values())
-
-
-class LoadRegistry(dict):
-    """Loads by name; "a+b" names a composition of registered loads."""
-
-    def _compose(self, key: str) -> Optional[Load]:
-        names = key.split("+")
-        if len(names) < 2 or len(set(names)) != len(names) or "idle" in names:
-            return None
-        if not all(dict.__contains__(self, n) for n in names):
-            return None
-        return Composite(tuple(dict.__getitem__(self, n) for n in names))
-
-    def __missing__(self, key):
-        load = self._compose(key) if isinstance(key, str) else None
-        if load is None:
-            raise KeyError(key)
-        return load
-
-    def __contains__(self, key) -> bool:
-        return dict.__contains__(self, key) or (isinstance(key, str) and self._compose(key) is not None)
-
-    def get(self, key, default=None):
-        try:
-            return self[key]
-        except KeyError:
-            return default
-
-
-LOADS: LoadRegistry = LoadRegistry((l.name, l) for l in BASE_LOADS)

@@ -36,11 +36,19 @@ from . import rtjson, rttext
 from ._common import DEFAULT_MAX_MB, limit
 from .registry import FormatParser, known_tools, parser_for
 
-__all__ = ["FormatParser", "known_tools", "parse_file", "parse_text", "parser_for", "rt_tests", "rtbench_json"]
+__all__ = ["FormatParser", "known_tools", "parse_file", "parse_text", "parser_for", "read_text", "rt_tests",
+           "rtbench_json"]
 
 
 def parse_file(path, tool: Optional[str] = None, *, nsecs: Optional[bool] = None) -> ToolOutput:
     """Parse one output file (gzip-compressed files are read transparently)."""
+    box = [read_text(path)]
+    return _parse(box, os.fspath(path), tool, nsecs)
+
+
+def read_text(path) -> str:
+    """An output file's text: gunzipped, within the parse limit, UTF-8, or
+    InputError naming the file."""
     max_bytes = limit("RTLAB_PARSE_MAX_MB", DEFAULT_MAX_MB) * 1024 * 1024
     too_big = (f"over the parse limit of {max_bytes // 1024 // 1024} MB (RTLAB_PARSE_MAX_MB): "
                f"refused before memory runs out")
@@ -64,9 +72,7 @@ def parse_file(path, tool: Optional[str] = None, *, nsecs: Optional[bool] = None
     except UnicodeDecodeError as e:
         raise InputError(path, f"not a text file (byte {e.start} is not UTF-8)") from None
     del data  # the text is all that is needed from here: never both at once
-    box = [text]
-    del text
-    return _parse(box, os.fspath(path), tool, nsecs)
+    return text
 
 
 def parse_text(text: str, path, tool: Optional[str] = None, *,
@@ -103,8 +109,6 @@ def rt_tests(box: list, path, tool: Optional[str], nsecs: Optional[bool]) -> Too
         doc = rtjson.load(text, path)
         del text
         return rtjson.parse(doc, path, tool)
-    if tool == "rtbench":
-        raise InputError(path, "rtbench writes JSON only; this file is not JSON")
     return rttext.parse(text, path, tool, nsecs)
 
 

@@ -12,9 +12,6 @@ from typing import Any, Iterable, Optional
 
 from ..errors import InputError
 
-#: the rt-tests programs whose results are sender/receiver pairs (one JSON and
-#: text layout for the four); which tools exist at all, the suites say
-IPC_TOOLS = ("sigwaittest", "svsematest", "ptsematest", "pmqtest")
 
 _ANSI = re.compile(r"\x1b\[[0-9;?]*[A-Za-z]")
 

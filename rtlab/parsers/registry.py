@@ -7,18 +7,17 @@ raw files itself (rtla's two-part histograms). There is no table of tools
 beside the suites: a new suite's tool is parseable once its class exists.
 
 The suites sit above the parsers (they import the format parsers from this
-package), so the parsers never import them: :mod:`rtlab.suites` hands this
-module a *source* of its tools (:func:`add_tool_source`) when it is
-imported, and the table is read through it when a tool is resolved (a
-suite defined or removed later is seen). Until something has imported
-``rtlab.suites`` no tool is known.
+package), so the parsers never import them: they read the suites' registry
+(:data:`rtlab.registry.SUITES`) when a tool is resolved, which imports the
+suites on first read (a suite defined or removed later is seen).
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Optional
+from typing import Any, Callable, Optional
 
 from ..errors import InputError
 from ..model import ToolOutput
+from ..registry import SUITES
 
 #: a format parser: (box, path, tool, nsecs) -> ToolOutput. *box* is a
 #: one-item list holding the text; the parser takes it out, so a big text
@@ -27,23 +26,16 @@ from ..model import ToolOutput
 FormatParser = Callable[[list, Any, Optional[str], Optional[bool]], ToolOutput]
 
 
-#: a source of tools: () -> [(tool, its parser or None), ...] in registry order
-ToolSource = Callable[[], Iterable[tuple[str, Optional[FormatParser]]]]
-
-_SOURCES: list[ToolSource] = []
-
-
-def add_tool_source(source: ToolSource) -> None:
-    """Make the tools *source* yields parseable (rtlab.suites does, once)."""
-    if source not in _SOURCES:
-        _SOURCES.append(source)
-
-
 def _tools() -> dict[str, Optional[FormatParser]]:
-    table: dict[str, Optional[FormatParser]] = {}
-    for source in _SOURCES:
-        table.update(source())
-    return table
+    """tool -> its suite's parser, read live from the suites' registry
+    (rtlab.registry.SUITES: reading it imports rtlab.suites, whose modules
+    import the format parsers here; never the other way round at import)."""
+    return {s.tool: s.parser for s in SUITES.values()}
+
+
+def suite_for(tool: str) -> Any:
+    """The suite (rtlab.suites.Suite) whose tool is *tool*, or None."""
+    return next((s for s in SUITES.values() if s.tool == tool), None)
 
 
 def known_tools() -> tuple[str, ...]:
@@ -55,8 +47,6 @@ def parser_for(tool: str, path: Any) -> FormatParser:
     """The parser of *tool*'s suite; InputError naming *path* when no suite has one."""
     parsers = _tools()
     if tool not in parsers:
-        if not _SOURCES:  # a library user who imported only rtlab.parsers
-            raise InputError(path, f"unknown tool {tool!r}: no suite has registered a tool yet (import rtlab.suites)")
         raise InputError(path, f"unknown tool {tool!r} (known: {', '.join(known_tools())})")
     parser = parsers[tool]
     if parser is None:

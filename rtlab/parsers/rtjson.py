@@ -28,11 +28,12 @@ from typing import Any, Optional
 from ..errors import InputError
 from ..model import Histogram, ThreadResult, ToolOutput
 from ._common import (
-    DEFAULT_MAX_ENTRIES, IPC_TOOLS, Buckets, JsonPath, Opt, atoi, bucket_counts,
+    DEFAULT_MAX_ENTRIES, Buckets, JsonPath, Opt, atoi, bucket_counts,
     cpu_or_none, last, limit,
     parse_optstring, program, scan_options, us,
 )
-from .registry import known_tools
+from ..registry import SUITES
+from .registry import known_tools, suite_for
 from .rtbench import parse_benchmarks
 
 # ---------------------------------------------------------------------------
@@ -131,35 +132,19 @@ def detect(doc: dict[str, Any], path) -> str:
         prog = program(cmd)
         if prog in known_tools():
             return prog
-        if not known_tools():  # a library user who imported only rtlab.parsers
-            raise InputError(path, f"key 'cmdline:': unknown tool {prog!r}: no suite has registered "
-                                   f"a tool yet (import rtlab.suites)")
         raise InputError(path, f"key 'cmdline:': unknown tool {prog!r} "
                                f"(known: {', '.join(known_tools())}; force one with --tool)")
-    if "benchmarks" in doc:
-        return "rtbench"
-    if "inversion" in doc:
-        return "pi_stress"
+    # no cmdline: the payload's shape, as each suite describes its tool's
+    # (Suite.json_shape; rtlab.registry.SUITES)
     threads = doc.get("thread")
-    if isinstance(threads, dict) and threads:
-        t = next(iter(threads.values()))
-        if isinstance(t, dict):
-            if "sender" in t and "receiver" in t:
-                r = t.get("receiver")
-                if isinstance(r, dict) and "timeoutcount" in r:
-                    return "pmqtest"
-                raise InputError(path, "IPC results without 'cmdline:': sigwaittest, svsematest "
-                                       "and ptsematest write the same JSON; force it with --tool")
-            if "freq" in t:
-                return "oslat"
-            if "total" in t and "prio" in t:
-                return "rt-migrate-test"
-            if "node" in t:
-                return "cyclictest"
-            if "cpu" in t:
-                return "signaltest"
-            if "resolution_in_ns" in doc:
-                return "cyclicdeadline"
+    first = next(iter(threads.values()), None) if isinstance(threads, dict) and threads else None
+    first = first if isinstance(first, dict) else None
+    found = [s.tool for s in SUITES.values() if s.json_shape is not None and s.json_shape(doc, first)]
+    if len(found) == 1:
+        return found[0]
+    if found:
+        raise InputError(path, f"results without 'cmdline:': {', '.join(found)} write the same JSON; "
+                               f"force it with --tool")
     raise InputError(path, "key 'cmdline:' missing and the payload matches no known tool")
 
 
@@ -176,8 +161,13 @@ def _cmdline(doc: dict[str, Any]) -> str:
 
 def parse(doc: dict[str, Any], path, tool: Optional[str]) -> ToolOutput:
     tool = tool or detect(doc, path)
-    if tool == "hackbench":
-        raise InputError(path, "hackbench has no JSON output (it prints 'Time: S')")
+    suite = suite_for(tool)
+    layout = suite.json_layout if suite is not None else None
+    if layout is None:
+        raise InputError(path, f"{tool} has no JSON output (its suite names no rt-tests JSON layout)")
+    if layout not in LAYOUTS:  # a suite naming a layout this parser does not know
+        raise InputError(path, f"{tool}: no rt-tests JSON layout {layout!r} known here "
+                               f"(known: {', '.join(sorted(LAYOUTS))})")
     top = JsonPath(path, doc)
     out = ToolOutput(path=str(path), tool=tool)
     if top.has("return_code"):
@@ -187,33 +177,46 @@ def parse(doc: dict[str, Any], path, tool: Optional[str]) -> ToolOutput:
     version = doc.get("rt_test_version:", doc.get("rt_test_version"))
     if isinstance(version, str):
         out.sysinfo.setdefault("rt_test_version", version)
-    cmd = _cmdline(doc)
-    if tool == "rtbench":
-        out.threads = parse_benchmarks(top, path)
-        skipped = doc.get("skipped")
-        if skipped:
-            if not isinstance(skipped, dict):
-                raise InputError(path, "key skipped: expected an object {name: reason}")
-            out.metrics["skipped"] = dict(skipped)
-        return out
-    if tool == "pi_stress":
-        out.metrics["inversions"] = top.integer("inversion")
-        return out
-    threads = _threads(top, path)
-    if tool == "cyclictest":
-        out.threads = [_cyclictest(t, idx, cmd, top) for idx, t in threads]
-    elif tool in ("signaltest", "cyclicdeadline"):
-        ns = bool(top.opt_integer("resolution_in_ns") or 0)
-        out.threads = [_plain(t, idx, ns) for idx, t in threads]
-    elif tool in IPC_TOOLS:
-        out.threads = [_ipc(t, idx, tool) for idx, t in threads]
-    elif tool == "rt-migrate-test":
-        out.threads = _rt_migrate(threads, cmd, path)
-    elif tool == "oslat":
-        out.threads = [_oslat(t, idx, cmd) for idx, t in threads]
-    else:  # a tool whose suite points here but whose JSON layout this parser does not know
-        raise InputError(path, f"{tool}: no rt-tests JSON layout known for it")
+    LAYOUTS[layout](out, top, doc, _cmdline(doc), path)
     return out
+
+
+def _benchmarks(out: ToolOutput, top: JsonPath, doc: dict, cmd: str, path) -> None:
+    out.threads = parse_benchmarks(top, path)
+    skipped = doc.get("skipped")
+    if skipped:
+        if not isinstance(skipped, dict):
+            raise InputError(path, "key skipped: expected an object {name: reason}")
+        out.metrics["skipped"] = dict(skipped)
+
+
+def _inversions(out: ToolOutput, top: JsonPath, doc: dict, cmd: str, path) -> None:
+    out.metrics["inversions"] = top.integer("inversion")
+
+
+def _histogram_threads(out: ToolOutput, top: JsonPath, doc: dict, cmd: str, path) -> None:
+    out.threads = [_cyclictest(t, idx, cmd, top) for idx, t in _threads(top, path)]
+
+
+def _plain_threads(out: ToolOutput, top: JsonPath, doc: dict, cmd: str, path) -> None:
+    ns = bool(top.opt_integer("resolution_in_ns") or 0)
+    out.threads = [_plain(t, idx, ns) for idx, t in _threads(top, path)]
+
+
+def _ipc_pairs(out: ToolOutput, top: JsonPath, doc: dict, cmd: str, path) -> None:
+    out.threads = [_ipc(t, idx, timeouts=False) for idx, t in _threads(top, path)]
+
+
+def _ipc_pairs_timeouts(out: ToolOutput, top: JsonPath, doc: dict, cmd: str, path) -> None:
+    out.threads = [_ipc(t, idx, timeouts=True) for idx, t in _threads(top, path)]
+
+
+def _priority_order(out: ToolOutput, top: JsonPath, doc: dict, cmd: str, path) -> None:
+    out.threads = _rt_migrate(_threads(top, path), cmd, path)
+
+
+def _frequency(out: ToolOutput, top: JsonPath, doc: dict, cmd: str, path) -> None:
+    out.threads = [_oslat(t, idx, cmd) for idx, t in _threads(top, path)]
 
 
 def _threads(top: JsonPath, path) -> list[tuple[int, JsonPath]]:
@@ -305,7 +308,7 @@ def _plain(t: JsonPath, idx: int, ns: bool) -> ThreadResult:
 # ---------------------------------------------------------------------------
 # sigwaittest, svsematest, ptsematest, pmqtest: one result per receiver
 
-def _ipc(t: JsonPath, idx: int, tool: str) -> ThreadResult:
+def _ipc(t: JsonPath, idx: int, timeouts: bool) -> ThreadResult:
     s, r = t.sub("sender"), t.sub("receiver")
     extra: dict[str, Any] = {
         "sender_cpu": cpu_or_none(s.opt_integer("cpu")),
@@ -313,7 +316,7 @@ def _ipc(t: JsonPath, idx: int, tool: str) -> ThreadResult:
         "receiver_priority": r.opt_integer("priority"),
         "interval_us": s.opt_integer("interval"),
     }
-    if tool == "pmqtest" or r.has("timeoutcount"):
+    if timeouts or r.has("timeoutcount"):  # pmqtest's layout has it (ipc_timeouts)
         extra["timeoutcount"] = r.integer("timeoutcount")
     return ThreadResult(
         thread=idx, cpu=cpu_or_none(r.opt_integer("cpu")), cycles=s.integer("samples"),
@@ -426,3 +429,16 @@ def _oslat(t: JsonPath, idx: int, cmd: str) -> ThreadResult:
         max_us=float(t.number("max")), overflows=hist.overflows, histogram=hist,
         extra={"freq_mhz": t.opt_integer("freq"), "duration_s": t.number("duration")})
 
+
+#: the rt-tests JSON layouts a suite may name (Suite.json_layout): each fills
+#: the ToolOutput from the document
+LAYOUTS = {
+    "histogram": _histogram_threads,      # per-thread summary + histogram (cyclictest)
+    "plain": _plain_threads,              # per-thread summary, no histogram
+    "ipc": _ipc_pairs,                    # sender/receiver pairs, one result per receiver
+    "ipc_timeouts": _ipc_pairs_timeouts,  # the same, with the receivers' timeout counts
+    "priority_order": _priority_order,    # RT tasks that must run by priority
+    "frequency": _frequency,              # busy-loop latency histograms per CPU
+    "benchmarks": _benchmarks,            # rtbench: one result per primitive
+    "inversions": _inversions,            # a whole-run count, no latencies
+}

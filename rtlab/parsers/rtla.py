@@ -58,10 +58,12 @@ def _int(path, lineno: int, what: str, tok: str) -> Optional[int]:
     return int(tok)
 
 
-def parse_hist(text: str, path, *, bucket: Optional[int] = None,
-               entries: Optional[int] = None) -> tuple[str, dict[str, ToolOutput]]:
-    """(tool, {kind: ToolOutput}) of one ``rtla <tool> hist`` output; kinds
-    are "irq" and "thread" (timerlat) or "noise" (osnoise)."""
+def parse_hist(text: str, path, *, bucket: Optional[int] = None, entries: Optional[int] = None,
+               tracer: Optional[str] = None, kinds: Optional[set[str]] = None
+               ) -> tuple[str, dict[str, ToolOutput]]:
+    """(tracer, {kind: ToolOutput}) of one ``rtla <tracer> hist`` output; kinds
+    are "irq" and "thread" (timerlat) or "noise" (osnoise). *tracer* and
+    *kinds* (column kinds): what the caller expects (an error naming the file otherwise)."""
     tool = None
     ns = None
     duration_s = None
@@ -134,8 +136,9 @@ def parse_hist(text: str, path, *, bucket: Optional[int] = None,
     for idx in rows:
         if idx % bucket:
             raise InputError(path, f"index {idx} is not a multiple of the bucket size {bucket}")
-    want = {"timerlat": {"IRQ", "Thr"}, "osnoise": {"CPU"}}[tool]
-    bad = {k for k, _ in columns} - want
+    if tracer is not None and tool != tracer:
+        raise InputError(path, f"expected rtla {tracer} hist output, got {tool}")
+    bad = {k for k, _ in columns} - (kinds if kinds is not None else set(KINDS))
     if bad:
         raise InputError(path, f"{tool} output with {'/'.join(sorted(bad))} columns")
 
@@ -175,8 +178,9 @@ def parse_hist(text: str, path, *, bucket: Optional[int] = None,
 def parse_timerlat_hist(text: str, path, *, bucket: Optional[int] = None,
                         entries: Optional[int] = None) -> tuple[ToolOutput, ToolOutput]:
     """(IRQ latency, thread latency) of ``rtla timerlat hist``."""
-    tool, outs = parse_hist(text, path, bucket=bucket, entries=entries)
-    if tool != "timerlat" or set(outs) != {"irq", "thread"}:
+    tool, outs = parse_hist(text, path, bucket=bucket, entries=entries, tracer="timerlat",
+                            kinds={"IRQ", "Thr"})
+    if set(outs) != {"irq", "thread"}:
         raise InputError(path, f"expected rtla timerlat hist output with IRQ and Thr columns, got {tool} "
                                f"({', '.join(sorted(outs))})")
     return outs["irq"], outs["thread"]
@@ -185,7 +189,5 @@ def parse_timerlat_hist(text: str, path, *, bucket: Optional[int] = None,
 def parse_osnoise_hist(text: str, path, *, bucket: Optional[int] = None,
                        entries: Optional[int] = None) -> ToolOutput:
     """Noise samples per CPU of ``rtla osnoise hist``."""
-    tool, outs = parse_hist(text, path, bucket=bucket, entries=entries)
-    if tool != "osnoise":
-        raise InputError(path, f"expected rtla osnoise hist output, got {tool}")
+    _, outs = parse_hist(text, path, bucket=bucket, entries=entries, tracer="osnoise", kinds={"CPU"})
     return outs["noise"]

@@ -53,7 +53,9 @@ from typing import Any, Optional
 
 from ..errors import InputError
 from ..model import Histogram, ThreadResult, ToolOutput
-from ._common import IPC_TOOLS, float_field, int_field, strip_ansi, us
+from ..registry import SUITES
+from ._common import float_field, int_field, strip_ansi, us
+from .registry import suite_for
 from .rtjson import oslat_histogram
 
 # ---------------------------------------------------------------------------
@@ -63,70 +65,61 @@ _IPC_HEAD = re.compile(r"^#\d+:\s*ID")
 _IPC_STAT = re.compile(r"^#\d+\s*->\s*#\d+")
 
 
+def _marker(suite) -> Optional[re.Pattern]:
+    return re.compile(suite.text_marker) if suite.text_marker else None
+
+
 def detect(lines: list[str], path) -> str:
+    """The tool that printed *lines*, as the suites describe their tools'
+    text (Suite.text_marker: a line only it prints; Suite.t_line_shape: the
+    fields of its ``T:`` summary lines; rtlab.registry.SUITES)."""
+    markers = [(s, m) for s in SUITES.values() if (m := _marker(s)) is not None]
     has_t = None
     for line in lines:
         s = line.strip()
-        if s == "# Histogram":
-            return "cyclictest"
-        if s.startswith("Total inversion performed:"):
-            return "pi_stress"
-        if re.match(r"^Time:\s", s) or _HB_MODE.match(s):
-            return "hackbench"
-        if s.startswith("Iter:") or re.match(r"^Task \d+ \(prio", s):
-            return "rt-migrate-test"
-        if s.startswith("oslat V") or s.startswith("Counter Freq:"):
-            return "oslat"
-        if _IPC_HEAD.match(s) or _IPC_STAT.match(s):
-            return _ipc_tool(lines, path)
+        found = [suite for suite, m in markers if m.match(s)]
+        if found:
+            return found[0].tool if len(found) == 1 else _same_text(found, lines, path)
         if has_t is None and s.startswith("T:"):
             has_t = s
     if has_t is not None:
         names = set(re.findall(r"([A-Za-z]+):", has_t.split(")", 1)[-1]))
-        if "P" in names and "I" not in names:
-            return "signaltest"
-        if "I" in names and "P" not in names:
-            return "cyclicdeadline"
-        return "cyclictest"
+        found = [suite for suite in SUITES.values() if suite.t_line_shape is not None and suite.t_line_shape(names)]
+        if len(found) == 1:
+            return found[0].tool
     raise InputError(path, "no rt-tests output recognised: no JSON object, no 'T:' summary "
-                           "lines, no '# Histogram', no IPC, oslat, pi_stress, rt-migrate-test "
-                           "or hackbench summary")
+                           "lines, and no line any suite's tool prints ("
+                           + ", ".join(sorted(s.tool for s, _ in markers)) + ")")
 
 
-def _ipc_tool(lines: list[str], path) -> str:
-    """pmqtest says ``TO n,``; the other three print the same text, so the
-    file name decides (e.g. ``svsematest.txt``), or the caller's tool=."""
-    for line in lines:
-        if _IPC_HEAD.match(line.strip()) and re.search(r",\s*TO\s*\d+,", line):
-            return "pmqtest"
+def _same_text(suites: list, lines: list[str], path) -> str:
+    """Tools whose text is alike (the IPC tools): one whose text claims it
+    (pmqtest's "TO n,"), else the ones no line refuses, then the file name
+    (e.g. ``svsematest.txt``), else --tool."""
+    for suite in suites:
+        if suite.text_claim and any(re.search(suite.text_claim, ln) for ln in lines):
+            return suite.tool
+    left = [x for x in suites if not (x.text_refuse and any(re.search(x.text_refuse, ln) for ln in lines))]
     base = os.path.basename(str(path)).lower()
-    named = [t for t in IPC_TOOLS if t in base]
+    named = [x.tool for x in left if x.tool in base]
     if len(named) == 1:
         return named[0]
-    raise InputError(path, "IPC output of sigwaittest, svsematest or ptsematest: the text does "
-                           "not say which and neither does the file name; force it with --tool")
+    raise InputError(path, f"output of {', '.join(x.tool for x in left)}: the text does not say which "
+                           f"and neither does the file name; force it with --tool")
 
 
 def parse(text: str, path, tool: Optional[str], nsecs: Optional[bool] = None) -> ToolOutput:
     lines = [strip_ansi(line) for line in text.splitlines()]
     tool = tool or detect(lines, path)
     out = ToolOutput(path=str(path), tool=tool)
-    if tool in ("cyclictest", "signaltest", "cyclicdeadline"):
-        out.threads = _cyclic(lines, path, tool, nsecs)
-    elif tool in IPC_TOOLS:
-        out.threads = _ipc(lines, path, tool)
-    elif tool == "hackbench":
-        out.metrics = _hackbench(lines, path)
-    elif tool == "pi_stress":
-        out.metrics = _pi_stress(lines, path)
-    elif tool == "rt-migrate-test":
-        out.threads, out.metrics = _rt_migrate(lines, path)
-    elif tool == "oslat":
-        out.threads = _oslat(lines, path)
-    elif tool == "rtbench":
-        raise InputError(path, "rtbench writes JSON only; this file is not JSON")
-    else:  # a tool whose suite points here but whose text this parser does not know
-        raise InputError(path, f"{tool}: no rt-tests text layout known for it")
+    suite = suite_for(tool)
+    layout = suite.text_layout if suite is not None else None
+    if layout is None:
+        raise InputError(path, f"{tool} writes JSON only; this file is not JSON")
+    if layout not in LAYOUTS:  # a suite naming a layout this parser does not know
+        raise InputError(path, f"{tool}: no rt-tests text layout {layout!r} known here "
+                               f"(known: {', '.join(sorted(LAYOUTS))})")
+    LAYOUTS[layout](out, lines, path, nsecs)
     return out
 
 
@@ -155,7 +148,7 @@ def _t_line(line: str, n: int, path) -> dict[str, Any]:
     return fields
 
 
-def _cyclic(lines: list[str], path, tool: str, nsecs: Optional[bool]) -> list[ThreadResult]:
+def _cyclic(lines: list[str], path, tool: str, nsecs: Optional[bool], histogram: bool) -> list[ThreadResult]:
     tl: dict[int, dict[str, Any]] = {}
     hist = None
     i = 0
@@ -164,7 +157,7 @@ def _cyclic(lines: list[str], path, tool: str, nsecs: Optional[bool]) -> list[Th
         if s.startswith("T:"):
             f = _t_line(s, i + 1, path)
             tl[f["thread"]] = f  # the live display redraws: last one wins
-        elif s == "# Histogram" and tool == "cyclictest":
+        elif s == "# Histogram" and histogram:
             if hist is not None:
                 raise InputError(path, f"line {i + 1}: a second '# Histogram' (one run per file)")
             hist, i = _histogram_block(lines, i, path)
@@ -552,3 +545,20 @@ def _oslat(lines: list[str], path) -> list[ThreadResult]:
             avg_us=num("Average", float_field), max_us=float(mx), overflows=h.overflows,
             histogram=h, extra=extra))
     return out
+
+
+#: the text layouts a suite may name (Suite.text_layout): each fills the ToolOutput
+LAYOUTS = {
+    "summary": lambda out, lines, path, ns: setattr(out, "threads", _cyclic(lines, path, out.tool, ns, False)),
+    "summary_histogram": lambda out, lines, path, ns: setattr(out, "threads",
+                                                              _cyclic(lines, path, out.tool, ns, True)),
+    "ipc": lambda out, lines, path, ns: setattr(out, "threads", _ipc(lines, path, out.tool)),
+    "time": lambda out, lines, path, ns: setattr(out, "metrics", _hackbench(lines, path)),
+    "inversions": lambda out, lines, path, ns: setattr(out, "metrics", _pi_stress(lines, path)),
+    "priority_order": lambda out, lines, path, ns: _set_both(out, _rt_migrate(lines, path)),
+    "frequency": lambda out, lines, path, ns: setattr(out, "threads", _oslat(lines, path)),
+}
+
+
+def _set_both(out: ToolOutput, threads_metrics) -> None:
+    out.threads, out.metrics = threads_metrics

@@ -47,8 +47,6 @@ ALIASES = {
     "timeout": "timeout_s", "batch": "batch_size",
 }
 
-SECRET_KEYS = ("password", "token")
-
 
 def state_dir() -> Path:
     """rtlab's state directory: ``$RTLAB_STATE_DIR``, else

@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from typing import Any, Iterable, Iterator, Mapping, Optional
+from typing import Any, Optional
 
 #: seconds per unit of each precision the write endpoints accept
 PRECISIONS = {"ns": 1e-9, "n": 1e-9, "us": 1e-6, "u": 1e-6, "ms": 1e-3, "s": 1.0,
@@ -72,10 +72,6 @@ class Point:
     #: timestamp in units of the precision it will be written with
     time: Optional[int] = None
 
-    def series_key(self) -> tuple:
-        """What identifies the series: same key + same time = same point."""
-        return (self.measurement, tuple(sorted((k, v) for k, v in self.tags.items() if v != "")))
-
     def to_line(self) -> Optional[str]:
         fields = []
         for k in sorted(self.fields):
@@ -89,14 +85,6 @@ class Point:
                        for k, v in sorted(self.tags.items()) if v is not None and str(v) != "")
         ts = "" if self.time is None else f" {int(self.time)}"
         return f"{head}{tags} {','.join(fields)}{ts}"
-
-
-def to_lines(points: Iterable[Any]) -> Iterator[str]:
-    """Points (or ready-made lines) to lines; empty points are skipped."""
-    for p in points:
-        line = p if isinstance(p, str) else p.to_line()
-        if line:
-            yield line
 
 
 def parse_time(iso: str) -> datetime:
@@ -128,13 +116,3 @@ def timestamp(iso: str, precision: str = "s") -> int:
     if per_unit_us is None:
         return us * 1000
     return us // per_unit_us
-
-
-def count_lines(text: str) -> int:
-    """Points in a line-protocol text (comments and blank lines excluded)."""
-    return sum(1 for ln in text.splitlines() if ln and not ln.startswith("#"))
-
-
-def tags_of(mapping: Mapping[str, Any]) -> dict[str, str]:
-    """Tag values as strings, unknown (None/empty) ones dropped."""
-    return {k: str(v) for k, v in mapping.items() if v is not None and str(v) != ""}

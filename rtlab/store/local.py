@@ -139,9 +139,6 @@ class LocalInfluxd:
     def client(self, **kw) -> InfluxV1:
         return InfluxV1(self.url, kw.pop("database", self.database), **kw)
 
-    def cli_command(self) -> str:
-        return f"influx -host 127.0.0.1 -port {self.port} -database {self.database}"
-
     def config_text(self, port: int, rpc_port: int) -> str:
         return CONFIG_TEMPLATE.format(
             root=str(self.root), port=port, rpc_port=rpc_port,

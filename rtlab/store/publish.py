@@ -72,10 +72,6 @@ class PublishReport:
         """Everything of this run is in the store and nothing waits."""
         return self.spooled == 0 and self.spool_left == 0 and not self.errors
 
-    @property
-    def points_per_s(self) -> float:
-        return self.written / self.elapsed_s if self.elapsed_s > 0 else 0.0
-
     def to_json(self) -> dict[str, Any]:
         return {k: getattr(self, k) for k in (
             "run_id", "target", "points", "written", "spooled", "batches", "replayed",

@@ -29,7 +29,6 @@ EVENTS = "events"
 METRICS = "metrics"
 MEASUREMENTS = (LATENCY, HIST, VERDICT, JOB, EVENTS, METRICS)
 
-PIPELINE_KINDS = ("mr", "push", "schedule", "trigger", "local")
 
 #: GitLab ``$CI_PIPELINE_SOURCE`` -> pipeline kind tag
 _SOURCES = {

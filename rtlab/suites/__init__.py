@@ -18,24 +18,23 @@ parser if the output format is new, a campaign entry and a test.
 from __future__ import annotations
 
 import contextlib
-import importlib
 import json
-import pkgutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, ContextManager, Optional
 
 from ..boards import Board
 from ..config import format_cpulist
-from ..loads import BASE_LOADS
+from ..loads import LOADS
 from ..loads.health import load_metrics
 from ..model import ToolOutput
 from ..params import LOAD_OPTION_SPECS, Args, Bool, Cpus, Int, Num, ParamError, Spec, check_mapping  # noqa: F401
 from ..parsers import FormatParser, parse_file, rt_tests
-from ..parsers.registry import add_tool_source
+from ..registry import SUITES as _SUITES
 
-#: every suite, by registry name (filled by Suite.__init_subclass__)
-SUITES: dict[str, "Suite"] = {}
+#: every suite, by name (rtlab.registry: filled by Suite.__init_subclass__,
+#: every module of this package imported on first read)
+SUITES = _SUITES
 
 #: Suite.result_kind: latency samples (ThreadResults, judged against budgets)
 LATENCY = "latency"
@@ -119,16 +118,46 @@ class Suite:
     #: rtbench_json ...), wrapped in staticmethod(); parse_file(path, tool=...)
     #: finds it here. None: the suite reads its raw files itself (parse_outputs)
     parser: Optional[FormatParser] = None
+    #: the layout of the tool's rt-tests style JSON (rtlab.parsers.rtjson.LAYOUTS:
+    #: "histogram", "plain", "ipc", "ipc_timeouts", "priority_order",
+    #: "frequency", "benchmarks", "inversions"); None: the tool writes no JSON
+    json_layout: ClassVar[Optional[str]] = None
+    #: the layout of its text output (rtlab.parsers.rttext.LAYOUTS: "summary",
+    #: "summary_histogram", "ipc", "time", "inversions", "priority_order",
+    #: "frequency"); None: no text summary (JSON only)
+    text_layout: ClassVar[Optional[str]] = None
+    #: telling a file of this tool by content, without --tool: a JSON file
+    #: without "cmdline:" by its shape (doc, first thread or None) -> bool;
+    #: a text by a line only it prints (a regex on the stripped line); a
+    #: ``T:`` summary line by its field names (names -> bool)
+    #: (staticmethods: typed Any, as mypy reads a callable class attribute as a method)
+    json_shape: ClassVar[Any] = None     # (doc: dict, first_thread: dict | None) -> bool
+    text_marker: ClassVar[Optional[str]] = None
+    t_line_shape: ClassVar[Any] = None   # (names: set[str]) -> bool
+    #: its results are sender/receiver pairs (the IPC tools: one result per
+    #: receiver; reports name them "#1 -> #0")
+    pairs: ClassVar[bool] = False
+    #: its "threads" are different operations (rtbench's benchmarks): the
+    #: vendor report shows no all-threads row and no shares
+    per_operation: ClassVar[bool] = False
+    #: its command line's -i is its wake-up interval (vendor report); False
+    #: where -i means something else or there is none
+    interval_option: ClassVar[bool] = True
     #: LAVA: the board reports per-thread test cases from the tool's rt-tests
     #: JSON (cyclictest layout, rtlab.lava.onboard) besides the exit case
     lava_thread_cases: ClassVar[bool] = False
+    #: the measurements one run gives, as suffixes of the campaign's suite
+    #: name (parse_outputs' keys): "" for one; rtla timerlat: "irq", "thread".
+    #: Each needs a budget or an ``unbudgeted:`` entry (budgets/*.yaml)
+    parts: ClassVar[tuple[str, ...]] = ("",)
+    #: the first line of the tool's raw output, when no format parser reads
+    #: it (``parser`` None) but its content says which tool wrote it (rtla's
+    #: histograms): ``rtlab parse`` finds the suite of a file by it
+    raw_header: ClassVar[Optional[str]] = None
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
-        if "name" in cls.__dict__:  # bases shared by several tools (_Ipc) have none
-            if cls.name in SUITES:
-                raise TypeError(f"two suites named {cls.name!r}: {type(SUITES[cls.name]).__name__}, {cls.__name__}")
-            SUITES[cls.name] = cls()
+        SUITES.subclass_hook(cls)  # bases shared by several tools (_Ipc) have no name: not registered
 
     @classmethod
     def for_tool(cls, tool: str) -> Optional["Suite"]:
@@ -216,6 +245,27 @@ class Suite:
         and thread latency) returns one output per thing ("irq", "thread")."""
         return {"": self.parse(job_dir, run)}
 
+    def parse_raw_file(self, path: Path) -> dict[str, ToolOutput]:
+        """One raw output file alone, outside a run (``rtlab parse``): its
+        measurements by part, as :meth:`parse_outputs` gives them."""
+        return {"": parse_file(path, tool=self.tool)}
+
+    @classmethod
+    def for_raw_file(cls, text: str) -> Optional["Suite"]:
+        """The suite whose ``raw_header`` begins *text* (None: none does)."""
+        first = text.lstrip().split("\n", 1)[0].strip()
+        return next((s for s in SUITES.values() if s.raw_header and first == s.raw_header), None)
+
+    def evidence_thresholds(self, name: str, load: str, lookup) -> dict[str, float]:
+        """What to break at for one run of this suite (evidence at the breach,
+        rtlab.evidence): {} when the tool cannot stop at a threshold.
+        *lookup(measurement name, load)* is the budget lookup."""
+        return {}
+
+    def measurement_names(self, name: str) -> list[str]:
+        """The budget keys of a campaign entry named *name* (see ``parts``)."""
+        return [f"{name}-{p}" if p else name for p in self.parts]
+
     def parse(self, job_dir: Path, run: SuiteRun) -> ToolOutput:
         """The tool's output in the model, plus the loads' health numbers
         (``load.<load>.<what>`` metrics from ``load-<load>.json``)."""
@@ -248,7 +298,7 @@ def _si(x: float) -> str:
 
 
 def _check_load_opts(opts: Any) -> dict:
-    known = {l.name: l for l in BASE_LOADS}
+    known = dict(LOADS.items())
     if not isinstance(opts, dict):
         raise ParamError("load_opts: must be a mapping {load: {option: value}}")
     out = {}
@@ -269,7 +319,7 @@ def _check_load_opts(opts: Any) -> dict:
 
 
 def _load_metrics(host_dir: Path) -> dict[str, Any]:
-    names = {l.name for l in BASE_LOADS}
+    names = set(LOADS)
     summaries = []
     for p in sorted(host_dir.glob("load-*.json")):
         if p.stem[len("load-"):] in names:
@@ -287,6 +337,12 @@ class Cyclictest(Suite):
     tool = "cyclictest"
     json_file = "cyclictest.json"
     parser = staticmethod(rt_tests)
+    json_layout = "histogram"
+    text_layout = "summary_histogram"
+    json_shape = staticmethod(lambda doc, t: t is not None and "node" in t)
+    text_marker = r"^# Histogram$"
+    # T: lines with both P: and I: (or neither): signaltest and cyclicdeadline lack one
+    t_line_shape = staticmethod(lambda names: ("P" in names) == ("I" in names))
     lava_thread_cases = True
     traces_kernel = True
     defaults = {
@@ -325,22 +381,15 @@ class Cyclictest(Suite):
         except OSError:
             return False
 
+    def evidence_thresholds(self, name: str, load: str, lookup) -> dict[str, float]:
+        # -b: stop at the first sample over the budget's maximum
+        b = lookup(name, load)
+        return {"max_us": float(b.max_us)} if b is not None and b.max_us is not None else {}
+
     def expected_samples(self, run: SuiteRun) -> Optional[int]:
         return int(float(run.params["duration_s"]) * 1e6 / float(run.params["interval_us"]))
 
 
-def _import_suite_modules() -> None:
-    """Every module of this package: a suite registers itself on import, so
-    a new suite is one new file here (rtlab/suites/<name>.py), nothing else."""
-    for mod in pkgutil.iter_modules(__path__):
-        importlib.import_module(f"{__name__}.{mod.name}")
-
-
-def _tool_parsers() -> list[tuple[str, Optional[FormatParser]]]:
-    """The parsers' tool table (rtlab.parsers.registry): read live, so a
-    suite defined or removed later is seen."""
-    return [(s.tool, s.parser) for s in SUITES.values()]
-
-
-add_tool_source(_tool_parsers)
-_import_suite_modules()
+# a new suite is one new file here (rtlab/suites/<name>.py): the registry
+# imports every module of this package; one that fails to is an error naming it
+SUITES.load()

@@ -25,6 +25,9 @@ class Oslat(Suite):
     tool = "oslat"
     json_file = "oslat.json"
     parser = staticmethod(rt_tests)
+    json_layout = text_layout = "frequency"
+    json_shape = staticmethod(lambda doc, t: t is not None and "freq" in t)
+    text_marker = r"^oslat V|^Counter Freq:"
     defaults = {
         "duration_s": 10,
         "priority": 0,      # -f: SCHED_FIFO priority of the loops; 0 = SCHED_OTHER (see above)

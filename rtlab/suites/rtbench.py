@@ -54,6 +54,10 @@ class Rtbench(Suite):
     tool = "rtbench"
     json_file = "rtbench.json"
     parser = staticmethod(parsers.rtbench_json)
+    json_layout = "benchmarks"  # JSON only: no text layout
+    json_shape = staticmethod(lambda doc, t: "benchmarks" in doc)
+    per_operation = True        # each "thread" is another primitive
+    interval_option = False     # no -i
     defaults = {
         "loops": 1000,        # -l: samples per benchmark
         "cap_s": 0.2,         # -D: cap on each benchmark's sampling time

@@ -25,6 +25,7 @@ from typing import Optional
 from ..boards import Board
 from ..config import format_cpulist
 from ..model import ToolOutput
+from ..parsers import read_text
 from ..parsers.rtla import parse_osnoise_hist, parse_timerlat_hist
 from . import DURATION_S, PRIORITY, Int, ParamError, Suite, SuiteRun, _load_metrics
 
@@ -59,6 +60,15 @@ class _Rtla(Suite):
     def outputs(self, run: SuiteRun) -> list[str]:
         return []
 
+    def hist(self, text: str, path: str, bucket: Optional[int] = None,
+             entries: Optional[int] = None) -> dict[str, ToolOutput]:
+        """rtla's histogram text by part (bucket and range: the command's
+        -b and -E; unknown for a file parsed alone)."""
+        raise NotImplementedError
+
+    def parse_raw_file(self, path: Path) -> dict[str, ToolOutput]:
+        return self.hist(read_text(path), str(path))
+
     def unavailable(self, sh) -> Optional[str]:
         return tracer_missing(sh, self.tracer)
 
@@ -81,6 +91,8 @@ class Timerlat(_Rtla):
 
     name = "timerlat"
     tool = "timerlat"
+    parts = ("irq", "thread")
+    raw_header = "# RTLA timerlat histogram"
     tracer = "timerlat"
     defaults = {
         "period_us": 1000,
@@ -121,20 +133,32 @@ class Timerlat(_Rtla):
     def evidence_outputs(self, run: SuiteRun) -> list[str]:
         return [TIMERLAT_TRACE] if run.evidence else []
 
+    def evidence_thresholds(self, name: str, load: str, lookup) -> dict[str, float]:
+        # -T / -i: stop at the first thread / IRQ latency over its budget's maximum
+        out = {}
+        for kind in ("thread", "irq"):
+            b = lookup(f"{name}-{kind}", load)
+            if b is not None and b.max_us is not None:
+                out[f"{kind}_us"] = float(b.max_us)
+        return out
+
     def breached(self, host_dir: Path, run: SuiteRun) -> bool:
         # rtla saves the trace only when a threshold stopped it
         return bool(run.evidence) and (host_dir / TIMERLAT_TRACE).is_file()
 
+    def hist(self, text: str, path: str, bucket: Optional[int] = None,
+             entries: Optional[int] = None) -> dict[str, ToolOutput]:
+        return dict(zip(self.parts, parse_timerlat_hist(text, path, bucket=bucket, entries=entries)))
+
     def parse_outputs(self, job_dir: Path, run: SuiteRun) -> dict[str, ToolOutput]:
         host_dir = job_dir / run.id
         text = (host_dir / "stdout.txt").read_text(errors="replace")
-        irq, thread = parse_timerlat_hist(text, str(host_dir / "stdout.txt"),
-                                          bucket=int(run.params["bucket_us"]),
-                                          entries=int(run.params["entries"]))
+        outs = self.hist(text, str(host_dir / "stdout.txt"), bucket=int(run.params["bucket_us"]),
+                         entries=int(run.params["entries"]))
         load = _load_metrics(host_dir)
-        irq.metrics.update(load)
-        thread.metrics.update(load)
-        return {"irq": irq, "thread": thread}
+        for out in outs.values():
+            out.metrics.update(load)
+        return outs
 
 
 class Osnoise(_Rtla):
@@ -142,6 +166,7 @@ class Osnoise(_Rtla):
 
     name = "osnoise"
     tool = "osnoise"
+    raw_header = "# RTLA osnoise histogram"
     tracer = "osnoise"
     defaults = {
         "period_us": 1000000,
@@ -170,7 +195,11 @@ class Osnoise(_Rtla):
                 "-p", str(p["period_us"]), "-r", str(p["runtime_us"]), "-T", str(p["threshold_us"]),
                 *prio, "-b", str(p["bucket_us"]), "-E", str(p["entries"])]
 
+    def hist(self, text: str, path: str, bucket: Optional[int] = None,
+             entries: Optional[int] = None) -> dict[str, ToolOutput]:
+        return {"": parse_osnoise_hist(text, path, bucket=bucket, entries=entries)}
+
     def parse_output(self, host_dir: Path, run: SuiteRun) -> ToolOutput:
-        return parse_osnoise_hist((host_dir / "stdout.txt").read_text(errors="replace"),
-                                  str(host_dir / "stdout.txt"), bucket=int(run.params["bucket_us"]),
-                                  entries=int(run.params["entries"]))
+        return self.hist((host_dir / "stdout.txt").read_text(errors="replace"),
+                         str(host_dir / "stdout.txt"), bucket=int(run.params["bucket_us"]),
+                         entries=int(run.params["entries"]))[""]

@@ -39,7 +39,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Optional
+from typing import ClassVar, Optional
 
 from ..boards import Board
 from ..config import format_cpulist
@@ -86,6 +86,12 @@ class Signaltest(Suite):
     json_file = "signaltest.json"
     parser = staticmethod(rt_tests)
     ipc = True
+    json_layout = "plain"
+    text_layout = "summary"
+    json_shape = staticmethod(lambda doc, t: t is not None and "cpu" in t
+                              and not {"node", "sender", "freq", "total"} & set(t))
+    t_line_shape = staticmethod(lambda names: "P" in names and "I" not in names)
+    interval_option = False  # its -i is a loop count, not an interval
     defaults = {"duration_s": 10, "priority": 90, "threads": 2, "extra_args": []}
     spec = {"duration_s": DURATION_S, "priority": PRIORITY, "threads": Int(1, 1024), "extra_args": Args()}
 
@@ -101,6 +107,17 @@ class _Ipc(Suite):
 
     parser = staticmethod(rt_tests)
     ipc = True
+    pairs = True
+    json_layout = "ipc"
+    text_layout = "ipc"
+    # sigwaittest, svsematest and ptsematest write the same JSON and text:
+    # only cmdline:, the file name or --tool tells them apart
+    json_shape = staticmethod(lambda doc, t: t is not None and "sender" in t and "receiver" in t
+                              and "timeoutcount" not in (t.get("receiver") or {}))
+    text_marker = r"^#\d+:\s*ID|^#\d+\s*->\s*#\d+"
+    #: its text says it (pmqtest: "TO n," in the pair lines), else None
+    text_claim: ClassVar[Optional[str]] = None
+    text_refuse: ClassVar[Optional[str]] = r",\s*TO\s*\d+,"
 
     defaults = {"duration_s": 10, "priority": 90, "interval_us": 1000, "distance_us": 500,
                 "pairs": "auto", "extra_args": []}
@@ -136,6 +153,11 @@ class Ptsematest(_Ipc):
 
 class Pmqtest(_Ipc):
     name = tool = "pmqtest"
+    json_layout = "ipc_timeouts"
+    json_shape = staticmethod(lambda doc, t: t is not None and "sender" in t and "receiver" in t
+                              and "timeoutcount" in (t.get("receiver") or {}))
+    text_claim = r",\s*TO\s*\d+,"
+    text_refuse = None
 
 
 _PI_DEADLOCK = re.compile(r"WATCHDOG triggered: group \d+ is deadlocked|deadlock", re.IGNORECASE)
@@ -149,6 +171,9 @@ class PiStress(Suite):
     tool = "pi_stress"
     json_file = "pi_stress.json"
     parser = staticmethod(rt_tests)
+    json_layout = text_layout = "inversions"
+    json_shape = staticmethod(lambda doc, t: "inversion" in doc)
+    text_marker = r"^Total inversion performed:"
     result_kind = METRICS
     metric, metric_unit = "inversions", "inv"
     defaults = {"duration_s": 10, "groups": "auto", "extra_args": []}
@@ -199,6 +224,8 @@ class Hackbench(Suite):
     tool = "hackbench"
     json_file = None
     parser = staticmethod(rt_tests)
+    text_layout = "time"  # no JSON: it prints "Time: S"
+    text_marker = r"^Time:\s|^Running in \w+ mode with \d+ groups using \d+ file descriptors"
     result_kind = METRICS
     metric, metric_unit = "time_s", "s"
     defaults = {
@@ -250,6 +277,11 @@ class Cyclicdeadline(Suite):
     tool = "cyclicdeadline"
     json_file = "cyclicdeadline.json"
     parser = staticmethod(rt_tests)
+    json_layout = "plain"
+    text_layout = "summary"
+    json_shape = staticmethod(lambda doc, t: t is not None and "resolution_in_ns" in doc
+                              and not {"node", "cpu", "sender", "freq", "total"} & set(t))
+    t_line_shape = staticmethod(lambda names: "I" in names and "P" not in names)
     defaults = {
         # Linaro uses 1000 us, whose runtime needs the HRTICK sched feature;
         # 10 ms works on any kernel (runtime 6 ms)
@@ -272,6 +304,9 @@ class RtMigrateTest(Suite):
     tool = "rt-migrate-test"
     json_file = "rt-migrate-test.json"
     parser = staticmethod(rt_tests)
+    json_layout = text_layout = "priority_order"
+    json_shape = staticmethod(lambda doc, t: t is not None and "total" in t and "prio" in t)
+    text_marker = r"^Iter:|^Task \d+ \(prio"
     defaults = {
         # -l, not -D: rt-migrate-test exits 1 when -D ends the run, success or not
         "loops": 25,

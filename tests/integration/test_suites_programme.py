@@ -18,10 +18,10 @@ import yaml
 
 from conftest import ROOT, rtlab
 
-from rtlab.loads import BASE_LOADS
+from rtlab.loads import LOADS
 
 PROGRAMME = yaml.safe_load((ROOT / "campaigns" / "programme.yaml").read_text())
-EVERY_LOAD = [l.name for l in BASE_LOADS if not l.deliberate_breach] + ["stress+network"]
+EVERY_LOAD = [l.name for l in LOADS.values() if not l.deliberate_breach] + ["stress+network"]
 LOOSE = {b: {"*": {"*": {"*": {"max_us": 10000000}}}} for b in ("qemu-tcg", "local")}
 
 

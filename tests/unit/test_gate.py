@@ -208,3 +208,21 @@ def test_run_time_from_exit_json_or_the_tools_own_json(tmp_path):
     (tmp_path / "cyclictest.json").write_text(json.dumps(
         {"start_time": "Sat, 21 Nov 2026 06:13:15 +0000", "end_time": "Sat, 21 Nov 2026 06:13:18 +0000"}))
     assert read_elapsed(tmp_path, "cyclictest.json") == 4.0  # whole seconds: an upper bound
+
+
+def test_summary_counts_infra_measurements_beside_a_fail():
+    """One FAIL decides a job's verdict (and the exit code); the INFRA
+    measurements beside it must still be counted in the summary line."""
+    bad = judge(meas(thread({10: 999, 100: 1})), Budget(max_us=100))
+    lost = []
+    for load in ("irq", "cpu"):
+        m = Measurement(MeasurementKey("b", "rt", "cyclictest", load),
+                        ToolOutput(path="x", tool="cyclictest", threads=[thread({10: 100})]))
+        m.verdict, m.reasons = Verdict.INFRA, [f"load {load}: died mid-run"]
+        lost.append(m)
+    run = RunResult("r", "2026-01-01T00:00:00Z", "c",
+                    jobs=[JobResult(board="b", variant="rt", budget_class="k", measurements=[bad, *lost])])
+    last = comparison_table(run).splitlines()[-1]
+    assert run.verdict == Verdict.FAIL and EXIT_CODE[run.verdict] == 1
+    assert last == ("Verdict: FAIL  (0 jobs pass, 1 over budget, 2 infra errors; "
+                    "measurements: 0 pass, 1 fail, 2 infra)")

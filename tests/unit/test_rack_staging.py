@@ -77,6 +77,27 @@ def test_dtb_and_bootz_for_a_32_bit_board_under_a_shared_tftp_root(tmp_path):
     t.cleanup()
 
 
+def test_dtb_beside_the_kernel_needs_no_variable_of_its_own(tmp_path):
+    """env/twin-imx6q.yaml names its device tree by file name: rtlab keeps a
+    kernel package's dtbs beside the kernel image."""
+    (tmp_path / "imx6q-sabrelite.dtb").write_bytes(b"S" * 40)
+    env = _env(tmp_path, """
+        TFTPStagingDriver:
+          dtb_beside_kernel: imx6q-sabrelite.dtb
+          boot_cmd: bootz
+    """)
+    t = env.get_target("main")
+    drv = t.get_driver("TFTPStagingDriver")
+    drv.stage()
+    tftp = tmp_path / "tftp" / "rtlab"
+    assert (tftp / "board.dtb").read_bytes() == b"S" * 40
+    assert "rtlab_fdt=rtlab/board.dtb" in (tftp / "uEnv.txt").read_text()
+    (tmp_path / "imx6q-sabrelite.dtb").unlink()
+    with pytest.raises(Exception, match="device tree 'imx6q-sabrelite.dtb' is not beside the kernel"):
+        drv.stage()
+    t.cleanup()
+
+
 def test_pxelinux_boot_set_for_pxe_firmware(tmp_path):
     env = _env(tmp_path, """
         TFTPStagingDriver:

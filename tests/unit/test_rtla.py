@@ -176,3 +176,30 @@ def test_stopped_run_with_an_empty_column():
     assert [(t.cpu, t.cycles, t.max_us, t.overflows) for t in thread.threads] == \
         [(0, 472, 276569, 49), (1, 1, 3775954, 1)]
     assert "cpus_without_samples" not in thread.metrics
+
+
+def test_rtlab_parse_takes_rtla_outputs_like_any_raw_output():
+    """`rtlab parse` reads every raw output a suite keeps: rtla's histograms
+    are told by their first line and parsed by their suite, one entry per
+    measurement (timerlat: -irq and -thread), beside an rt-tests JSON."""
+    import json
+    import subprocess
+    import sys
+
+    RTLAB = str(Path(sys.executable).parent / "rtlab")
+    rt = sorted((FIX.parent / "rt-tests-2.4").glob("cyclictest-*.json"))[0]
+    files = [FIX / "timerlat-hist-x86_64.txt", FIX / "osnoise-hist-x86_64.txt", rt]
+    p = subprocess.run([RTLAB, "parse", *map(str, files)], capture_output=True,
+                       text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    got = json.loads(p.stdout)["files"]
+    assert [(f["tool"], f.get("measurement")) for f in got] == [
+        ("timerlat", "timerlat-irq"), ("timerlat", "timerlat-thread"), ("osnoise", "osnoise"),
+        ("cyclictest", None)]
+    maxima = [[t["max_us"] for t in f["threads"]] for f in got[:3]]
+    assert maxima == [[r[5] for r in TIMERLAT["x86_64"]["irq"]], [r[5] for r in TIMERLAT["x86_64"]["thread"]],
+                      [r[5] for r in OSNOISE["x86_64"]]]
+    # forced: --tool timerlat on an osnoise file is refused naming the file
+    bad = subprocess.run([RTLAB, "parse", "--tool", "timerlat", str(files[1])],
+                         capture_output=True, text=True, timeout=120)
+    assert bad.returncode == 2 and "osnoise-hist-x86_64.txt" in bad.stderr, bad.stderr
