@@ -14,6 +14,7 @@ import time
 from rtlab import evidence, snapshot
 from rtlab.loads import LOADS
 from rtlab.results import tool_exit_problem
+from rtlab.soak import checkpoint_event
 from rtlab.suites import NOT_AVAILABLE_FILE, SUITES
 from rtlab.suites.board import SuiteFailure, run_tool
 from rtlab.suites.events import emit, phase
@@ -46,9 +47,13 @@ def test_suite(request, suite_run, job, job_dir, board_shell):
         if suite_run.evidence and suite.traces_kernel:  # armed: record what happens up to the breach
             traced = evidence.start_tracing(board_shell) is None
         try:
-            rc = run_tool(board_shell, suite_run.id, argv, host_dir,
-                          suite.outputs(suite_run) + suite.evidence_outputs(suite_run),
-                          timeout=duration * 2 + 60)
+            if hasattr(suite, "run_on_board"):  # checkpointed segments (rtlab.soak)
+                rc = suite.run_on_board(board_shell, suite_run, host_dir, board=job.board,
+                                        on_checkpoint=lambda st: emit(request.config, **checkpoint_event(suite_run, st)))
+            else:
+                rc = run_tool(board_shell, suite_run.id, argv, host_dir,
+                              suite.outputs(suite_run) + suite.evidence_outputs(suite_run),
+                              timeout=duration * 2 + 60)
         finally:
             if traced:
                 evidence.stop_tracing(board_shell)
