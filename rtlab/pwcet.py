@@ -61,6 +61,7 @@ from dataclasses import dataclass, field
 from typing import Any, Optional, Sequence
 
 import numpy as np
+from numpy.typing import ArrayLike
 from scipy import optimize
 from scipy import stats as sps
 
@@ -141,7 +142,7 @@ def per_hour_probability(p_hour: float, samples_per_hour: float) -> float:
 
 # -- the checks ---------------------------------------------------------------
 
-def ljung_box(x: Sequence[float], lags: Optional[int] = None) -> float:
+def ljung_box(x: ArrayLike, lags: Optional[int] = None) -> float:
     """p-value of the Ljung-Box test of no autocorrelation up to *lags*."""
     a = np.asarray(x, dtype=float)
     n = len(a)
@@ -155,7 +156,7 @@ def ljung_box(x: Sequence[float], lags: Optional[int] = None) -> float:
     return float(sps.chi2.sf(q, h))
 
 
-def check_blocks(block_maxima: Sequence[float], alpha: float = ALPHA) -> tuple[dict, Optional[str]]:
+def check_blocks(block_maxima: ArrayLike, alpha: float = ALPHA) -> tuple[dict, Optional[str]]:
     """(checks, refusal) for the block maxima in time order."""
     bm = np.asarray(block_maxima, dtype=float)
     checks: dict[str, dict[str, Any]] = {}
