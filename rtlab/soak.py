@@ -282,3 +282,24 @@ def full_length(campaign):
     if not changed:
         raise InputError(campaign.path, "--full: no suite has full_duration_s (the report's own length)")
     return dataclasses.replace(campaign, suites=entries)
+
+
+def soak_cells(metrics: dict) -> dict[str, str]:
+    """The table's rows of a soak: "pWCET 1e-9" (per sample, its interval;
+    "n/a" with the refusal's reason in the report) beside the observed max,
+    and "soak" (time measured of time planned, the largest gap)."""
+    out: dict[str, str] = {}
+    est = metrics.get("pwcet")
+    if isinstance(est, dict):
+        if est.get("per_sample_us") is not None and not est.get("refused"):
+            lo, hi = est.get("per_sample_ci_us") or (None, None)
+            out["pWCET 1e-9"] = (f"{est['per_sample_us']:,.0f}"
+                                 + (f" ({lo:,.0f}-{hi:,.0f})" if lo is not None else ""))
+        else:
+            out["pWCET 1e-9"] = "n/a"
+    s = metrics.get(SOAK_METRIC)
+    if isinstance(s, dict):
+        gap = s.get("gap_max_s")
+        out["soak"] = (f"{hms(s.get('done_s', 0))}/{hms(s.get('planned_s', 0))}"
+                       + (f" gap<={gap:.2f}s" if gap is not None else ""))
+    return out
