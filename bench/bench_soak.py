@@ -27,6 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+import rtlab.suites  # noqa: E402,F401 - the suites register the parsers' tools
 from rtlab import pwcet, soak  # noqa: E402
 from rtlab.model import ThreadResult  # noqa: E402
 from rtlab.parsers import parse_file  # noqa: E402
