@@ -302,11 +302,6 @@ def load_run(run_dir: Path) -> RunResult:
     p = Path(run_dir)
     path = p if p.is_file() else p / "run.json"
     if not path.is_file():
-        # a run rtlab never finished (killed): its job specs and checkpoints (rtlab.soak)
-        from .soak import recover_run
-        recovered = recover_run(p) if p.is_dir() else None
-        if recovered is not None:
-            return recovered
         raise InputError(path, "no run.json: not a results directory (expected results/<run_id>/run.json)")
     try:
         return RunResult.from_json(json.loads(path.read_text()))

@@ -21,7 +21,7 @@ What survives what:
   samples are judged: a breach among them is a FAIL (:func:`judge_soak`);
 * rtlab killed (SIGKILL, the CI runner gone): no run.json, no job.json; the
   job directories keep ``job-spec.json`` and the checkpoints, and
-  :func:`recover_run` rebuilds the run from them for `rtlab gate`;
+  rtlab.recover rebuilds the run from them for `rtlab gate`;
 * `rtlab run --resume RUN_DIR` (rtlab.resume) measures only the segments a
   checkpoint does not hold.
 
@@ -200,51 +200,6 @@ def judge_soak(m: Measurement, budget, inner: Callable[..., Measurement], **kw: 
     elif m.verdict == Verdict.INFRA and infra:
         m.reasons = list(dict.fromkeys(infra + m.reasons))
     return m
-
-
-def recover_run(run_dir: Path):
-    """A RunResult from a run directory rtlab never finished (killed): every
-    job directory with a job spec, its suites from their raw files and
-    checkpoints (rtlab.results.collect), each job INFRA "rtlab stopped
-    before the job finished" (a breach in its kept samples still FAILs).
-    None when the directory holds no job spec."""
-    from .model import JobResult, MeasurementKey, RunResult
-    from .results import JOB_SPEC, JobSpec, collect
-    from .suites import SUITES
-
-    run_dir = Path(run_dir)
-    specs = sorted(run_dir.rglob(JOB_SPEC))
-    if not specs:
-        return None
-    run = RunResult(run_id=run_dir.name, started=_started(run_dir), campaign="")
-    for sp in specs:
-        spec = JobSpec.read(sp)
-        job_dir = sp.parent
-        done = job_dir / "job.json"
-        if done.is_file():
-            run.jobs.append(JobResult.from_json(json.loads(done.read_text())))
-            continue
-        jr = JobResult(board=spec.board.name, variant=spec.variant.name, arch=spec.board.arch,
-                       budget_class=spec.board.budget_class,
-                       infra_error=f"rtlab stopped before the job finished (no job.json in {job_dir}): "
-                                   "kept up to the last checkpoint")
-        try:
-            jr.kernel = json.loads((job_dir / "kernel.json").read_text())
-        except (OSError, ValueError):
-            pass
-        for r in spec.suites:
-            if not (job_dir / r.id).is_dir():
-                continue
-            key = MeasurementKey(board=spec.board.name, variant=spec.variant.name, suite=r.name, load=r.load)
-            jr.measurements.extend(collect(job_dir, key, SUITES[r.suite], r,
-                                           before=["rtlab stopped before the suite finished"]))
-        run.jobs.append(jr)
-    return run
-
-
-def _started(run_dir: Path) -> str:
-    t = dt.datetime.fromtimestamp(run_dir.stat().st_mtime, dt.timezone.utc).replace(microsecond=0)
-    return t.isoformat().replace("+00:00", "Z")
 
 
 def checkpoint_event(run, state: dict) -> dict:

@@ -11,6 +11,7 @@ from ..gate import judge_run
 from ..model import EXIT_CODE, Verdict, combine_verdicts
 from ..plot import write_html_report
 from ..report import comparison_table
+from ..recover import load_or_recover
 from ..results import load_run
 from ..vendor import DEFAULT_THRESHOLDS, merge_runs, parse_thresholds, vendor_tables, write_vendor_html
 from .compare import add_baseline_args, run_comparison, write_outputs
@@ -70,7 +71,7 @@ def report(args) -> int:
 def gate(args) -> int:
     verdicts = []
     for run_dir in args.run_dirs:
-        run = load_run(run_dir)
+        run = load_or_recover(run_dir)  # a run rtlab never finished: its checkpoints (rtlab.soak)
         judge_run(run, load_budgets(args.budgets or Path(run_dir) / "budgets.yaml"))
         print(comparison_table(run))
         verdicts.append(run.verdict)
