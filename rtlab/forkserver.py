@@ -17,9 +17,10 @@ not made one) there is no fork server and jobs start as before.
 
 The job process starts clean: a session of its own, stdout and stderr to
 the job's pytest.log, stdin from /dev/null, no descriptor of the server's
-left open, the job's environment and working directory, and (for jobs
-holding a rack place) SIGKILL when the runner dies, set only once the
-runner is its parent. The server holds no locks, no sockets and no
+left open, the job's environment and working directory, the job's cgroup (where
+there is one: rtlab.joblife.job_cgroup), and SIGKILL when the runner dies,
+set only once the runner is its parent (what the job started is then ended
+by its keeper, rtlab.jobkeeper). The server holds no locks, no sockets and no
 threads, so a fork copies nothing a job could trip over.
 
     python -m rtlab.forkserver     # started by the runner; one JSON line per job on stdin
@@ -37,7 +38,7 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from .joblife import is_subreaper
+from .joblife import enter_cgroup, is_subreaper
 from .procutil import die_with_parent
 
 #: seconds to wait for the server's imports, a fork, or the re-parenting
@@ -121,10 +122,10 @@ class ForkServer:
         return json.loads(line)
 
     def spawn(self, argv: list[str], env: dict[str, str], cwd: str, log: Path,
-              pdeathsig: bool = False) -> ForkedJob:
+              pdeathsig: bool = True, cgroup: Optional[str] = None) -> ForkedJob:
         """A process running ``pytest.main(argv)`` (OSError if the server cannot)."""
         request = {"argv": argv, "env": env, "cwd": cwd, "log": str(log), "parent": os.getpid(),
-                   "pdeathsig": pdeathsig}
+                   "pdeathsig": pdeathsig, "cgroup": cgroup}
         with self._lock:
             if self.proc.poll() is not None or self.proc.stdin is None:
                 raise OSError(f"fork server exited with {self.proc.returncode}")
@@ -166,6 +167,10 @@ def start() -> Optional[ForkServer]:
 def _job(request: dict) -> None:
     """In the job process (the server's grandchild): become the job, run pytest, exit."""
     os.setsid()
+    try:  # before anything of the job runs: all it starts is in the cgroup too
+        enter_cgroup(request.get("cgroup"))
+    except OSError:
+        os._exit(70)
     deadline = time.monotonic() + START_TIMEOUT_S
     while os.getppid() != request["parent"]:  # re-parented to the runner (its subreaper)
         if time.monotonic() > deadline:

@@ -158,3 +158,37 @@ def judge_run(run: RunResult, budgets: Budgets) -> RunResult:
 
 
 assert set(PERCENTILES) >= {"99.9"}  # the table's column
+
+
+def killed_run(run_dir) -> Optional[RunResult]:
+    """A run directory its runner never finished (run-started.json, no
+    run.json: the runner was killed, or still runs): INFRA "run killed",
+    listing the raw files that reached the disk. None for a finished run."""
+    import json
+    from pathlib import Path
+
+    from .joblife import RUN_STARTED
+    from .model import JobResult
+    from .procutil import process_start
+    d = Path(run_dir)
+    if not d.is_dir() or (d / "run.json").exists() or not (d / RUN_STARTED).is_file():
+        return None
+    try:
+        started = json.loads((d / RUN_STARTED).read_text(errors="replace")[:65536])
+        if not isinstance(started, dict):
+            started = {}
+    except ValueError:
+        started = {}
+    pid = started.get("pid")
+    running = isinstance(pid, int) and pid > 0 and started.get("pid_start") is not None \
+        and process_start(pid) == started.get("pid_start")
+    files = sorted(str(p.relative_to(d)) for p in d.rglob("*") if p.is_file() and not p.is_symlink()
+                   and p.name != RUN_STARTED)
+    shown = ", ".join(files[:20]) + (f" and {len(files) - 20} more" if len(files) > 20 else "")
+    why = (f"run not finished: its runner (pid {pid}) still runs" if running else
+           f"run killed: no run.json (started {started.get('started', '?')} by pid {pid or '?'})")
+    why += f"; raw files kept: {shown}" if files else "; no raw files reached the disk"
+    run_id = started.get("run_id") if isinstance(started.get("run_id"), str) else d.name
+    campaign = started.get("campaign") if isinstance(started.get("campaign"), str) else "?"
+    return RunResult(run_id=run_id, started=str(started.get("started", "")), campaign=campaign,
+                     jobs=[JobResult(board="-", variant="-", arch="-", budget_class="-", infra_error=why)])

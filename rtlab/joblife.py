@@ -19,6 +19,15 @@ Processes
     loads under setsid, QEMU) is re-parented to the runner, not to init,
     when its parent goes. :func:`kill_tree` finds every descendant through
     /proc and kills them all, whatever their session.
+
+A killed runner (rtlab.jobkeeper)
+    A runner killed with SIGKILL cleans up nothing. Each job therefore has a
+    keeper, a small process of its own that holds the job's board lock too
+    (the same flock'd descriptor, inherited) and, when the runner goes
+    without saying the job is done, ends every process of the job (in its
+    cgroup where rtlab can make one, else those it saw: see jobkeeper) and
+    only then exits, freeing the board. The job's pytest process also dies
+    with the runner (PR_SET_PDEATHSIG).
 """
 from __future__ import annotations
 
@@ -30,7 +39,10 @@ import json
 import os
 import shutil
 import signal
+import subprocess
+import sys
 import time
+import uuid
 from pathlib import Path
 from typing import Callable, Iterator, Optional
 
@@ -43,6 +55,12 @@ DEFAULT_LOCK_TIMEOUT_S = 3600.0
 #: its raw files before everything of the job is killed
 CANCEL_GRACE_ENV = "RTLAB_CANCEL_GRACE_S"
 DEFAULT_CANCEL_GRACE_S = 30.0
+#: seconds a killed runner's job processes get between SIGTERM and SIGKILL
+KILL_GRACE_ENV = "RTLAB_KILL_GRACE_S"
+DEFAULT_KILL_GRACE_S = 2.0
+#: in the environment of every process of a job (the keeper's last look)
+JOB_TOKEN_ENV = "RTLAB_JOB_TOKEN"
+JOB_CGROUPS_ENV = "RTLAB_JOB_CGROUPS"
 PR_SET_CHILD_SUBREAPER = 36
 PR_GET_CHILD_SUBREAPER = 37
 
@@ -66,21 +84,30 @@ def needs_lock(board) -> bool:
     return board.kind == "local"
 
 
-def holder_of(path: Path) -> str:
-    """Who holds a board lock, as its file says."""
-    try:
-        h = json.loads(path.read_text() or "{}")
-    except (OSError, ValueError):
-        return "unknown holder"
-    return f"pid {h.get('pid', '?')}, run {h.get('run_id', '?')}, job {h.get('job', '?')}"
+def holder_of(path: Path, wait_s: float = 2.0) -> str:
+    """Who holds a board lock, as its file says. A holder writes its name
+    just after it takes the lock: a file still empty is read again (two runs
+    started in the same second), for up to *wait_s*."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        try:
+            h = json.loads(path.read_text() or "{}")
+        except (OSError, ValueError):
+            h = {}
+        if isinstance(h, dict) and h.get("pid"):
+            return f"pid {h['pid']}, run {h.get('run_id', '?')}, job {h.get('job', '?')}"
+        if time.monotonic() >= deadline:
+            return "a holder that has not named itself"
+        time.sleep(0.05)
 
 
 @contextlib.contextmanager
 def board_lock(board, run_id: str, job: str, progress: Callable[[str], None] = print,
-               timeout: Optional[float] = None, poll_s: float = 0.5) -> Iterator[None]:
-    """Hold *board* for one job (see the module doc); InfraError after *timeout*."""
+               timeout: Optional[float] = None, poll_s: float = 0.5) -> Iterator[Optional[int]]:
+    """Hold *board* for one job (see the module doc); InfraError after *timeout*.
+    Yields the lock's descriptor (None: no lock), for the job's keeper to hold too."""
     if not needs_lock(board):
-        yield
+        yield None
         return
     timeout = lock_timeout(timeout)
     d = lock_dir()
@@ -103,18 +130,137 @@ def board_lock(board, run_id: str, job: str, progress: Callable[[str], None] = p
             if time.monotonic() - t0 >= timeout:
                 raise InfraError(board.name, f"busy for more than {timeout:g} s, held by {holder_of(path)}")
             time.sleep(poll_s)
-        os.ftruncate(fd, 0)
-        os.pwrite(fd, json.dumps({"pid": os.getpid(), "run_id": run_id, "job": job,
-                                  "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}).encode(), 0)
+        # written over, then cut: never an empty file while a holder has the lock
+        name = json.dumps({"pid": os.getpid(), "run_id": run_id, "job": job,
+                           "since": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}).encode()
+        os.pwrite(fd, name, 0)
+        os.ftruncate(fd, len(name))
         if said:
             progress(f"board {board.name}: lock taken after {time.monotonic() - t0:.0f} s")
         try:
-            yield
+            yield fd
         finally:
             os.ftruncate(fd, 0)
             fcntl.flock(fd, fcntl.LOCK_UN)
     finally:
         os.close(fd)
+
+
+def _cgroup2_base() -> Optional[Path]:
+    """This process's own cgroup in the cgroup v2 hierarchy (the unified one
+    of a hybrid set-up too), where cgroup.kill exists; None without one."""
+    try:
+        mounts = Path("/proc/self/mounts").read_text().splitlines()
+        mine = next(ln[3:] for ln in Path("/proc/self/cgroup").read_text().splitlines()
+                    if ln.startswith("0::"))
+    except (OSError, StopIteration):
+        return None
+    for ln in mounts:
+        parts = ln.split()
+        if len(parts) > 2 and parts[2] == "cgroup2":
+            base = Path(parts[1]) / mine.lstrip("/")
+            if (base / "cgroup.procs").is_file():
+                return base
+    return None
+
+
+def job_cgroup(token: str) -> Optional[str]:
+    """A new cgroup for one job (its processes, whatever they start, stay in
+    it), or None where this machine does not let rtlab make one, or
+    RTLAB_JOB_CGROUPS=0 says not to (the keeper then watches the processes)."""
+    if os.environ.get(JOB_CGROUPS_ENV, "1") == "0":
+        return None
+    base = _cgroup2_base()
+    if base is None:
+        return None
+    path = base / f"rtlab-job-{token}"
+    try:
+        path.mkdir()
+    except OSError:
+        return None
+    if not (path / "cgroup.kill").exists():  # kernels before 5.14: the keeper watches instead
+        with contextlib.suppress(OSError):
+            path.rmdir()
+        return None
+    return str(path)
+
+
+def enter_cgroup(path: Optional[str]) -> None:
+    """In the job process, before it starts anything: into the job's cgroup."""
+    if path:
+        with open(os.path.join(path, "cgroup.procs"), "w") as f:
+            f.write(str(os.getpid()))
+
+
+def kill_grace() -> float:
+    try:
+        return max(0.0, float(os.environ.get(KILL_GRACE_ENV) or DEFAULT_KILL_GRACE_S))
+    except ValueError:
+        return DEFAULT_KILL_GRACE_S
+
+
+class JobKeeper:
+    """The runner's side of a job's keeper (rtlab.jobkeeper): started when the
+    job holds its board, told the job's processes, told ``done`` at its end."""
+
+    def __init__(self, lock_fd: Optional[int], salvage: Optional[tuple[str, Path]] = None):
+        self.token = uuid.uuid4().hex
+        self.cgroup = job_cgroup(self.token)
+        script = Path(__file__).resolve().with_name("jobkeeper.py")
+        # its own session (the terminal's Ctrl-C is the runner's), no
+        # environment or cwd of the run (nothing of the run to find in it),
+        # the lock's descriptor and nothing else
+        self.proc = subprocess.Popen(
+            [sys.executable, "-I", "-S", str(script), str(os.getpid()), f"{kill_grace():g}"],
+            stdin=subprocess.PIPE, env={}, cwd="/", start_new_session=True,
+            pass_fds=(lock_fd,) if lock_fd is not None else ())
+        lines = [f"exclude {' '.join(map(str, my_children()))}", f"token {self.token}"]
+        if self.cgroup:
+            lines.append(f"cgroup {self.cgroup}")
+        if salvage is not None:
+            lines.append("salvage " + json.dumps([str(salvage[0]), str(salvage[1])]))
+        self._say(*lines)
+
+    def _say(self, *lines: str) -> None:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write("".join(f"{ln}\n" for ln in lines).encode())
+        self.proc.stdin.flush()
+
+    def add(self, pid: int) -> None:
+        """A process of the job (its pytest)."""
+        self._say(f"pid {pid}")
+
+    def done(self) -> None:
+        """The runner ended the job: the keeper removes the job's cgroup (and
+        kills strays left in it) and exits; the board lock is the runner's again."""
+        try:
+            self._say("done")
+            assert self.proc.stdin is not None
+            self.proc.stdin.close()
+        except (OSError, ValueError):
+            pass
+        self.proc.wait()
+
+
+@contextlib.contextmanager
+def job_keeper(lock_fd: Optional[int], salvage: Optional[tuple[str, Path]] = None) -> Iterator[JobKeeper]:
+    keeper = JobKeeper(lock_fd, salvage)
+    try:
+        yield keeper
+    finally:
+        keeper.done()
+
+
+#: in a run directory from its start: who ran it; run.json is its end. A
+#: directory with this and no run.json is a run that was killed (rtlab.gate)
+RUN_STARTED = "run-started.json"
+
+
+def mark_run_started(run_dir: Path, run_id: str, campaign: str) -> None:
+    from .procutil import process_start
+    (Path(run_dir) / RUN_STARTED).write_text(json.dumps({
+        "run_id": run_id, "campaign": campaign, "pid": os.getpid(), "pid_start": process_start(os.getpid()),
+        "started": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}) + "\n")
 
 
 def board_workdir(run_id: str, board: str, variant: str) -> str:

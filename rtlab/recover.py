@@ -8,18 +8,17 @@ import json
 from pathlib import Path
 
 from .model import RunResult
-from .results import load_run
+from .soak import CHECKPOINT_FILE
 
 
-def load_or_recover(run_dir: Path) -> RunResult:
-    """The run's run.json, or the run rebuilt by :func:`recover_run` when
-    rtlab stopped before writing it (an InputError when neither exists)."""
+def recover_checkpointed(run_dir: Path) -> RunResult | None:
+    """The run rebuilt by :func:`recover_run` when rtlab stopped before
+    writing run.json and a soak left checkpoints; None otherwise (a finished
+    run, or a killed one with nothing checkpointed: rtlab.gate.killed_run)."""
     p = Path(run_dir)
-    if p.is_dir() and not (p / "run.json").is_file():
-        recovered = recover_run(p)
-        if recovered is not None:
-            return recovered
-    return load_run(p)
+    if not p.is_dir() or (p / "run.json").is_file() or not any(p.rglob(CHECKPOINT_FILE)):
+        return None
+    return recover_run(p)
 
 
 def recover_run(run_dir: Path) -> RunResult | None:

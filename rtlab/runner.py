@@ -228,10 +228,10 @@ def run_job(job: Job, rd: ResultsDir, images: dict, progress: Callable[[str], No
     try:
         t_lock = time.monotonic()
         with joblife.board_lock(board, rd.run_id, job.id, progress=lambda m: progress(f"{label} {m}"),
-                                timeout=lock_timeout):
+                                timeout=lock_timeout) as lock_fd:
             timing.append(events_path, "lock", time.monotonic() - t_lock)
             return _run_board_tests(job, rd, job_dir, spec_path, lg_env, lease_env, on_spawn,
-                                    progress, label, result, t0)
+                                    progress, label, result, t0, lock_fd)
     except InfraError as e:
         result.infra_error = str(e)
         return result
@@ -239,8 +239,9 @@ def run_job(job: Job, rd: ResultsDir, images: dict, progress: Callable[[str], No
 
 def _run_board_tests(job: Job, rd: ResultsDir, job_dir: Path, spec_path: Path, lg_env: dict,
                      lease_env: Optional[dict], on_spawn: Optional[Callable], progress: Callable[[str], None],
-                     label: str, result: JobResult, t0: float) -> JobResult:
+                     label: str, result: JobResult, t0: float, lock_fd: Optional[int] = None) -> JobResult:
     board = job.board
+    t_board = time.monotonic()  # the job's clock starts when it holds the board, not before the wait
     timeout = BOOT_ALLOWANCE_S + sum(SUITES[s.suite].duration_s(s) * 2 + 60 for s in job.suites)
     # labgrid's plugin named, not found: with autoload pytest scans every
     # installed distribution's entry points at each start (~0.3 s per job)
@@ -256,10 +257,14 @@ def _run_board_tests(job: Job, rd: ResultsDir, job_dir: Path, spec_path: Path, l
     events_path = job_dir / "events.jsonl"
     events: list[dict] = []
     pos = 0
-    with open(job_dir / "pytest.log", "w") as log:
+    # the job's keeper holds the board with us and ends the job if we die (joblife)
+    with open(job_dir / "pytest.log", "w") as log, joblife.job_keeper(
+            lock_fd, salvage=(workdir, job_dir) if board.kind == "local" else None) as keeper:
+        env[joblife.JOB_TOKEN_ENV] = keeper.token
         children_before = joblife.my_children()
         t_spawn = time.monotonic()
-        proc = _start_board_tests(args, env, job_dir / "pytest.log", log, pdeathsig=bool(lease_env))
+        proc = _start_board_tests(args, env, job_dir / "pytest.log", log, pdeathsig=True, cgroup=keeper.cgroup)
+        keeper.add(proc.pid)
         joblife.JOB_PIDS.add(proc.pid)
         if on_spawn is not None:
             on_spawn(proc)
@@ -278,7 +283,7 @@ def _run_board_tests(job: Job, rd: ResultsDir, job_dir: Path, spec_path: Path, l
                     _show_event(ev, label, progress)
                 if finished:
                     break
-                if time.monotonic() - t0 > timeout:
+                if time.monotonic() - t_board > timeout:
                     timed_out = True
                     break
         except (KeyboardInterrupt, Cancelled) as e:
@@ -330,21 +335,27 @@ P = ParamSpec("P")
 R = TypeVar("R")
 
 
-def _start_board_tests(args: list[str], env: dict, log_path: Path, log, pdeathsig: bool):
+def _start_board_tests(args: list[str], env: dict, log_path: Path, log, pdeathsig: bool = True,
+                       cgroup: Optional[str] = None):
     """The job's pytest process: forked from the campaign's warm fork
     server where there is one, else a fresh subprocess (as it would be
-    anyway if the server fails). *pdeathsig*: a job holding a place dies
-    with the runner, whose death frees the place."""
+    anyway if the server fails). *pdeathsig*: it dies with the runner (the
+    runner asks for that on every board kind; what the job started is the
+    job keeper's to end), in the job's *cgroup* where there is one."""
     server = _FORK_SERVER
     if server is not None:
         try:
-            return server.spawn(args, env, str(ROOT), log_path, pdeathsig=pdeathsig)
+            return server.spawn(args, env, str(ROOT), log_path, pdeathsig=pdeathsig, cgroup=cgroup)
         except (OSError, ValueError) as e:
             log.write(f"rtlab: the fork server could not start the job ({e}); a fresh process instead\n")
             log.flush()
+
+    def start() -> None:
+        if pdeathsig:
+            die_with_parent()
+        joblife.enter_cgroup(cgroup)
     return subprocess.Popen([sys.executable, "-m", "pytest", *args], stdout=log, stderr=subprocess.STDOUT,
-                            env=env, cwd=str(ROOT), start_new_session=True,
-                            preexec_fn=die_with_parent if pdeathsig else None)
+                            env=env, cwd=str(ROOT), start_new_session=True, preexec_fn=start)
 
 
 def _cancel_grace() -> float:
@@ -490,6 +501,7 @@ def run_campaign(campaign: Campaign, *, results_root: Path = RESULTS_DIR,
     # their own cwd (a relative --results, as CI jobs pass it, broke every boot)
     rd = ResultsDir.create(results_root, run_id or new_run_id(started))
     run_id, run_dir = rd.run_id, rd.path
+    joblife.mark_run_started(run_dir, run_id, campaign.name)  # run.json ends it; without one: killed
     rd.keep(campaign.path, "campaign.yaml")
     rd.keep(campaign.budgets, "budgets.yaml")  # what this run was judged by
     jobs = campaign.jobs()

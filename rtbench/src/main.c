@@ -18,6 +18,7 @@
 
 #include "benchmarks.h"
 #include "json.h"
+#include "respond.h"
 #include "stats.h"
 #include "sysutil.h"
 
@@ -562,6 +563,8 @@ int main(int argc, char **argv)
 	struct outcome calib;
 	FILE *jf = stdout, *human;
 
+	if (argc > 1 && !strcmp(argv[1], "respond"))	/* the interrupt-response responder */
+		return rb_respond_main(argc - 1, argv + 1);
 	if (parse_args(argc, argv))
 		return 2;
 	if (opt.list) {

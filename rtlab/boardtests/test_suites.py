@@ -26,14 +26,14 @@ def pytest_generate_tests(metafunc):
         metafunc.parametrize("suite_run", runs, ids=[r.id for r in runs])
 
 
-def test_suite(request, suite_run, job, job_dir, board_shell):
+def test_suite(request, suite_run, job, job_dir, board_shell, target):
     suite = SUITES[suite_run.suite]
     load = LOADS[suite_run.load]
     host_dir = job_dir / suite_run.id
     duration = suite.duration_s(suite_run)
     argv = suite.command(suite_run, board=job.board)
     with phase(request.config, "suite_setup"):
-        why = suite.unavailable(board_shell)
+        why = suite.host_unavailable(target, suite_run) or suite.unavailable(board_shell)
     if why is not None:  # not run, not judged: the host records it as not available
         host_dir.mkdir(parents=True, exist_ok=True)
         (host_dir / NOT_AVAILABLE_FILE).write_text(json.dumps({"reason": why}) + "\n")
@@ -47,13 +47,15 @@ def test_suite(request, suite_run, job, job_dir, board_shell):
         if suite_run.evidence and suite.traces_kernel:  # armed: record what happens up to the breach
             traced = evidence.start_tracing(board_shell) is None
         try:
-            if hasattr(suite, "run_on_board"):  # checkpointed segments (rtlab.soak)
-                rc = suite.run_on_board(board_shell, suite_run, host_dir, board=job.board,
-                                        on_checkpoint=lambda st: emit(request.config, **checkpoint_event(suite_run, st)))
-            else:
-                rc = run_tool(board_shell, suite_run.id, argv, host_dir,
-                              suite.outputs(suite_run) + suite.evidence_outputs(suite_run),
-                              timeout=duration * 2 + 60)
+            with suite.host_side(target, suite_run, host_dir):  # an external probe armed around the run
+                if hasattr(suite, "run_on_board"):  # checkpointed segments (rtlab.soak)
+                    rc = suite.run_on_board(board_shell, suite_run, host_dir, board=job.board,
+                                            on_checkpoint=lambda st: emit(request.config,
+                                                                          **checkpoint_event(suite_run, st)))
+                else:
+                    rc = run_tool(board_shell, suite_run.id, argv, host_dir,
+                                  suite.outputs(suite_run) + suite.evidence_outputs(suite_run),
+                                  timeout=duration * 2 + 60)
         finally:
             if traced:
                 evidence.stop_tracing(board_shell)

@@ -278,6 +278,16 @@ class ConsoleRelay(threading.Thread):
             del self.pending[:n]
 
 
+def irq_probe_socket(board_dir: Path) -> Path:
+    """Where a board's twin probe listens for QEMU's UART: in the board's
+    directory, or under /tmp where that path is too long for a unix socket."""
+    path = board_dir / "irqprobe.sock"
+    if len(str(path)) < 100:
+        return path
+    import hashlib
+    return Path("/tmp") / f"rtlab-irqprobe-{hashlib.sha256(str(path).encode()).hexdigest()[:12]}.sock"
+
+
 class VirtualBoard:
     """One board of the rack; power calls come from the PDU's controller thread."""
 
@@ -295,6 +305,9 @@ class VirtualBoard:
         self.fault: Optional[str] = None   # pending one-shot fault for the next power-on
         self.frozen = False
         self.power_ons = 0
+        #: the twin probe's end of the board's probe UART (the rack service
+        #: runs the probe, rtlab.lab.irqtwin); None: no probe wired
+        self.irq_probe_sock: Optional[Path] = irq_probe_socket(self.dir) if spec.type.irq_probe else None
 
     @property
     def tty(self) -> str:
@@ -321,6 +334,12 @@ class VirtualBoard:
         cmd += ["-nic", nic,
                 "-chardev", f"socket,id=uart0,host=127.0.0.1,port={self.relay.port},server=off",
                 *serial]
+        if self.irq_probe_sock is not None:
+            # the probe's UART: QEMU's PCI 16550 (8250_pci, built into Debian's
+            # kernels), its receive interrupt the stimulus; QEMU connects to the
+            # probe's socket and reconnects after the probe restarts
+            cmd += ["-chardev", f"socket,id=irqprobe,path={self.irq_probe_sock},reconnect=1",
+                    "-device", "pci-serial,chardev=irqprobe"]
         if frozen:
             cmd.append("-S")  # CPUs never start: a board that hangs before its ROM prints
         return cmd

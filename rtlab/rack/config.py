@@ -13,7 +13,7 @@ from ..errors import InputError
 LABGRID_DIR = ROOT / "labgrid"
 DEFAULT_CONFIG = LABGRID_DIR / "rack.yaml"
 BOARD_TYPE_KEYS = ("arch", "qemu", "machine", "cpu", "smp", "memory", "firmware", "nic", "uart_speed",
-                   "boot", "console_uart", "twin_of")
+                   "boot", "console_uart", "twin_of", "irq_probe")
 #: how a board type comes up at power-on (rtlab/rack/board.py):
 #:   uboot   the boot ROM is U-Boot (`firmware`, QEMU -bios): DHCP + TFTP from there
 #:   pxe     the machine's own firmware netboots (SeaBIOS + the NIC's iPXE ROM):
@@ -41,6 +41,9 @@ class BoardType:
     console_uart: int = 0
     #: the real board (env/boards/<name>.yaml) this type is a virtual twin of
     twin_of: str = ""
+    #: an interrupt-response probe wired to it: a PCI 16550 whose chardev is
+    #: the rack's twin probe (rtlab.lab.irqtwin), exported as NetworkIrqProbe
+    irq_probe: bool = False
 
 
 @dataclass(frozen=True)
@@ -104,7 +107,7 @@ def load_rack_config(path: Optional[Path] = None) -> RackConfig:
             firmware=firmware, nic=t.child("nic").str("virtio-net-pci"),
             uart_speed=t.child("uart_speed").integer(default=115200), boot=boot,
             console_uart=_ranged(t.child("console_uart"), 0, 3, default=0),
-            twin_of=t.child("twin_of").str(""))
+            twin_of=t.child("twin_of").str(""), irq_probe=t.child("irq_probe").boolean(default=False))
     boards = {}
     outlets = set()
     for bname, bnode in root.req("boards").items():

@@ -128,6 +128,8 @@ class Rack:
         for name, b in self.boards.items():
             env[f"RTLAB_RACK_TTY_{name}"] = b.tty
             env[f"RTLAB_RACK_OUTLET_{name}"] = str(b.spec.outlet)
+            if b.irq_probe_sock is not None:  # the twin of the board's interrupt-response probe
+                env[f"RTLAB_RACK_IRQPROBE_{name}"] = str(self._start_irq_probe(name, b.irq_probe_sock))
         env.pop("LG_COORDINATOR", None)
         self._spawn("exporter", [venv_tool("labgrid-exporter"), "-c", self.coordinator_address,
                                  "-n", self.cfg.name, "--hostname", "127.0.0.1",
@@ -151,6 +153,23 @@ class Rack:
                                             stdin=subprocess.DEVNULL, start_new_session=True,
                                             preexec_fn=die_with_parent)
         log.close()
+
+    def _start_irq_probe(self, board: str, sock: Path) -> int:
+        """The board's twin probe (rtlab.lab.irqtwin) on a free loopback port:
+        QEMU's probe UART connects to *sock*, jobs to the port (the exporter
+        exports it as NetworkIrqProbe)."""
+        port_file = self.dir / "boards" / board / "irqprobe.port"
+        port_file.unlink(missing_ok=True)
+        self._spawn(f"irqprobe-{board}", [sys.executable, "-m", "rtlab.lab.irqtwin", "--listen", "127.0.0.1:0",
+                                          "--chardev", str(sock), "--port-file", str(port_file)], cwd=ROOT)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            if port_file.is_file():
+                return int(port_file.read_text())
+            if self.procs[f"irqprobe-{board}"].poll() is not None:
+                break
+            time.sleep(0.1)
+        raise RackError(f"the irq probe twin of {board} did not start (see {self.dir / f'irqprobe-{board}.log'})")
 
     def _wait_resources(self, timeout: float) -> None:
         """Until the coordinator lists every board's group of our exporter."""
@@ -224,7 +243,7 @@ class Rack:
                     self.controller.submit(b.power_off, timeout=10)
                 except Exception as e:  # noqa: BLE001
                     self.say(f"{b.name}: power off failed: {e}")
-        for name in ("exporter", "coordinator"):
+        for name in ("exporter", "coordinator", *(n for n in self.procs if n.startswith("irqprobe-"))):
             p = self.procs.get(name)
             if p is None or p.poll() is not None:
                 continue

@@ -17,12 +17,13 @@ parser if the output format is new, a campaign entry and a test.
 """
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import pkgutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, Optional
+from typing import Any, ClassVar, ContextManager, Optional
 
 from ..boards import Board
 from ..config import format_cpulist
@@ -196,6 +197,18 @@ class Suite:
         Checked on the board before the load starts; a reason makes the suite
         "not available" there: not run, neither passed nor failed."""
         return None
+
+    def host_unavailable(self, target: Any, run: SuiteRun) -> str | None:
+        """Why the lab around the board (its labgrid *target*: an external
+        probe, say) cannot run this suite, or None; checked on the host
+        before :meth:`unavailable`. A reason makes it "not available"."""
+        return None
+
+    def host_side(self, target: Any, run: SuiteRun, host_dir: Path) -> ContextManager[None]:
+        """What the host does while the tool runs on the board: a context
+        manager around the run (irq-response arms its probe before and
+        collects the probe's result after, into *host_dir*)."""
+        return contextlib.nullcontext()
 
     def parse_outputs(self, job_dir: Path, run: SuiteRun) -> dict[str, ToolOutput]:
         """Every measurement of one run, by suffix of the suite's name: ""

@@ -47,8 +47,7 @@ class BoardShell:
             out, _, rc = self.command.run(cmd, timeout=timeout)
         except Exception as e:  # noqa: BLE001 - pexpect/labgrid errors carry 20-line dumps
             log.warning("console command %r failed: %r", cmd, e)
-            first = (str(e).splitlines() or [""])[0][:200]
-            raise SuiteFailure(f"console: `{cmd[:100]}` failed: {type(e).__name__}: {first}") from None
+            raise SuiteFailure(f"console: `{cmd[:100]}` failed: {error_line(e, timeout)}") from None
         return out, rc
 
     def check(self, cmd: str, timeout: float = 30.0) -> list[str]:
@@ -451,6 +450,25 @@ def tool_wrapper(argv: Sequence[str]) -> str:
     return f"{{ {shell_line(argv)} ; }} > stdout.txt 2> stderr.txt; echo $? > exit_code"
 
 
+#: what pexpect puts first in its errors (the spawn object's repr): never shown
+_OBJECT_REPR = re.compile(r"<[\w.]+ object at 0x[0-9a-fA-F]+>")
+
+
+def error_line(e: BaseException, timeout: Optional[float] = None) -> str:
+    """A console error as one readable line: its type and its first line of
+    words, never an object's repr (pexpect's TIMEOUT starts with one) nor the
+    console dump that follows (that goes to the log)."""
+    if isinstance(e, SuiteFailure):  # ours: one line already
+        return str(e)
+    name = type(e).__name__
+    if name == "TIMEOUT":
+        return f"TIMEOUT: no shell prompt within {timeout:g} s" if timeout else "TIMEOUT: no shell prompt in time"
+    if name == "EOF":
+        return "EOF: the console closed"
+    words = [ln for ln in (_OBJECT_REPR.sub("", ln).strip() for ln in str(e).splitlines()) if ln]
+    return f"{name}: {words[0][:200]}" if words else name
+
+
 def run_tool(sh: BoardShell, run_id: str, argv: Sequence[str], host_dir: Path,
              outputs: list[str], timeout: float) -> int:
     """Run a tool in its own work dir on the board; write every raw file to
@@ -475,9 +493,8 @@ def run_tool(sh: BoardShell, run_id: str, argv: Sequence[str], host_dir: Path,
         # console's expect dump goes to the log)
         log.warning("tool run failed: %r", e)
         if isinstance(e, Exception):
-            why = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
             failure: BaseException = SuiteFailure(f"{argv[0]}: console lost while the tool ran "
-                                                  f"({type(e).__name__}: {why})")
+                                                  f"({error_line(e, timeout)})")
         else:
             failure = e  # KeyboardInterrupt: the run is being cancelled
         if not sh.interrupt() and not sh.reconnect():
@@ -497,8 +514,7 @@ def run_tool(sh: BoardShell, run_id: str, argv: Sequence[str], host_dir: Path,
                 (host_dir / name).write_bytes(got[name])
     except Exception as e:  # noqa: BLE001 - one line here, the console's dump in the log
         log.warning("fetching raw files failed: %r", e)
-        raise SuiteFailure(f"fetching raw files from {wd} failed: {type(e).__name__}: "
-                           f"{(str(e).splitlines() or [''])[0][:200]}") from None
+        raise SuiteFailure(f"fetching raw files from {wd} failed: {error_line(e)}") from None
     code_text = got.get("exit_code", b"").decode(errors="replace").strip()
     rc = int(code_text) if code_text.lstrip("-").isdigit() else -1
     fetched = {name: sh.transfers.files[f"{wd}/{name}"] for name in ["stdout.txt", "stderr.txt", *outputs]

@@ -28,6 +28,8 @@ def test_stuck_console_still_brings_raw_files_home(tmp_path, monkeypatch):
             run_tool(sh, "stuck@idle", argv, host, ["out.json"], timeout=3)
         msg = str(err.value)
         assert "\n" not in msg and "console lost while the tool ran" in msg and len(msg) < 400
+        # readable: what timed out, never pexpect's "<labgrid.util.expect.PtxExpect object at 0x...>"
+        assert "object at 0x" not in msg and "TIMEOUT: no shell prompt within 3 s" in msg, msg
         assert (host / "out.json").read_text() == "partial\n"
         assert (host / "stdout.txt").read_text() == "started\n"
         assert (host / "command.txt").is_file() and (host / "exit.json").is_file()

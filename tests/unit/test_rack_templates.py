@@ -52,6 +52,12 @@ def test_rack_files_agree():
                                        "host": "http://127.0.0.1:1/relay/{index}/{value}"}
     assert vb1["RawSerialPort"] == {"port": "/dev/pts/8", "speed": 115200}
     assert vb1["TFTPProvider"] == {"internal": "/r/boards/vb1/tftp/", "external": ""}
+    # the RK356x twin's interrupt-response probe, where the rack started one
+    assert [b for b in cfg.boards if cfg.boards[b].type.irq_probe] == ["rk356x0"]
+    assert "NetworkIrqProbe" not in groups["rk356x0"]
+    probed = _render(cfg.exporter_config, {**env, "RTLAB_RACK_IRQPROBE_rk356x0": "4242"})
+    assert probed["rk356x0"]["NetworkIrqProbe"] == {"host": "127.0.0.1", "port": 4242}
+    assert "NetworkIrqProbe" not in probed["vb1"]
     # every place owns exactly one board's group; rack-aarch64 jobs can use all
     owned = [m.split("/") for p in cfg.places.values() for m in p.matches]
     assert sorted((e, g) for e, g, *_ in owned) == sorted((cfg.name, b) for b in cfg.boards)
@@ -102,14 +108,15 @@ def _local_env(tmp_path: Path, board: str) -> Environment:
     for drv in main["drivers"].values():
         if isinstance(drv, dict) and "bootargs" in drv:
             drv["bootargs"] = drv["bootargs"].replace("$LG_RTLAB_BOOT_ARGS", "")
-    data["imports"] = ["rtlab.lab.drivers", "rtlab.lab.uboot"]
+    data["imports"] = ["rtlab.lab.drivers", "rtlab.lab.uboot", "rtlab.lab.irqprobe"]
     path = tmp_path / f"{board}-local.yaml"
     path.write_text(yaml.safe_dump(data, sort_keys=False))  # labgrid builds in file order
     return Environment(str(path))
 
 
 EXPECT = {
-    "rk3568": {"RKUSBDriver": "RKUSBLoader", "speed": 1500000, "strategy": "RtlabUBootStrategy"},
+    "rk3568": {"RKUSBDriver": "RKUSBLoader", "IrqProbeDriver": "NetworkIrqProbe", "speed": 1500000,
+               "strategy": "RtlabUBootStrategy"},
     "rk3566": {"RKUSBDriver": "RKUSBLoader", "speed": 1500000, "strategy": "RtlabUBootStrategy"},
     "imx6q-sabresd": {"UUUDriver": "IMXUSBLoader", "speed": 115200, "strategy": "RtlabUBootStrategy"},
     "am335x-bbb": {"USBSDMuxDriver": "USBSDMuxDevice", "USBStorageDriver": "USBSDMuxDevice",
