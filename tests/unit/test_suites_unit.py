@@ -38,7 +38,7 @@ def cmd(suite, cpus=(0, 1), board=None, **params):
 def test_every_tool_of_the_programme_is_a_suite():
     assert set(SUITES) == {"cyclictest", "signaltest", "sigwaittest", "svsematest", "ptsematest",
                            "pmqtest", "pi_stress", "hackbench", "cyclicdeadline", "rt-migrate-test",
-                           "rtbench", "timerlat", "osnoise", "oslat", "irq-response"}
+                           "rtbench", "timerlat", "osnoise", "oslat", "irq-response", "cyclictest-soak"}
     for name, s in SUITES.items():
         if name not in ("hackbench", "timerlat", "osnoise"):  # no --json: parsed from stdout
             assert f"--json={s.json_file}" in cmd(name)
@@ -96,10 +96,11 @@ def test_presets_cover_the_programme():
     for job in (local, qemu):
         runs = {(r.suite, r.load) for r in job.suites}
         # the rtla suites need the kernel's tracers: their own preset (campaigns/rtla.yaml)
-        # irq-response needs an external probe: campaigns/vendor-rk3568-oee.yaml
-        assert {s for s, _ in runs} == set(SUITES) - RTLA - {"irq-response"}
+        # irq-response needs an external probe: campaigns/vendor-rk3568-oee.yaml;
+        # cyclictest-soak is cyclictest for hours (rtlab.soak): the vendor campaigns
+        assert {s for s, _ in runs} == set(SUITES) - RTLA - {"irq-response", "cyclictest-soak"}
         assert {l for _, l in runs} == loads | {"stress+network"}
-        assert len(runs) == len(set(SUITES) - RTLA - {"irq-response"}) * (len(loads) + 1)
+        assert len(runs) == len(set(SUITES) - RTLA - {"irq-response", "cyclictest-soak"}) * (len(loads) + 1)
     rtla = load_campaign("rtla").jobs()
     assert {(j.board.name, j.variant.name) for j in rtla} >= {("qemu-aarch64", "rt"), ("qemu-x86_64", "rt")}
     assert {r.suite for j in rtla for r in j.suites} == RTLA
