@@ -12,6 +12,7 @@ from typing import Optional
 from .budgets import Budget, Budgets
 from .hostnoise import DEFAULT_STEAL_INFRA_MS, stolen_breach
 from .model import PERCENTILES, Measurement, RunResult, ToolOutput, Verdict
+from .soak import is_soak, judge_soak
 from .suites import METRICS, Suite
 
 #: a run whose threads took fewer samples than this share of duration ÷
@@ -62,6 +63,17 @@ def sample_problems(out: ToolOutput, expected: Optional[int], interval_us: Optio
 
 def judge(m: Measurement, budget: Budget | None, *, unbudgeted: bool = False,
           where: str = "", steal_infra_ms: float = DEFAULT_STEAL_INFRA_MS) -> Measurement:
+    """*m* against *budget* (:func:`judge_samples`); a checkpointed soak's kept
+    samples are judged even when the run broke off, and an incomplete soak
+    never passes (rtlab.soak.judge_soak)."""
+    if is_soak(m.output):
+        return judge_soak(m, budget, judge_samples, unbudgeted=unbudgeted, where=where,
+                          steal_infra_ms=steal_infra_ms)
+    return judge_samples(m, budget, unbudgeted=unbudgeted, where=where, steal_infra_ms=steal_infra_ms)
+
+
+def judge_samples(m: Measurement, budget: Budget | None, *, unbudgeted: bool = False,
+                  where: str = "", steal_infra_ms: float = DEFAULT_STEAL_INFRA_MS) -> Measurement:
     """*unbudgeted*: the budget file says this suite has no budget on purpose
     (shown, not judged against a limit); without that, a measurement with no
     budget is an error naming the key (*where*: the budget file), never a pass.

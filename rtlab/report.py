@@ -11,6 +11,7 @@ from collections import OrderedDict
 from typing import Optional
 
 from .loads.health import load_cell
+from .soak import soak_cells
 from .model import JobResult, Measurement, RunResult, Verdict, combine_verdicts
 from .suites import Suite
 
@@ -33,7 +34,7 @@ ROWS = ("min", "avg", "max", "p99.9", ">= budget", "budget max", "cycles", "verd
 #: rows shown (before "verdict") only in blocks where a measurement has them:
 #: a tool's whole-run result (hackbench time, pi_stress inversions) and how
 #: the load ran (its share of the load CPUs and its own throughput)
-EXTRA_ROWS = ("result", "load")
+EXTRA_ROWS = ("result", "load", "pWCET 1e-9", "soak")
 
 
 def _extra(m: Measurement) -> dict[str, str]:
@@ -44,6 +45,7 @@ def _extra(m: Measurement) -> dict[str, str]:
         out["result"] = r
     if any(str(k).startswith("load.") for k in m.output.metrics):
         out["load"] = load_cell(m.key.load, m.output.metrics)
+    out.update(soak_cells(m.output.metrics))  # a soak's progress and its worst-case estimate
     return out
 
 

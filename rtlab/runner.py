@@ -197,12 +197,14 @@ def _read_events(path: Path, pos: int) -> tuple[list[dict], int]:
 def run_job(job: Job, rd: ResultsDir, images: dict, progress: Callable[[str], None],
             label: str = "", lease_env: Optional[dict] = None,
             on_spawn: Optional[Callable] = None, built: Optional[dict] = None,
-            lock_timeout: Optional[float] = None) -> JobResult:
-    """*lease_env*: LG_PLACE, LG_TOKEN, LG_USERNAME, LG_COORDINATOR of the place
+            lock_timeout: Optional[float] = None, keep_dir: bool = False) -> JobResult:
+    """*keep_dir*: measure into the job's existing directory (a resumed
+    soak continues from its checkpoints, rtlab.resume). *lease_env*: LG_PLACE, LG_TOKEN, LG_USERNAME, LG_COORDINATOR of the place
     the job holds (rack boards; rtlab.lab.scheduler). *on_spawn(proc)* is told
     the pytest process (its process group holds everything the job started)."""
     board, variant = job.board, job.variant
-    job_dir = rd.new_job_dir(board.name, variant.name, job.repeat)
+    job_dir = rd.job_dir(board.name, variant.name, job.repeat) if keep_dir else \
+        rd.new_job_dir(board.name, variant.name, job.repeat)
     result = JobResult(board=board.name, variant=variant.name, arch=board.arch,
                        budget_class=board.budget_class, repeat=job.repeat)
     t0 = time.monotonic()
@@ -457,6 +459,8 @@ def _show_event(ev: dict, label: str, progress) -> None:
         progress(f"{label} {ev['id']}: not available ({ev.get('reason', '')})")
     elif kind == "suite":
         progress(f"{label} {ev['id']}: running ({ev['duration_s']:g} s)")
+    elif kind == "checkpoint":  # a soak's progress (rtlab.soak)
+        progress(f"{label} {ev['id']}: {ev.get('line', '')}")
     elif kind == "test" and ev.get("outcome") != "passed":
         progress(f"{label} {ev['test']}: {ev['outcome']} ({ev.get('message', '')[:200]})")
 

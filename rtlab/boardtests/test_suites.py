@@ -14,6 +14,7 @@ import time
 from rtlab import evidence, hostnoise, snapshot
 from rtlab.loads import LOADS
 from rtlab.results import tool_exit_problem
+from rtlab.soak import checkpoint_event
 from rtlab.suites import NOT_AVAILABLE_FILE, SUITES
 from rtlab.suites.board import SuiteFailure, run_tool
 from rtlab.suites.events import emit, phase
@@ -49,9 +50,14 @@ def test_suite(request, suite_run, job, job_dir, board_shell, target):
             # an external probe armed around the run (irq-response); the host's
             # steal and stalls while the tool runs (rtlab.hostnoise): host-noise.json
             with suite.host_side(target, suite_run, host_dir), hostnoise.watching(host_dir):
-                rc = run_tool(board_shell, suite_run.id, argv, host_dir,
-                              suite.outputs(suite_run) + suite.evidence_outputs(suite_run),
-                              timeout=duration * 2 + 60)
+                if hasattr(suite, "run_on_board"):  # checkpointed segments (rtlab.soak)
+                    rc = suite.run_on_board(board_shell, suite_run, host_dir, board=job.board,
+                                            on_checkpoint=lambda st: emit(request.config,
+                                                                          **checkpoint_event(suite_run, st)))
+                else:
+                    rc = run_tool(board_shell, suite_run.id, argv, host_dir,
+                                  suite.outputs(suite_run) + suite.evidence_outputs(suite_run),
+                                  timeout=duration * 2 + 60)
         finally:
             if traced:
                 evidence.stop_tracing(board_shell)

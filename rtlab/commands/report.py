@@ -11,6 +11,7 @@ from ..gate import judge_run, killed_run
 from ..model import EXIT_CODE, Verdict, combine_verdicts
 from ..plot import write_html_report
 from ..report import comparison_table
+from ..recover import recover_checkpointed
 from ..results import load_run
 from ..vendor import DEFAULT_THRESHOLDS, merge_runs, parse_thresholds, vendor_tables, write_vendor_html
 from .compare import add_baseline_args, run_comparison, write_outputs
@@ -70,8 +71,11 @@ def report(args) -> int:
 def gate(args) -> int:
     verdicts = []
     for run_dir in args.run_dirs:
-        killed = killed_run(run_dir)  # never finished: INFRA "run killed", nothing to judge
-        run = killed or load_run(run_dir)
+        # a run rtlab never finished: its checkpointed soaks are judged on
+        # their kept samples (rtlab.recover); otherwise INFRA "run killed"
+        recovered = recover_checkpointed(run_dir)
+        killed = None if recovered is not None else killed_run(run_dir)
+        run = recovered or killed or load_run(run_dir)
         if killed is None:
             judge_run(run, load_budgets(args.budgets or Path(run_dir) / "budgets.yaml"))
         print(comparison_table(run))

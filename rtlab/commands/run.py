@@ -14,6 +14,7 @@ from ..joblife import become_subreaper
 from ..model import EXIT_CODE
 from ..report import comparison_table
 from ..runner import RESULTS_DIR, Progress, run_campaign
+from ..soak import full_length
 
 
 def register(sub):
@@ -42,6 +43,12 @@ def register(sub):
     p.add_argument("--lock-timeout", type=float, metavar="S",
                    help="seconds a job waits for a board another job holds, then INFRA "
                         "(default: $RTLAB_LOCK_TIMEOUT_S or 3600)")
+    p.add_argument("--resume", type=Path, metavar="RUN_DIR",
+                   help="finish a run that broke off (board lost, rtlab killed): keep its finished jobs, "
+                        "continue its soaks after their last checkpoint (rtlab.soak)")
+    p.add_argument("--full", action="store_true",
+                   help="soaks at the report's own length: each suite's full_duration_s instead of "
+                        "its scaled duration_s")
     p.set_defaults(func=run)
 
 
@@ -54,16 +61,23 @@ def commit_from_env() -> dict:
 
 
 def run(args) -> int:
-    campaign = load_campaign(args.campaign, boards=args.board, variants=args.variant,
-                             repeat=args.repeat, budgets=args.budgets)
+    if args.resume is None:
+        campaign = load_campaign(args.campaign, boards=args.board, variants=args.variant,
+                                 repeat=args.repeat, budgets=args.budgets)
+        if args.full or os.environ.get("RTLAB_FULL") == "1":  # the nightly schedule's variable
+            campaign = full_length(campaign)
     # what the jobs start in sessions of their own comes back to us when its
     # parent dies, so a cancelled or finished job leaves nothing running
     become_subreaper()
     progress = Progress()
-    run, run_dir = run_campaign(campaign, results_root=args.results or RESULTS_DIR,
-                                progress=progress, commit=commit_from_env(),
-                                places=args.places, kernel_tree=args.kernel_tree,
-                                lock_timeout=args.lock_timeout, evidence=args.evidence)
+    if args.resume is not None:
+        from ..resume import resume_run
+        run, run_dir = resume_run(args.resume, progress=progress)
+    else:
+        run, run_dir = run_campaign(campaign, results_root=args.results or RESULTS_DIR,
+                                    progress=progress, commit=commit_from_env(),
+                                    places=args.places, kernel_tree=args.kernel_tree,
+                                    lock_timeout=args.lock_timeout, evidence=args.evidence)
     print()
     print(comparison_table(run))
     print(f"\nresults: {run_dir}")

@@ -1,0 +1,117 @@
+"""cyclictest-soak: cyclictest for hours, in checkpointed segments (rtlab.soak).
+
+Same parameters as cyclictest, plus ``checkpoint_s`` (segment length, the
+checkpoint interval) and ``full_duration_s`` (the report's own length, run
+instead of ``duration_s`` with ``rtlab run --full``). Each segment is one
+cyclictest run of ``checkpoint_s`` seconds (the last one shorter); the
+board test runs them back to back and writes the merged state after each
+(:meth:`CyclictestSoak.run_on_board`); the host reads that state, not the
+last segment (:meth:`CyclictestSoak.parse_output`).
+"""
+from __future__ import annotations
+
+import logging
+import time
+from pathlib import Path
+from typing import Callable, Optional
+
+from .. import soak
+from ..boards import Board
+from ..model import ToolOutput
+from ..parsers import parse_file
+from . import Cyclictest, Int, SuiteRun
+
+log = logging.getLogger("rtlab.soak")
+
+
+class CyclictestSoak(Cyclictest):
+    """cyclictest in consecutive checkpointed segments; survives a lost board or a killed rtlab."""
+
+    name = "cyclictest-soak"
+    defaults = {**Cyclictest.defaults, "duration_s": 600, "checkpoint_s": 60, "full_duration_s": None}
+    spec = {**Cyclictest.spec, "checkpoint_s": Int(1, 86400),
+            "full_duration_s": Int(1, 7 * 86400, none_ok=True)}
+
+    def outputs(self, run: SuiteRun) -> list[str]:
+        return [self.json_file] if self.json_file else []
+
+    def segments(self, run: SuiteRun) -> list[int]:
+        """Each segment's length in seconds."""
+        total, step = int(run.params["duration_s"]), int(run.params["checkpoint_s"])
+        n = -(-total // step)
+        return [min(step, total - i * step) for i in range(n)]
+
+    def segment_command(self, run: SuiteRun, seconds: int, board: Optional[Board] = None) -> list[str]:
+        seg = SuiteRun(id=run.id, name=run.name, suite=run.suite, load=run.load,
+                       params={**run.params, "duration_s": seconds}, cpus=run.cpus, evidence=run.evidence)
+        return Cyclictest.command(self, seg, board)
+
+    def expected_samples(self, run: SuiteRun) -> Optional[int]:
+        # completeness is the checkpoint's to say (rtlab.soak.incomplete):
+        # a soak cut short is judged on its kept samples, never PASS
+        return None
+
+    def run_on_board(self, sh, run: SuiteRun, host_dir: Path, *, board: Optional[Board] = None,
+                     timeout_per_s: float = 2.0,
+                     on_checkpoint: Optional[Callable[[dict], None]] = None) -> int:
+        """Every segment a checkpoint in *host_dir* does not hold yet (a
+        resumed run measures only what is missing), each one's raw files
+        under ``segments/NNNN/`` and the merged state written atomically
+        after it. A lost console keeps every checkpoint before it (the
+        failure is recorded in the state as ``stopped``, then raised)."""
+        from .board import SuiteFailure, run_tool
+
+        host_dir.mkdir(parents=True, exist_ok=True)
+        lengths = self.segments(run)
+        state = soak.read_checkpoint(host_dir)
+        command = " ".join(self.segment_command(run, lengths[0], board))
+        if state is None or state.get("planned_s") != int(run.params["duration_s"]):
+            state = soak.new_state(int(run.params["duration_s"]), int(run.params["checkpoint_s"]),
+                                   float(run.params["interval_us"]), command)
+        state["stopped"] = None
+        (host_dir / "command.txt").write_text(command + "\n")
+        done = {s["index"] for s in state["segments"]}
+        t_prev_end: Optional[float] = None
+        for i, seconds in enumerate(lengths):
+            if i in done:
+                continue
+            seg_dir = host_dir / soak.SEGMENTS_DIR / f"{i:04d}"
+            argv = self.segment_command(run, seconds, board)
+            t_call = time.monotonic()
+            try:
+                rc = run_tool(sh, run.id, argv, seg_dir, self.outputs(run), timeout=seconds * timeout_per_s + 60)
+            except SuiteFailure as e:
+                state["stopped"] = f"segment {i} lost: {e}"
+                soak.save(host_dir, state)
+                raise
+            exit_info = _exit_info(seg_dir)
+            t_start = t_call + exit_info.get("prep_s", 0.0)
+            gap = None if t_prev_end is None else max(0.0, t_start - t_prev_end)
+            t_prev_end = t_start + exit_info.get("elapsed_s", 0.0)
+            if rc != 0:
+                state["stopped"] = f"segment {i}: cyclictest exited with {rc}"
+                soak.save(host_dir, state)
+                return rc
+            seg = parse_file(seg_dir / self.json_file, tool=self.tool)
+            soak.add_segment(state, i, seg, duration_s=seconds, elapsed_s=exit_info.get("elapsed_s", seconds),
+                             gap_before_s=gap)
+            soak.save(host_dir, state)
+            if on_checkpoint is not None:
+                on_checkpoint(state)
+        return 0
+
+    def parse_output(self, host_dir: Path, run: SuiteRun) -> ToolOutput:
+        state = soak.read_checkpoint(host_dir)
+        if state is None:
+            from ..errors import InputError
+            raise InputError(host_dir / soak.CHECKPOINT_FILE, "no checkpoint: nothing measured was kept")
+        return soak.output_of(state, str(host_dir / soak.CHECKPOINT_FILE), self.tool)
+
+
+def _exit_info(seg_dir: Path) -> dict:
+    import json
+    try:
+        return json.loads((seg_dir / "exit.json").read_text())
+    except (OSError, ValueError):
+        return {}
+
