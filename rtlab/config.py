@@ -32,13 +32,41 @@ def shown(value: Any) -> str:
     return f"a {type(value).__name__}"
 
 
+class _DuplicateKey(yaml.YAMLError):
+    def __init__(self, key: Any, mark):
+        self.problem = f"key {shown(key)} appears twice in one mapping (the second would silently win)"
+        self.problem_mark = mark
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """safe_load that refuses a key given twice in one mapping: in a budget
+    file the later entry would replace the earlier without a word (it did:
+    two merges each added oslat's budget for class local)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = set()
+        for key_node, _ in node.value:
+            if key_node.tag == "tag:yaml.org,2002:merge":
+                continue
+            key = self.construct_object(key_node, deep=deep)
+            try:
+                hashable = key in seen
+            except TypeError:
+                continue  # unhashable: SafeLoader names it below
+            if hashable:
+                raise _DuplicateKey(key, key_node.start_mark)
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
 def load_yaml(path, root=None) -> Any:
     """A data file's YAML, read bounded and only from inside *root* (default:
-    its own directory; a symlink out of it is refused, never followed)."""
+    its own directory; a symlink out of it is refused, never followed); a key
+    given twice in one mapping is an error."""
     path = Path(path)
     text = read_text_bounded(path, root=root)
     try:
-        return yaml.safe_load(text)
+        return yaml.load(text, Loader=_StrictLoader)  # noqa: S506 - a SafeLoader subclass
     except yaml.YAMLError as e:
         mark = getattr(e, "problem_mark", None)
         where = f"line {mark.line + 1}: " if mark else ""

@@ -331,3 +331,16 @@ def test_budget_typos_are_found_before_any_boot(tmp_path, budgets, key):
     assert res.returncode == 2 and f"{b}: {key}" in err, err
     assert not (tmp_path / "results").exists() or not any((tmp_path / "results").iterdir())
     assert time.monotonic() - t0 < 120
+
+
+def test_a_key_given_twice_in_a_budget_file_is_refused_naming_it(tmp_path):
+    """A second `oslat:` in one mapping would silently replace the first
+    (a merge once added it twice); the file is refused, naming line and key."""
+    from rtlab.budgets import load_budgets
+    from rtlab.errors import InputError
+
+    f = tmp_path / "budgets.yaml"
+    f.write_text('budgets:\n  local:\n    "*":\n      oslat: {"*": {max_us: 1}}\n      oslat: {"*": {max_us: 99}}\n')
+    with pytest.raises(InputError) as err:
+        load_budgets(f)
+    assert str(f) in str(err.value) and "line 5" in str(err.value) and "'oslat' appears twice" in str(err.value)
