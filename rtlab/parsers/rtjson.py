@@ -139,7 +139,7 @@ def detect(doc: dict[str, Any], path) -> str:
     threads = doc.get("thread")
     first = next(iter(threads.values()), None) if isinstance(threads, dict) and threads else None
     first = first if isinstance(first, dict) else None
-    found = [s.tool for s in SUITES.values() if s.json_shape is not None and s.json_shape(doc, first)]
+    found = sorted({s.tool for s in SUITES.values() if s.json_shape is not None and s.json_shape(doc, first)})
     if len(found) == 1:
         return found[0]
     if found:

@@ -77,19 +77,22 @@ def detect(lines: list[str], path) -> str:
     has_t = None
     for line in lines:
         s = line.strip()
-        found = [suite for suite, m in markers if m.match(s)]
+        # two suites may run one tool (cyclictest and its checkpointed soak):
+        # what is detected is the tool
+        found = list({suite.tool: suite for suite, m in markers if m.match(s)}.values())
         if found:
             return found[0].tool if len(found) == 1 else _same_text(found, lines, path)
         if has_t is None and s.startswith("T:"):
             has_t = s
     if has_t is not None:
         names = set(re.findall(r"([A-Za-z]+):", has_t.split(")", 1)[-1]))
-        found = [suite for suite in SUITES.values() if suite.t_line_shape is not None and suite.t_line_shape(names)]
-        if len(found) == 1:
-            return found[0].tool
+        tools = {suite.tool for suite in SUITES.values()
+                 if suite.t_line_shape is not None and suite.t_line_shape(names)}
+        if len(tools) == 1:
+            return tools.pop()
     raise InputError(path, "no rt-tests output recognised: no JSON object, no 'T:' summary "
                            "lines, and no line any suite's tool prints ("
-                           + ", ".join(sorted(s.tool for s, _ in markers)) + ")")
+                           + ", ".join(sorted({s.tool for s, _ in markers})) + ")")
 
 
 def _same_text(suites: list, lines: list[str], path) -> str:
