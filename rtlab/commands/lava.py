@@ -21,16 +21,17 @@ import tempfile
 from pathlib import Path
 from typing import Optional
 
+import yaml
+
+from .. import ROOT
 from ..campaign import load_campaign
 from ..errors import InputError, RtlabError
 from ..lava import dispatch
 from ..lava.dispatch import record_name, run_job, validate_pipeline
 from ..lava.ingest import ingest_records, load_record
-from ..lava.lab import LocalLavaLab
-from ..lava.render import load_job, render_campaign
+from ..lava.lab import DEVICE_TYPE, LocalLavaLab
+from ..lava.render import dump_job, load_job, render_campaign
 from ..lava.schema import validate_files
-from .. import ROOT
-from ..lava.lab import DEVICE_TYPE
 from ..model import EXIT_CODE
 from ..report import comparison_table
 from ..results import new_run_id
@@ -365,8 +366,31 @@ def render_health_checks(out: Path, boards: list[str], progress) -> dict[str, Pa
     campaign = load_campaign(campaign_file)
     index = render_campaign(campaign, out / "jobs", boards=sorted(boards), lab_boards=False, progress=progress)
     found = {e["board"]: out / "jobs" / e["file"] for e in index["jobs"]}
+    for job in found.values():
+        _relax_timeouts(job)
     missing = sorted(set(boards) - set(found))
     if missing:
         raise RtlabError(f"LAVA lab: no health check job for {', '.join(missing)} "
                          f"({index['not_available'] or index['not_rendered']})")
     return found
+
+
+#: a health check's timeouts, times the job's own: a check that fails takes
+#: the device offline, so it must fail on a broken board, not on a busy host
+#: (measured: under load average ~38 on 2 cores a TCG boot job overran its
+#: 6 min test timeout and LAVA marked a sound device Bad)
+HEALTH_TIMEOUT_FACTOR = 4
+
+
+def _relax_timeouts(job_file: Path) -> None:
+    definition = yaml.safe_load(job_file.read_text())
+
+    def scale(t: dict) -> dict:
+        return {k: int(v) * HEALTH_TIMEOUT_FACTOR for k, v in t.items()}
+
+    definition["timeouts"]["job"] = scale(definition["timeouts"]["job"])
+    for action in definition["actions"]:
+        for body in action.values():
+            if isinstance(body, dict) and "timeout" in body:
+                body["timeout"] = scale(body["timeout"])
+    job_file.write_text(dump_job(definition))

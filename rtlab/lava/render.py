@@ -257,7 +257,9 @@ def render_job(lb: LavaBoard, variant: Variant, run: SuiteRun, images: ImageSet,
         # sends the job to a device that is that machine (lava/README.md)
         definition["tags"] = [board.name]
     if commit:
-        definition["metadata"]["rtlab.commit"] = commit
+        metadata = definition["metadata"]
+        assert isinstance(metadata, dict)
+        metadata["rtlab.commit"] = commit
     return definition, spec
 
 
