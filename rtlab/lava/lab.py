@@ -335,9 +335,16 @@ class LocalLavaLab:
         (HEALTH_CHECKS_PATH/rtlab-<board>.yaml, found by the dictionary's
         template) and have LAVA run it: devices go to health Unknown, and
         the scheduler runs the health check before any other job."""
+        changed = []
         for board, job in jobs.items():
-            (self.dir / "health-checks" / f"rtlab-{board}.yaml").write_text(Path(job).read_text())
-        script = RECHECK.format(params=json.dumps([d for d, b in st.devices.items() if b in jobs]))
+            check = self.dir / "health-checks" / f"rtlab-{board}.yaml"
+            text = Path(job).read_text()
+            if not check.exists() or check.read_text() != text:
+                check.write_text(text)
+                changed.append(board)
+        # a check that did not change keeps its verdict (an `up` of a running
+        # lab does not re-check every device)
+        script = RECHECK.format(params=json.dumps([d for d, b in st.devices.items() if b in changed]))
         self._run(["lava-server", "manage", "shell", "-c", script], st, "health checks", timeout=600)
 
     def add_device(self, hostname: str, tag: str) -> None:

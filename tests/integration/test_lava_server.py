@@ -113,7 +113,7 @@ def test_server_job_equals_lava_run(lab, jobs, tmp_path):
     assert s_job["kernel"]["version"] == r_job["kernel"]["version"] and s_job["kernel"]["realtime"]
     for m in (s_m, r_m):
         assert [t["cpu"] for t in m["output"]["threads"]] == [0, 1]
-        assert all(t["cycles"] > 1000 and t["histogram"] for t in m["output"]["threads"])
+        assert all(t["cycles"] > 0 and t["histogram"] for t in m["output"]["threads"])
     assert s_m["verdict"] == r_m["verdict"] == "pass"
     # what came from the server: its own record (definition, log, results)
     jid = via_server.stdout.split()[0]
