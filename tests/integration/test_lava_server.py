@@ -165,10 +165,17 @@ def test_job_cancelled_on_the_server_is_infra(lab, jobs, tmp_path):
 
 def test_a_broken_device_is_taken_offline_by_its_health_check(lab):
     lab_, st = lab
-    # a board whose QEMU cannot start (no such binary): its health check (the
-    # rtlab boot job of qemu-aarch64) fails, LAVA marks it Bad and gives it no job
-    (lab_.dir / "devices" / "broken-aarch64-01.jinja2").write_text(
-        "{% extends 'rtlab-qemu-aarch64.jinja2' %}\n{% set arch = 'nosucharch' %}\n")
+    # a board whose QEMU cannot start (no such binary): its own template and
+    # the rtlab health check of qemu-aarch64 under that template's name; the
+    # check fails, LAVA marks the device Bad and gives it no job. (A `set` in
+    # the device's dictionary would not do: the template it extends sets arch
+    # after it, and the parent's set wins.)
+    good = (lab_.dir / "device-types" / "rtlab-qemu-aarch64.jinja2").read_text()
+    (lab_.dir / "device-types" / "rtlab-broken-aarch64.jinja2").write_text(
+        good.replace("{% set arch = 'arm64' %}", "{% set arch = 'nosucharch' %}"))
+    (lab_.dir / "health-checks" / "rtlab-broken-aarch64.yaml").write_text(
+        (lab_.dir / "health-checks" / "rtlab-qemu-aarch64.yaml").read_text())
+    (lab_.dir / "devices" / "broken-aarch64-01.jinja2").write_text("{% extends 'rtlab-broken-aarch64.jinja2' %}\n")
     lab_.add_device("broken-aarch64-01", "broken-aarch64")
     try:
         assert wait_health(lab_, st, "broken-aarch64-01", {"Good", "Bad"}, timeout=900) == "Bad"
