@@ -6,6 +6,7 @@
     rtlab lava submit  JOB|DIR... [--wait]             to a LAVA server (lavacli)
     rtlab lava fetch   ID...                           a server's job -> a record directory
     rtlab lava ingest  RECORD...                       LAVA results -> results/<run_id>/run.json
+    rtlab lava lab     up|down|status                  a LAVA lab here: PostgreSQL, lava-server, lava-worker
 
 `run`, `fetch --ingest` and `ingest` print the comparison table and exit like
 `rtlab gate`: 0 all within budget, 1 a budget broke, 2 infra (incomplete
@@ -18,13 +19,18 @@ import json
 import sys
 import tempfile
 from pathlib import Path
+from typing import Optional
 
+import yaml
+
+from .. import ROOT
 from ..campaign import load_campaign
-from ..errors import InputError
+from ..errors import InputError, RtlabError
 from ..lava import dispatch
 from ..lava.dispatch import record_name, run_job, validate_pipeline
 from ..lava.ingest import ingest_records, load_record
-from ..lava.render import load_job, render_campaign
+from ..lava.lab import DEVICE_TYPE, LocalLavaLab
+from ..lava.render import dump_job, load_job, render_campaign
 from ..lava.schema import validate_files
 from ..model import EXIT_CODE
 from ..report import comparison_table
@@ -49,6 +55,8 @@ def register(sub):
                    help="base URL the lab serves <out>/artifacts/ from (default: file:// paths of the image cache)")
     r.add_argument("--no-lab-boards", action="store_true", help="only the campaign's boards (no lava/boards.yaml lab boards)")
     r.add_argument("--no-validate", action="store_true", help="skip LAVA's schema check (needs Debian's lava-common)")
+    r.add_argument("--commit", default=None,
+                   help="the kernel commit the jobs measure, in their names and metadata (default: $RTLAB_KERNEL_SHA)")
     r.set_defaults(func=render)
 
     v = lsub.add_parser("validate", help="check job files against LAVA's own schema (lava-common)")
@@ -97,11 +105,41 @@ def register(sub):
     i.add_argument("--budgets", type=Path, help="budget file (default: the campaign's)")
     i.set_defaults(func=ingest)
 
+    lab = lsub.add_parser("lab", help="a LAVA lab on this machine (PostgreSQL, lava-server, lava-worker; loopback)")
+    lab_sub = lab.add_subparsers(dest="lab_command", required=True, metavar="ACTION")
+    for name, func, text in (("up", lab_up, "start it (idempotent): server, scheduler, worker, devices, health checks"),
+                             ("down", lab_down, "stop every process of the lab"),
+                             ("status", lab_status, "its processes and its devices' health")):
+        sp = lab_sub.add_parser(name, help=text)
+        sp.add_argument("--dir", type=Path, help="lab directory (default: $RTLAB_LAVA_LAB_DIR or .cache/lava-lab)")
+        sp.set_defaults(func=func)
+        if name == "up":
+            sp.add_argument("--board", "-b", action="append",
+                            help="only this QEMU board gets a device (repeatable; default: every QEMU board)")
+            sp.add_argument("--no-health-checks", action="store_true",
+                            help="no health check jobs (devices stay Unknown until their first job)")
+        if name == "status":
+            sp.add_argument("--json", action="store_true")
+
 
 def _server_args(p):
     g = p.add_mutually_exclusive_group()
     g.add_argument("--identity", "-i", help="lavacli identity (~/.config/lavacli.yaml)")
     g.add_argument("--uri", help="LAVA server RPC2 URI (https://user:token@host/RPC2)")
+    g.add_argument("--local-lab", action="store_true",
+                   help="the LAVA lab on this machine (`rtlab lava lab up`; its --dir from $RTLAB_LAVA_LAB_DIR)")
+    p.add_argument("--timeout", type=int, default=0, metavar="S",
+                   help="--wait: give up on a job after S s (default: its own job timeout + 30 min in the queue)")
+
+
+def _server(args) -> tuple[Optional[str], Optional[str]]:
+    """(identity, uri) for lavacli."""
+    if getattr(args, "local_lab", False):
+        st = LocalLavaLab().read_state()
+        if not st.token or not st.running("gunicorn"):
+            raise RtlabError("the local LAVA lab is not up: `rtlab lava lab up`")
+        return None, st.uri
+    return args.identity, args.uri
 
 
 def _numbered(progress, prefix: str, msg: str) -> None:
@@ -152,7 +190,8 @@ def render(args) -> int:
     campaign = load_campaign(args.campaign, variants=args.variant)
     out = args.out or Path(RESULTS) / "lava-jobs" / campaign.name
     index = render_campaign(campaign, out, boards=args.board, lab_boards=not args.no_lab_boards,
-                            artifacts_url=args.artifacts_url, progress=progress)
+                            artifacts_url=args.artifacts_url, progress=progress,
+                            commit=args.commit if args.commit is not None else commit_from_env().get("sha", ""))
     for n in index["not_available"]:
         progress(f"  not available: {n['board']}/{n['variant']}: {n['reason']}")
     for s in index["skipped_boards"]:
@@ -242,14 +281,18 @@ def ingest(args) -> int:
 
 
 def submit(args) -> int:
+    progress = _progress()
+    identity, uri = _server(args)
     files = _job_files(args.jobs)
-    ids = dispatch.submit(files, identity=args.identity, uri=args.uri)
+    ids = dispatch.submit(files, identity=identity, uri=uri)
     for f, jid in ids.items():
         print(f"{jid}\t{f}")
     if not args.wait:
         return 0
-    for jid in ids.values():
-        dispatch.wait(jid, identity=args.identity, uri=args.uri)
+    for f, jid in ids.items():
+        definition, _ = load_job(Path(f))
+        dispatch.wait(jid, identity=identity, uri=uri, timeout_s=args.timeout or dispatch.wait_allowance(definition),
+                      progress=progress)
     args.job_ids = list(ids.values())
     args.ingest = True
     return fetch(args)
@@ -257,10 +300,11 @@ def submit(args) -> int:
 
 def fetch(args) -> int:
     progress = _progress()
+    identity, uri = _server(args)
     out = args.out or Path(RESULTS) / "lava-fetch"
     records = []
     for jid in args.job_ids:
-        rec = dispatch.fetch(jid, out / f"job-{jid}", identity=args.identity, uri=args.uri)
+        rec = dispatch.fetch(jid, out / f"job-{jid}", identity=identity, uri=uri)
         progress(f"LAVA job {jid} -> {rec}")
         records.append(rec)
     if not args.ingest:
@@ -268,3 +312,85 @@ def fetch(args) -> int:
     run_res, run_dir = ingest_records([load_record(r) for r in records], args.results or Path(RESULTS),
                                       budgets_file=args.budgets, commit=commit_from_env(), progress=progress)
     return _finish(run_res, run_dir)
+
+
+def lab_up(args) -> int:
+    progress = _progress()
+    lab = LocalLavaLab(args.dir, boards=args.board)
+    st = lab.up(progress)
+    if not args.no_health_checks:
+        progress("lava lab: health checks (a boot job per board: rt kernel, kernel facts, 1 s cyclictest)")
+        lab.write_health_checks(st, render_health_checks(lab.dir / "health-job", list(set(st.devices.values())),
+                                                         progress))
+    for dev, board in sorted(st.devices.items()):
+        progress(f"  device {dev} (device type {DEVICE_TYPE}, tag {board})")
+    print(f"LAVA lab up: {st.url} (lavacli --uri: see `rtlab lava lab status --json`; "
+          f"rtlab lava submit --local-lab)")
+    return 0
+
+
+def lab_down(args) -> int:
+    stopped = LocalLavaLab(args.dir).down()
+    print(f"LAVA lab down: stopped {', '.join(stopped) if stopped else 'nothing (it was not running)'}")
+    return 0
+
+
+def lab_status(args) -> int:
+    lab = LocalLavaLab(args.dir)
+    info = lab.status()
+    if args.json:
+        st = lab.read_state()
+        if st.token and all(info["services"].values()):
+            info["uri"] = st.uri
+        print(json.dumps(info, indent=2))
+    else:
+        for s, up in info["services"].items():
+            print(f"{s:10} {'running' if up else 'stopped'}")
+        for d, v in sorted(info.get("devices", {}).items()):
+            print(f"device {d}: {v['state']}, health {v['health']} (board {v['board']})")
+        if "devices_error" in info:
+            print(f"devices: {info['devices_error']}")
+    return 0 if all(info["services"].values()) else 3
+
+
+def render_health_checks(out: Path, boards: list[str], progress) -> dict[str, Path]:
+    """Each board's health check: its rt kernel booted, the kernel facts
+    checked, cyclictest for 1 s (rendered like any rtlab job)."""
+    campaign_file = out / "campaign.yaml"
+    out.mkdir(parents=True, exist_ok=True)
+    campaign_file.write_text(json.dumps({
+        "name": "lava-health", "budgets": str(ROOT / "budgets" / "default.yaml"), "boards": sorted(boards),
+        "variants": ["rt"],
+        "suites": [{"name": "cyclictest", "params": {"interval_us": 1000, "duration_s": 1, "histogram_us": 2000},
+                    "overrides": {"qemu-tcg": {"histogram_us": 50000}}}]}))
+    campaign = load_campaign(campaign_file)
+    index = render_campaign(campaign, out / "jobs", boards=sorted(boards), lab_boards=False, progress=progress)
+    found = {e["board"]: out / "jobs" / e["file"] for e in index["jobs"]}
+    for job in found.values():
+        _relax_timeouts(job)
+    missing = sorted(set(boards) - set(found))
+    if missing:
+        raise RtlabError(f"LAVA lab: no health check job for {', '.join(missing)} "
+                         f"({index['not_available'] or index['not_rendered']})")
+    return found
+
+
+#: a health check's timeouts, times the job's own: a check that fails takes
+#: the device offline, so it must fail on a broken board, not on a busy host
+#: (measured: under load average ~38 on 2 cores a TCG boot job overran its
+#: 6 min test timeout and LAVA marked a sound device Bad)
+HEALTH_TIMEOUT_FACTOR = 4
+
+
+def _relax_timeouts(job_file: Path) -> None:
+    definition = yaml.safe_load(job_file.read_text())
+
+    def scale(t: dict) -> dict:
+        return {k: int(v) * HEALTH_TIMEOUT_FACTOR for k, v in t.items()}
+
+    definition["timeouts"]["job"] = scale(definition["timeouts"]["job"])
+    for action in definition["actions"]:
+        for body in action.values():
+            if isinstance(body, dict) and "timeout" in body:
+                body["timeout"] = scale(body["timeout"])
+    job_file.write_text(dump_job(definition))

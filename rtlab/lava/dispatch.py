@@ -310,11 +310,49 @@ def submit(job_files: Sequence[Path], *, identity=None, uri=None) -> dict[str, s
     return ids
 
 
-def wait(job_id: str, *, identity=None, uri=None, timeout_s: int = 0, polling: int = 10) -> None:
-    args = ["jobs", "wait", str(job_id), "--polling", str(polling)]
-    if timeout_s:
-        args += ["--timeout", str(timeout_s)]
-    _lavacli(args, identity=identity, uri=uri, timeout=(timeout_s or 86400) + 60)
+#: LAVA job states that are over (a server's `jobs show` "state")
+FINISHED = "Finished"
+
+
+def wait_allowance(definition: dict, queue_s: int = 1800) -> int:
+    """How long to wait for a submitted job: its own job timeout plus time
+    in the queue (a health check, other jobs on the device)."""
+    t = (definition.get("timeouts") or {}).get("job") or {}
+    job_s = int(t.get("seconds", 0)) + 60 * int(t.get("minutes", 0)) + 3600 * int(t.get("hours", 0))
+    return (job_s or 3600) + queue_s
+
+
+def wait(job_id: str, *, identity=None, uri=None, timeout_s: int = 0, polling: int = 10,
+         progress=lambda s: None) -> dict:
+    """Poll `lavacli jobs show` until the job is Finished (whatever its
+    health: Complete, Incomplete or Canceled; ingest judges that); the last
+    answer. Not `lavacli jobs wait`: it holds one XML-RPC call per poll and
+    gives up on the first dropped connection (measured: a loaded server's
+    gunicorn dropped one and the wait ended while the job ran). A few
+    failed polls in a row are tolerated; the deadline is one, overall."""
+    deadline = time.monotonic() + (timeout_s or 86400)
+    failures, last_state = 0, ""
+    while True:
+        try:
+            show = json.loads(_lavacli(["jobs", "show", str(job_id), "--json"], identity=identity, uri=uri,
+                                       timeout=120))
+            failures = 0
+        except (RtlabError, ValueError, subprocess.TimeoutExpired) as e:
+            failures += 1
+            if failures >= 5:
+                raise RtlabError(f"LAVA job {job_id}: the server did not answer 5 polls in a row: {e}") from None
+            show = {}
+        state = show.get("state", "")
+        if state and state != last_state:
+            where = f" on {show['device']}" if show.get("device") else ""
+            progress(f"LAVA job {job_id}: {state}{where}")
+            last_state = state
+        if state == FINISHED:
+            return show
+        if time.monotonic() >= deadline:
+            raise RtlabError(f"LAVA job {job_id}: still {state or 'unknown'} after {timeout_s} s "
+                             f"(no healthy device? `lavacli devices list`)")
+        time.sleep(polling)
 
 
 def fetch(job_id: str, record_dir: Path, *, identity=None, uri=None) -> Path:

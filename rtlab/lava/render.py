@@ -183,7 +183,8 @@ class RenderedJob:
 
 def render_job(lb: LavaBoard, variant: Variant, run: SuiteRun, images: ImageSet, *,
                campaign: Campaign, artifacts: Artifacts,
-               loads: Union[list[lava_loads.LavaLoadPart], str, None] = None) -> tuple[dict, dict]:
+               loads: Union[list[lava_loads.LavaLoadPart], str, None] = None,
+               commit: str = "") -> tuple[dict, dict]:
     """One LAVA job definition and its rtlab spec (also in its metadata);
     *loads* is the run's lava_loads.plan when the caller made it already."""
     suite = SUITES[run.suite]
@@ -221,7 +222,10 @@ def render_job(lb: LavaBoard, variant: Variant, run: SuiteRun, images: ImageSet,
         "loads": [p.to_json() for p in loads],
     }
     definition = {
-        "job_name": f"rtlab {board.name} {variant.name} {run.id}",
+        # what a LAVA admin reads in the job list: campaign, board, variant,
+        # suite@load and the kernel commit where one is known
+        "job_name": " ".join(["rtlab", campaign.name, board.name, variant.name, run.id]
+                             + ([commit[:12]] if commit else [])),
         "device_type": lb.device_type,
         "visibility": "public",
         "priority": "medium",
@@ -248,6 +252,14 @@ def render_job(lb: LavaBoard, variant: Variant, run: SuiteRun, images: ImageSet,
             ]}},
         ],
     }
+    if lb.boot == "qemu":
+        # the QEMU boards share LAVA's `qemu` device type; the board's tag
+        # sends the job to a device that is that machine (lava/README.md)
+        definition["tags"] = [board.name]
+    if commit:
+        metadata = definition["metadata"]
+        assert isinstance(metadata, dict)
+        metadata["rtlab.commit"] = commit
     return definition, spec
 
 
@@ -371,7 +383,7 @@ def job_file_name(board: str, variant: str, run: SuiteRun) -> str:
 def render_campaign(campaign: Campaign, out_dir: Path, *, boards: Optional[list[str]] = None,
                     lab_boards: bool = True, artifacts_url: Optional[str] = None,
                     images: Optional[dict[str, ImageSet]] = None,
-                    progress: Callable[[str], None] = lambda m: None) -> dict:
+                    progress: Callable[[str], None] = lambda m: None, commit: str = "") -> dict:
     """Write every job of the campaign under `out_dir`; returns the index
     (also written as `out_dir/index.json`)."""
 
@@ -418,7 +430,7 @@ def render_campaign(campaign: Campaign, out_dir: Path, *, boards: Optional[list[
                                      "reason": loads})
                 continue
             definition, spec = render_job(by_name[job.board.name], job.variant, run, images[job.board.arch],
-                                          campaign=campaign, artifacts=artifacts, loads=loads)
+                                          campaign=campaign, artifacts=artifacts, loads=loads, commit=commit)
             path = out_dir / job_file_name(job.board.name, job.variant.name, run)
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(_job_header(spec) + dump_job(definition))

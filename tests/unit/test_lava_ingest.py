@@ -402,6 +402,9 @@ def test_server_results_sample_parses():
 
 # ------------------------------------------------------------ lavacli (no server here)
 
+#: only for what a real server does not do on demand (a refused submission,
+#: canned records byte for byte); the real round trip through lava-server and
+#: lava-worker is tests/integration/test_lava_server.py
 FAKE_LAVACLI = r'''#!/usr/bin/env python3
 """Stands in for lavacli: records argv, answers like a LAVA server would."""
 import json, os, sys
@@ -451,8 +454,10 @@ def test_submit_wait_fetch_ingest_through_lavacli(jobs, tmp_path):
     assert "Verdict: PASS" in res.stdout
     calls = [json.loads(l) for l in (server / "argv.log").read_text().splitlines()]
     uri = ["--uri", "https://ci:token@lava.example/RPC2"]
+    # --wait polls `jobs show` (a real server's `jobs wait` can drop its
+    # long call: tests/integration/test_lava_server.py runs the real thing)
     assert calls == [uri + ["jobs", "submit", str(jobs["rt"])],
-                     uri + ["jobs", "wait", "4242", "--polling", "10"],
+                     uri + ["jobs", "show", "4242", "--json"],
                      uri + ["jobs", "show", "4242", "--json"],
                      uri + ["jobs", "definition", "4242"],
                      uri + ["results", "4242", "--yaml"],
@@ -465,3 +470,39 @@ def test_submit_wait_fetch_ingest_through_lavacli(jobs, tmp_path):
     res = subprocess.run([sys.executable, "-m", "rtlab.cli", "lava", "submit", str(bad), "-i", "lab"],
                          cwd=ROOT, capture_output=True, text=True, env=env, timeout=120)
     assert res.returncode == 2 and "Unable to submit" in res.stderr
+
+
+def test_wait_gives_up_on_a_server_that_stops_answering(tmp_path, monkeypatch):
+    """A server that answers no poll (down, or refusing): five failed polls
+    in a row end the wait with an error (exit 2 at the CLI), never a pass
+    and never a hang."""
+    from rtlab.errors import RtlabError
+    from rtlab.lava import dispatch
+
+    down = tmp_path / "lavacli"
+    down.write_text("#!/bin/sh\necho \"Unable to connect: [Errno 111] Connection refused\" >&2\nexit 1\n")
+    down.chmod(0o755)
+    monkeypatch.setattr(dispatch, "LAVACLI", str(down))
+    with pytest.raises(RtlabError, match="did not answer 5 polls in a row"):
+        dispatch.wait("7", uri="http://x:y@127.0.0.1:9/RPC2", polling=0)
+
+
+def test_wait_allowance_is_the_jobs_own_timeout_plus_the_queue():
+    from rtlab.lava.dispatch import wait_allowance
+
+    assert wait_allowance({"timeouts": {"job": {"minutes": 12}}}) == 12 * 60 + 1800
+    assert wait_allowance({"timeouts": {"job": {"hours": 1, "minutes": 1}}}, queue_s=0) == 3660
+
+
+def test_local_lab_device_template_sets_the_boards_machine():
+    """The lab's device-type template pins what the board's env file boots,
+    whatever a job's context says (a device dictionary's `set` wins)."""
+    from rtlab.lava.boards import load_lava_boards
+    from rtlab.lava.lab import device_type_template
+
+    lb = load_lava_boards()["qemu-aarch64"]
+    text = device_type_template(lb)
+    assert "{% extends 'qemu.jinja2' %}" in text
+    assert "{% set arch = 'arm64' %}" in text and "{% set machine = 'virt' %}" in text
+    assert "{% set cpu = 'cortex-a57' %}" in text and "{% set no_kvm = True %}" in text
+    assert '"-smp 2"' in text and "-initrd" not in text

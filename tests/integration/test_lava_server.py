@@ -1,0 +1,187 @@
+"""A real LAVA lab on this machine (`rtlab lava lab up`: PostgreSQL,
+lava-server 2023.01, its scheduler and a lava-worker, Debian's packages):
+rtlab's jobs go through lavacli to the server, the worker runs them with
+lava-run, rtlab fetches and ingests them through the one results path. The
+verdict and the measurements' shape must equal those of the same job run by
+`lava-run` alone; a job cancelled on the server is INFRA; a device whose
+health check fails is taken offline by LAVA, never measured."""
+import json
+import os
+import shutil
+import subprocess
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import ROOT, rtlab, rtlab_retry_infra
+
+from rtlab.lava.lab import LocalLavaLab
+
+# make test runs as root with env/apt-packages.txt installed: a missing part
+# is a broken set-up, so a failure, never a skip
+assert os.geteuid() == 0, "lava-run and the lab's postgres (runuser) need root"
+for tool in ("lava-server", "lava-worker", "lavacli", "lava-run"):
+    assert shutil.which(tool), f"{tool} is not installed (env/apt-packages.txt)"
+
+
+@pytest.fixture(scope="module")
+def lab():
+    """The lab up for this module (idempotent: a lab already up is reused),
+    down afterwards: nothing of it may be left running."""
+    res = rtlab("lava", "lab", "up", timeout=1200)
+    assert res.returncode == 0, res.stdout + res.stderr
+    lab = LocalLavaLab()
+    st = lab.read_state()
+    yield lab, st
+    res = rtlab("lava", "lab", "down", timeout=300)
+    assert res.returncode == 0, res.stdout + res.stderr
+    left = [p for p in lab.read_state().pids]
+    assert not left
+    for service, (pid, _) in st.pids.items():
+        assert not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split(") ")[1][0] == "Z", \
+            f"{service} (pid {pid}) still runs after `rtlab lava lab down`"
+
+
+def lavacli(st, *args, timeout=120):
+    return subprocess.run(["lavacli", "--uri", st.uri, *map(str, args)], capture_output=True, text=True,
+                          timeout=timeout)
+
+
+def wait_health(lab, st, device, want, timeout=1500):
+    """Until the device's health is one of *want* (health checks run first)."""
+    deadline = time.monotonic() + timeout
+    health = None
+    while time.monotonic() < deadline:
+        health = lab.api(st, f"devices/{device}/")["health"]
+        if health in want:
+            return health
+        time.sleep(5)
+    raise AssertionError(f"device {device} still {health} after {timeout} s")
+
+
+@pytest.fixture(scope="module")
+def jobs(tmp_path_factory):
+    d = tmp_path_factory.mktemp("lava-server")
+    c = d / "campaign.yaml"
+    c.write_text(textwrap.dedent(f"""
+        name: lava-server
+        budgets: {ROOT}/budgets/default.yaml
+        boards: [qemu-aarch64]
+        variants: [rt]
+        suites:
+          - name: cyclictest
+            params: {{interval_us: 1000, duration_s: 3, histogram_us: 2000}}
+            overrides: {{qemu-tcg: {{histogram_us: 50000}}}}
+          - name: cyclictest-long
+            suite: cyclictest
+            params: {{interval_us: 1000, duration_s: 600, histogram_us: 2000}}
+            overrides: {{qemu-tcg: {{histogram_us: 50000}}}}
+    """))
+    res = rtlab("lava", "render", "--campaign", c, "--out", d / "jobs", "--no-lab-boards", "--commit",
+                "0123456789abcdef0123")
+    assert res.returncode == 0, res.stdout + res.stderr
+    index = json.loads((d / "jobs" / "index.json").read_text())
+    return {e["suite"]: d / "jobs" / e["file"] for e in index["jobs"]}
+
+
+def _measurement(run_dir: Path) -> tuple[dict, dict]:
+    run = json.loads((run_dir / "run.json").read_text())
+    (job,) = run["jobs"]
+    (m,) = job["measurements"]
+    return job, m
+
+
+def test_server_job_equals_lava_run(lab, jobs, tmp_path):
+    lab_, st = lab
+    # the health checks (an rtlab boot job per board) passed: the device is Good
+    assert wait_health(lab_, st, "qemu-aarch64-01", {"Good", "Bad"}) == "Good"
+    job_file = jobs["cyclictest@idle"]
+    via_server = rtlab_retry_infra("lava", "submit", job_file, "--local-lab", "--wait", "--out",
+                                   tmp_path / "fetched", "--results", tmp_path / "server", timeout=1800)
+    assert via_server.returncode == 0, via_server.stdout + via_server.stderr
+    via_run = rtlab_retry_infra("lava", "run", job_file, "--out", tmp_path / "records", "--results",
+                                tmp_path / "local", timeout=1200)
+    assert via_run.returncode == 0, via_run.stdout + via_run.stderr
+    s_job, s_m = _measurement(Path(via_server.stdout.split("results: ")[-1].split()[0]))
+    r_job, r_m = _measurement(Path(via_run.stdout.split("results: ")[-1].split()[0]))
+    # the same verdict, the same measurement: threads, CPUs, histogram range, a
+    # kernel that is the variant (latency numbers differ run to run)
+    assert s_job["verdict"] == r_job["verdict"] == "pass"
+    assert s_job["infra_error"] is None and r_job["infra_error"] is None
+    assert s_job["kernel"]["version"] == r_job["kernel"]["version"] and s_job["kernel"]["realtime"]
+    for m in (s_m, r_m):
+        assert [t["cpu"] for t in m["output"]["threads"]] == [0, 1]
+        assert all(t["cycles"] > 0 and t["histogram"] for t in m["output"]["threads"])
+    assert s_m["verdict"] == r_m["verdict"] == "pass"
+    # what came from the server: its own record (definition, log, results)
+    jid = via_server.stdout.split()[0]
+    rec = tmp_path / "fetched" / f"job-{jid}"
+    show = json.loads((rec / "job.json").read_text())
+    assert show["state"] == "Finished" and show["health"] == "Complete"
+    assert show["device"] == "qemu-aarch64-01"
+    # a LAVA admin sees the job by campaign, board, variant, suite and commit
+    assert show["description"] == "rtlab lava-server qemu-aarch64 rt cyclictest@idle 0123456789ab"
+    # and the measurements as test cases in the server's results API
+    cases = {c["name"]: c for c in lab_.api(st, f"jobs/{jid}/tests/?limit=200")["results"]}
+    assert cases["cyclictest"]["result"] == "pass"
+    assert float(cases["t0-max-latency"]["measurement"]) == \
+        pytest.approx(s_m["output"]["threads"][0]["max_us"], abs=1)
+
+
+def test_job_cancelled_on_the_server_is_infra(lab, jobs, tmp_path):
+    _, st = lab
+    res = lavacli(st, "jobs", "submit", jobs["cyclictest-long@idle"])
+    jid = res.stdout.strip()
+    assert res.returncode == 0 and jid.isdigit(), res.stdout + res.stderr
+    deadline = time.monotonic() + 1500
+    while time.monotonic() < deadline:
+        state = json.loads(lavacli(st, "jobs", "show", jid, "--json").stdout)["state"]
+        if state == "Running":
+            break
+        time.sleep(3)
+    assert state == "Running"
+    time.sleep(20)  # inside the job (deploy or boot), as an admin's cancel would be
+    assert lavacli(st, "jobs", "cancel", jid).returncode == 0
+    # fetch and ingest as CI does; a job still Canceling is not fetched ("not
+    # finished"): again until the server has it Finished
+    deadline = time.monotonic() + 300
+    while True:
+        w = rtlab("lava", "fetch", jid, "--local-lab", "--ingest", "--out", tmp_path / "fetched",
+                  "--results", tmp_path / "results", timeout=600)
+        if "not finished" not in w.stderr or time.monotonic() > deadline:
+            break
+        time.sleep(5)
+    assert w.returncode == 2, w.stdout + w.stderr
+    show = json.loads((tmp_path / "fetched" / f"job-{jid}" / "job.json").read_text())
+    assert show["health"] == "Canceled"
+    run_dir = Path(w.stdout.split("results: ")[-1].split()[0])
+    run = json.loads((run_dir / "run.json").read_text())
+    (job,) = run["jobs"]
+    assert job["verdict"] == "infra" and "Canceled" in job["infra_error"], job
+    assert rtlab("gate", run_dir).returncode == 2
+
+
+def test_a_broken_device_is_taken_offline_by_its_health_check(lab):
+    lab_, st = lab
+    # a board whose QEMU cannot start (no such binary): its own template and
+    # the rtlab health check of qemu-aarch64 under that template's name; the
+    # check fails, LAVA marks the device Bad and gives it no job. (A `set` in
+    # the device's dictionary would not do: the template it extends sets arch
+    # after it, and the parent's set wins.)
+    good = (lab_.dir / "device-types" / "rtlab-qemu-aarch64.jinja2").read_text()
+    (lab_.dir / "device-types" / "rtlab-broken-aarch64.jinja2").write_text(
+        good.replace("{% set arch = 'arm64' %}", "{% set arch = 'nosucharch' %}"))
+    (lab_.dir / "health-checks" / "rtlab-broken-aarch64.yaml").write_text(
+        (lab_.dir / "health-checks" / "rtlab-qemu-aarch64.yaml").read_text())
+    (lab_.dir / "devices" / "broken-aarch64-01.jinja2").write_text("{% extends 'rtlab-broken-aarch64.jinja2' %}\n")
+    lab_.add_device("broken-aarch64-01", "broken-aarch64")
+    try:
+        assert wait_health(lab_, st, "broken-aarch64-01", {"Good", "Bad"}, timeout=900) == "Bad"
+        checks = [j for j in lab_.api(st, "jobs/?limit=100&health_check=true")["results"]
+                  if j["actual_device"] == "broken-aarch64-01"]
+        # its last health check (an earlier lab may have checked a device of that name)
+        assert checks and max(checks, key=lambda j: j["id"])["health"] in ("Incomplete", "Canceled")
+    finally:
+        lab_.retire_device("broken-aarch64-01")
