@@ -53,8 +53,9 @@ if command -v systemctl >/dev/null 2>&1 && systemctl is-enabled influxdb >/dev/n
   systemctl disable --now influxdb >/dev/null 2>&1 || true
 fi
 # lava-dispatcher enables lava-worker (it would poll a LAVA server that is not
-# there) and tftpd-hpa starts a TFTP daemon: rtlab runs lava-run itself
-for svc in lava-worker tftpd-hpa; do
+# there) and tftpd-hpa starts a TFTP daemon: rtlab runs lava-run itself; the
+# LAVA server, its scheduler and PostgreSQL are started by `rtlab lava lab up`
+for svc in lava-worker tftpd-hpa lava-server-gunicorn lava-scheduler lava-publisher lava-celery-worker lava-coordinator postgresql; do
   if command -v systemctl >/dev/null 2>&1 && systemctl is-enabled "$svc" >/dev/null 2>&1; then
     systemctl disable --now "$svc" >/dev/null 2>&1 || true
   fi
