@@ -41,6 +41,7 @@ from typing import Any, Optional
 from .errors import InputError
 from .registry import SUITES
 from .parsers.rtla import parse_timerlat_hist
+from .fsutil import read_json
 
 TRACEFS = "/sys/kernel/tracing"
 EVIDENCE_DIR = "evidence"
@@ -283,7 +284,7 @@ def write_analysis(host_dir: Path, analysis: dict[str, Any]) -> Path:
 
 def read_analysis(host_dir: Path) -> Optional[dict[str, Any]]:
     try:
-        return json.loads((host_dir / EVIDENCE_DIR / ANALYSIS_FILE).read_text())
+        return read_json(host_dir / EVIDENCE_DIR / ANALYSIS_FILE)
     except (OSError, ValueError):
         return None
 

@@ -4,10 +4,11 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import hashlib
+import json
 import os
 import stat
 from pathlib import Path
-from typing import Iterator
+from typing import Any, Iterator, Optional
 
 
 def sha256_file(path: Path) -> str:
@@ -187,3 +188,22 @@ def _kind(mode: int) -> str:
 
 def _size(n: int) -> str:
     return f"{n // 1024 // 1024} MB" if n >= 1024 * 1024 else f"{n} bytes"
+
+
+def read_json(path, max_bytes: Optional[int] = None, *, root=None) -> Any:
+    """``json.loads`` of a result file (exit.json, kernel.json, a checkpoint),
+    read as :func:`read_bounded` reads (regular file, inside its directory,
+    at most *max_bytes*, default :func:`result_max_bytes`). Keeps the errors
+    of the ``json.loads(path.read_text())`` it replaces, so callers' handling
+    stays as it was: missing -> FileNotFoundError; too large, not a regular
+    file or leading outside -> ValueError naming the file, as invalid JSON is."""
+    from .errors import InputError
+
+    p = Path(path)
+    if not os.path.lexists(p):
+        raise FileNotFoundError(2, "No such file or directory", str(p))
+    try:
+        data = read_bounded(p, max_bytes if max_bytes is not None else result_max_bytes(), root=root)
+    except InputError as e:
+        raise ValueError(str(e)) from None
+    return json.loads(data)

@@ -51,6 +51,7 @@ import threading
 import time
 from pathlib import Path
 from typing import Any, Optional
+from .fsutil import read_json
 
 HOST_NOISE_FILE = "host-noise.json"
 PROC_STAT = "/proc/stat"
@@ -182,7 +183,7 @@ class watching:
 def load(host_dir: Path) -> Optional[dict[str, Any]]:
     """host-noise.json of a suite run, None when it has none (LAVA, older runs) or it is unreadable."""
     try:
-        d = json.loads((Path(host_dir) / HOST_NOISE_FILE).read_text())
+        d = read_json(Path(host_dir) / HOST_NOISE_FILE)
     except (OSError, ValueError):
         return None
     return d if isinstance(d, dict) else None

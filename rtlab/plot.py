@@ -11,6 +11,8 @@ import math
 from pathlib import Path
 from typing import Optional
 
+from .errors import InputError
+from .fsutil import read_text_bounded, result_max_bytes
 from .model import Histogram, RunResult
 from .report import comparison_table
 from .snapshot import SNAPSHOT_FILE, summary_lines
@@ -335,8 +337,8 @@ def snapshot_html(run: RunResult, run_dir: Path) -> list[str]:
     for job in run.jobs:
         f = run_dir / job.board / job.variant / SNAPSHOT_FILE
         try:
-            snap = json.loads(f.read_text())
-        except (OSError, ValueError):
+            snap = json.loads(read_text_bounded(f, result_max_bytes(), root=run_dir))
+        except (InputError, ValueError):
             continue
         rel = f"{job.board}/{job.variant}/{SNAPSHOT_FILE}"
         out.append(f"<h3>{html.escape(job.board)}/{html.escape(job.variant)} "

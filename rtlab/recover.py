@@ -4,11 +4,11 @@ specs and, for soaks, the checkpoints (rtlab.soak)."""
 from __future__ import annotations
 
 import datetime as dt
-import json
 from pathlib import Path
 
 from .model import RunResult
 from .soak import CHECKPOINT_FILE
+from .fsutil import read_json
 
 
 def recover_checkpointed(run_dir: Path) -> RunResult | None:
@@ -41,14 +41,14 @@ def recover_run(run_dir: Path) -> RunResult | None:
         job_dir = sp.parent
         done = job_dir / "job.json"
         if done.is_file():
-            run.jobs.append(JobResult.from_json(json.loads(done.read_text())))
+            run.jobs.append(JobResult.from_json(read_json(done)))
             continue
         jr = JobResult(board=spec.board.name, variant=spec.variant.name, arch=spec.board.arch,
                        budget_class=spec.board.budget_class,
                        infra_error=f"rtlab stopped before the job finished (no job.json in {job_dir}): "
                                    "kept up to the last checkpoint")
         try:
-            jr.kernel = json.loads((job_dir / "kernel.json").read_text())
+            jr.kernel = read_json(job_dir / "kernel.json")
         except (OSError, ValueError):
             pass
         for r in spec.suites:

@@ -108,9 +108,10 @@ class JobSpec:
     @classmethod
     def read(cls, path: Path) -> "JobSpec":
         try:
-            return cls.from_json(json.loads(Path(path).read_text()))
-        except FileNotFoundError:
-            raise InputError(path, "no job spec") from None
+            if not Path(path).exists():
+                raise InputError(path, "no job spec")
+            # bounded and not through a symlink out of the job's directory
+            return cls.from_json(json.loads(read_bounded(path, result_max_bytes())))
         except (ValueError, KeyError, TypeError) as e:
             raise InputError(path, f"not a valid job spec: {e}") from None
 

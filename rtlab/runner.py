@@ -39,6 +39,7 @@ from .model import JobResult, Measurement, MeasurementKey, RunResult, ToolOutput
 from .results import JobSpec, ResultsDir, collect, new_run_id, read_exit_code, tool_exit_problem
 from .suites import SUITES, not_available
 from .suites.rtbench import image_overlays  # rtbench in the board image
+from .fsutil import read_json
 
 #: the board-side pytest files (shipped in the package, so an installed rtlab runs them)
 SUITES_DIR = Path(__file__).resolve().parent / "boardtests"
@@ -311,14 +312,14 @@ def _run_board_tests(job: Job, rd: ResultsDir, job_dir: Path, spec_path: Path, l
     if cancelled is not None:
         kernel_json = job_dir / "kernel.json"
         if kernel_json.exists():
-            result.kernel = json.loads(kernel_json.read_text())
+            result.kernel = read_json(kernel_json)
         why = "SIGTERM" if isinstance(cancelled, Cancelled) else "SIGINT"
         result.infra_error = f"board {board.name}: cancelled ({why}); raw files kept in {job_dir}"
         cancelled.job_result = collect_suites(job, job_dir, events, result)  # type: ignore[attr-defined]
         raise cancelled
     kernel_json = job_dir / "kernel.json"
     if kernel_json.exists():
-        result.kernel = json.loads(kernel_json.read_text())
+        result.kernel = read_json(kernel_json)
     outcomes = _outcomes(events)
     boot = outcomes.get("test_boot")
     if timed_out:

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from .model import Histogram, Measurement, ThreadResult, ToolOutput, Verdict
+from .fsutil import read_json
 
 CHECKPOINT_FILE = "checkpoint.json"
 SEGMENTS_DIR = "segments"
@@ -61,7 +62,7 @@ def write_atomic(path: Path, text: str) -> None:
 
 def read_checkpoint(host_dir: Path) -> Optional[dict]:
     try:
-        d = json.loads((Path(host_dir) / CHECKPOINT_FILE).read_text())
+        d = read_json(Path(host_dir) / CHECKPOINT_FILE)
     except (OSError, ValueError):
         return None
     return d if isinstance(d, dict) else None

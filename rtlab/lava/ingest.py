@@ -48,6 +48,7 @@ from ..boards import Board
 from ..budgets import load_budgets
 from ..config import load_yaml
 from ..errors import InputError
+from ..fsutil import read_text_bounded
 from ..model import JobResult, Measurement, MeasurementKey, RunResult, ThreadResult, ToolOutput, Verdict
 from ..results import JobSpec, ResultsDir, collect, new_run_id, raw_files, variant_problems
 from ..suites import SUITES, SuiteRun
@@ -97,7 +98,7 @@ def load_record(path: Path) -> LavaRecord:
     meta = {}
     if (path / "job.json").is_file():
         try:
-            meta = json.loads((path / "job.json").read_text())
+            meta = json.loads(read_text_bounded(path / "job.json"))
         except ValueError as e:
             raise InputError(path / "job.json", f"invalid JSON: {e}") from None
     rec.job_id = str(meta.get("id") or meta.get("job_id") or "")

@@ -29,6 +29,7 @@ from typing import Any, Iterable, Optional
 import yaml
 
 from ..errors import InputError
+from ..fsutil import read_bounded, result_max_bytes
 from .onboard import MARK_ABSENT, MARK_BEGIN, MARK_END
 
 try:
@@ -76,11 +77,9 @@ class LavaLog:
 
     @classmethod
     def from_file(cls, path: Path) -> "LavaLog":
-        try:
-            text = Path(path).read_text(errors="replace")
-        except OSError as e:
-            raise InputError(path, f"cannot read: {e.strerror or e}") from None
-        return cls.from_text(text)
+        # a server's log or lava-run's stream: bounded like every result file,
+        # never through a symlink out of its record
+        return cls.from_text(read_bounded(path, result_max_bytes()).decode(errors="replace"))
 
     def results(self) -> list[dict]:
         return [normalise_case(r["msg"]) for r in self.records

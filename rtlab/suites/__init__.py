@@ -18,7 +18,6 @@ parser if the output format is new, a campaign entry and a test.
 from __future__ import annotations
 
 import contextlib
-import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, ContextManager, Optional
@@ -31,6 +30,7 @@ from ..model import ToolOutput
 from ..params import LOAD_OPTION_SPECS, Args, Bool, Cpus, Int, Num, ParamError, Spec, check_mapping  # noqa: F401
 from ..parsers import FormatParser, parse_file, rt_tests
 from ..registry import SUITES as _SUITES
+from ..fsutil import read_json
 
 #: every suite, by name (rtlab.registry: filled by Suite.__init_subclass__,
 #: every module of this package imported on first read)
@@ -49,7 +49,7 @@ NOT_AVAILABLE_FILE = "not_available.json"
 def not_available(host_dir: Path) -> str | None:
     """The reason recorded on the board that the suite could not run, or None."""
     try:
-        return str(json.loads((host_dir / NOT_AVAILABLE_FILE).read_text())["reason"])
+        return str(read_json(host_dir / NOT_AVAILABLE_FILE)["reason"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -324,7 +324,7 @@ def _load_metrics(host_dir: Path) -> dict[str, Any]:
     for p in sorted(host_dir.glob("load-*.json")):
         if p.stem[len("load-"):] in names:
             try:
-                summaries.append(json.loads(p.read_text()))
+                summaries.append(read_json(p))
             except ValueError:
                 pass
     return load_metrics(summaries)

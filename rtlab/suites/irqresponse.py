@@ -46,6 +46,7 @@ from ..model import Histogram, ThreadResult, ToolOutput
 from ..params import Text
 from . import PRIORITY, Int, ParamError, Suite, SuiteRun
 from .rtbench import rtbench_binary
+from ..fsutil import read_json
 
 log = logging.getLogger("rtlab.irqresponse")
 
@@ -184,14 +185,14 @@ class IrqResponse(Suite):
     def parse_output(self, host_dir: Path, run: SuiteRun) -> ToolOutput:
         path = host_dir / PROBE_FILE
         try:
-            doc = json.loads(path.read_text())
+            doc = read_json(path)
         except (OSError, ValueError) as e:
             raise InputError(path, f"cannot read the probe's record: {e}") from None
         if "result" not in doc:
             raise InputError(path, f"no probe result: {doc.get('error', 'none recorded')}")
         resp_path = host_dir / self.json_file
         try:
-            resp = json.loads(resp_path.read_text())["responder"]
+            resp = read_json(resp_path)["responder"]
         except (OSError, ValueError, KeyError, TypeError) as e:
             raise InputError(resp_path, f"cannot read the responder's record: {e}") from None
         return probe_output(doc, resp, str(path), cpu=run.cpus[-1] if run.cpus else None)
@@ -212,7 +213,7 @@ def _rtbench(board: Optional[Board]) -> str:
 
 def _exit_code(host_dir: Path) -> Optional[int]:
     try:
-        return int(json.loads((host_dir / "exit.json").read_text())["exit_code"])
+        return int(read_json(host_dir / "exit.json")["exit_code"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
 

@@ -36,7 +36,6 @@ Verdicts beyond latency budgets:
 """
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import ClassVar, Optional
@@ -46,6 +45,7 @@ from ..config import format_cpulist
 from ..model import ToolFailure, ToolOutput
 from ..parsers import parse_file, rt_tests
 from . import DURATION_S, INTERVAL_US, METRICS, PRIORITY, Args, Bool, Int, Suite, SuiteRun
+from ..fsutil import read_json
 
 #: svsematest makes its SysV IPC keys with ftok() on its own path, taken from
 #: $_ (which only bash sets) or argv[0]: this fixed script gives it the full
@@ -73,7 +73,7 @@ def _read(path: Path) -> str:
 
 def _exit_code(host_dir: Path) -> Optional[int]:
     try:
-        return int(json.loads((host_dir / "exit.json").read_text())["exit_code"])
+        return int(read_json(host_dir / "exit.json")["exit_code"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
 

@@ -20,6 +20,7 @@ from ..boards import Board
 from ..model import ToolOutput
 from ..parsers import parse_file
 from . import Cyclictest, Int, SuiteRun
+from ..fsutil import read_json
 
 log = logging.getLogger("rtlab.soak")
 
@@ -109,9 +110,8 @@ class CyclictestSoak(Cyclictest):
 
 
 def _exit_info(seg_dir: Path) -> dict:
-    import json
     try:
-        return json.loads((seg_dir / "exit.json").read_text())
+        return read_json(seg_dir / "exit.json")
     except (OSError, ValueError):
         return {}
 

@@ -344,3 +344,25 @@ def test_a_key_given_twice_in_a_budget_file_is_refused_naming_it(tmp_path):
     with pytest.raises(InputError) as err:
         load_budgets(f)
     assert str(f) in str(err.value) and "line 5" in str(err.value) and "'oslat' appears twice" in str(err.value)
+
+
+@pytest.mark.parametrize("target", ["/dev/zero", "/etc/hostname"])
+def test_result_json_files_are_read_bounded_and_never_through_a_link_out(tmp_path, target):
+    """exit.json, kernel.json, checkpoints, host-noise.json, the LAVA record's
+    job.json and log (rtlab.fsutil.read_json / read_bounded): a link to a
+    device or out of the run is refused at once, never read without bound."""
+    from rtlab.fsutil import read_json
+    from rtlab.lava.logs import LavaLog
+
+    job = tmp_path / "run" / "local" / "rt"
+    job.mkdir(parents=True)
+    (job / "kernel.json").symlink_to(target)
+    t0 = time.monotonic()
+    with pytest.raises(ValueError, match="kernel.json"):
+        read_json(job / "kernel.json")
+    (job / "lava-run.log").symlink_to(target)
+    with pytest.raises(InputError, match="lava-run.log"):
+        LavaLog.from_file(job / "lava-run.log")
+    assert time.monotonic() - t0 < 5
+    with pytest.raises(FileNotFoundError):
+        read_json(job / "exit.json")
