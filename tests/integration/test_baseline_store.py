@@ -54,13 +54,14 @@ def test_last_k_runs_of_a_branch_pins_and_store_down(influx, tmp_path):
     for i, v in enumerate([24, 25, 23, 26, 24]):
         publish(influx, tmp_path, f"main{i}", v, i)
     publish(influx, tmp_path, "other0", 90, 6, branch="feature")
-    same = candidate(tmp_path, "same", [25, 23, 24])
-    worse = candidate(tmp_path, "worse", [50, 55, 48])
+    # five candidate runs: the sequential verdict's first look (rtlab.compare)
+    same = candidate(tmp_path, "same", [25, 23, 24, 24, 25])
+    worse = candidate(tmp_path, "worse", [50, 55, 48, 52, 51])
 
     res = rtlab("compare", "--baseline-store", "--branch", "main", "--last", "5", "--candidate", *same, env=env)
     assert res.returncode == 0, res.stdout + res.stderr
     assert "baseline: store: last 5 runs of branch main, campaign c (5 runs)" in res.stdout
-    assert "3 runs vs 5" in res.stdout
+    assert "5 runs vs 5" in res.stdout and "look 1 at 5 runs" in res.stdout
     # every verdict records the baseline it used
     v = json.loads((same[0] / "compare.json").read_text())
     assert sorted(v["baseline"]["runs"]) == [f"main{i}" for i in range(5)]
@@ -139,7 +140,7 @@ def test_baseline_from_the_store_brings_its_histograms_back(influx, tmp_path):
         assert x.histogram.size == want.size and x.histogram.bucket_us == want.bucket_us
 
     # through the CLI: the comparison report overlays baseline and candidate
-    cand = candidate(tmp_path, "hcand", [60, 66, 58])
+    cand = candidate(tmp_path, "hcand", [60, 66, 58, 62, 61])  # the first look: 5 runs
     html = tmp_path / "cmp.html"
     res = rtlab("compare", "--baseline-store", "--branch", "hist", "--last", "4", "--candidate", *cand,
                 "--html", html, env=env)
