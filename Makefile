@@ -10,7 +10,7 @@ STAMPS := .cache/stamps
 GCL := .cache/gitlab-ci-local/bin/gitlab-ci-local
 PYTHON ?= python3
 
-.PHONY: all setup images rtbench run test test-rack test-rack-soak test-pipeline lint reference-jobs bench clean gitlab-ci-local
+.PHONY: all setup images rtbench run test test-rack test-rack-soak test-long test-pipeline lint reference-jobs bench clean gitlab-ci-local
 all: run
 
 setup: $(STAMPS)/host $(VENV)/.installed
@@ -62,6 +62,12 @@ test-rack: images
 # test_rack_soak.py; needs CAP_NET_ADMIN). Not part of make test.
 test-rack-soak: setup
 	@$(PY) -m pytest -m rack -s tests/integration/test_rack_soak.py $(PYTEST_ARGS)
+
+# the minutes-long lab tests kept out of make test (CI's time): coordinator
+# restarts and lease expiry on the rack, a LAVA device failing its health
+# check, the irq load through the programme's longest measurement
+test-long: images
+	@$(PY) -m pytest -m long tests/integration $(PYTEST_ARGS)
 
 # only the GitLab pipelines on real kernel commits (part of make test too)
 test-pipeline: images $(GCL)

@@ -163,6 +163,7 @@ def test_job_cancelled_on_the_server_is_infra(lab, jobs, tmp_path):
     assert rtlab("gate", run_dir).returncode == 2
 
 
+@pytest.mark.long
 def test_a_broken_device_is_taken_offline_by_its_health_check(lab):
     lab_, st = lab
     # a board whose QEMU cannot start (no such binary): its own template and

@@ -16,6 +16,8 @@ import time
 import uuid
 from pathlib import Path
 
+import pytest
+
 from rtlab.campaign import load_campaign
 from rtlab.loads import LOADS, LoadEnv
 from rtlab.loads.catalog import STRESS_NG_TIMEOUT_S, StressNg
@@ -59,6 +61,7 @@ def test_stress_ng_loads_outlast_every_shipped_measurement():
         assert timeout and int(timeout.group(1)) == STRESS_NG_TIMEOUT_S, (load.name, cmd)
 
 
+@pytest.mark.long
 def test_irq_load_lives_through_the_programmes_longest_measurement(tmp_path):
     seconds, suite = longest_under("programme", "local")["irq"]
     assert seconds >= 20, (seconds, suite)  # far past 65536 expiries at 20 kHz (3.3 s)
