@@ -1,6 +1,7 @@
 """Fault injection: hostile input, signals, locks, lost consoles. Each case
 asserts the verdict, the exit code, what is kept and that nothing is left
 running (see README.md in this directory)."""
+import time
 import os
 import subprocess
 import sys
@@ -75,3 +76,22 @@ def kill_leftovers(marker: str) -> None:
             os.kill(int(line.split()[0]), signal.SIGKILL)
         except OSError:
             pass
+
+
+def start_rtlab(args, env):
+    return subprocess.Popen([*RTLAB, *map(str, args)], cwd=ROOT, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env={**os.environ, **env})
+
+
+def wait_for_line(proc, text, timeout):
+    """Lines of proc's stdout up to the first holding *text*."""
+    seen = []
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        line = proc.stdout.readline()
+        if not line:
+            break
+        seen.append(line)
+        if text in line:
+            return seen
+    raise AssertionError(f"{text!r} not seen in {timeout} s: {''.join(seen)[-2000:]}")

@@ -18,26 +18,9 @@ import pytest
 from rtlab.boards import find_board
 from rtlab.joblife import board_lock, board_workdir
 
-from .conftest import RTLAB, ROOT, kill_leftovers, leftovers, rtlab
+from .conftest import ROOT, kill_leftovers, leftovers, rtlab
+from .conftest import start_rtlab as _start, wait_for_line as _wait_for
 
-
-def _start(args, env):
-    return subprocess.Popen([*RTLAB, *map(str, args)], cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env={**os.environ, **env})
-
-
-def _wait_for(proc, text, timeout):
-    """Lines of proc's stdout up to the first holding *text*."""
-    seen = []
-    t0 = time.monotonic()
-    while time.monotonic() - t0 < timeout:
-        line = proc.stdout.readline()
-        if not line:
-            break
-        seen.append(line)
-        if text in line:
-            return seen
-    raise AssertionError(f"{text!r} not seen in {timeout} s: {''.join(seen)[-2000:]}")
 
 
 def _ps(marker: str) -> list[str]:
