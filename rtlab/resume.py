@@ -10,7 +10,6 @@ run, as a run that never broke off would have them.
 """
 from __future__ import annotations
 
-import dataclasses
 import datetime as dt
 import json
 from pathlib import Path
@@ -44,7 +43,7 @@ def resume_run(run_dir: Path, progress: Callable[[str], None] = print) -> tuple[
         raise InputError(run_dir, "--resume: not a run directory (no campaign.yaml and budgets.yaml kept in it)")
     # the budgets the run was made with, kept beside it (the campaign's own
     # relative budgets path pointed from where the campaign file was)
-    campaign = dataclasses.replace(load_campaign(run_dir / "campaign.yaml"), budgets=run_dir / "budgets.yaml")
+    campaign = load_campaign(run_dir / "campaign.yaml", budgets=run_dir / "budgets.yaml")
     budgets = load_budgets(campaign.budgets)
     rd = ResultsDir(run_dir.parent, run_dir.name)
     try:
