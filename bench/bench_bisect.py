@@ -7,7 +7,7 @@ Builds the test history (tests/integration/kernel_project.py: N one-file
 commits on Debian's linux-source-6.12, one of them the 400 ms
 non-preemptible kthread) in a temporary clone and bisects it on
 qemu-aarch64 × preempt with cyclictest/idle, as `make test` does, through
-rtlab.bisect's API (the store check of the CLI is skipped: the bench has no
+rtlab.verdict.bisect's API (the store check of the CLI is skipped: the bench has no
 history to check). Prints the wall time split into
 
     build    `rtlab kernel build` of each measured commit (ccache; cached by commit)
@@ -32,8 +32,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests" / "integration"))
 
 from kernel_project import make_bisect_history  # noqa: E402
-from rtlab.bisect import Settings, check_inputs, report_text, run_bisect  # noqa: E402
-from rtlab.campaign import DEFAULT_CAMPAIGN  # noqa: E402
+from rtlab.verdict.bisect import Settings, check_inputs, report_text, run_bisect  # noqa: E402
+from rtlab.plan.campaign import DEFAULT_CAMPAIGN  # noqa: E402
 from rtlab.kernel import ensure_source  # noqa: E402
 
 

@@ -8,7 +8,7 @@ interleaved) with the rtlab command line:
 
   plain  cyclictest ... (no tracing)
   armed  the board's tracefs records the scheduler and IRQ events that
-         rtlab.evidence enables, and cyclictest runs with -b at a budget no
+         rtlab.judge.evidence enables, and cyclictest runs with -b at a budget no
          sample reaches (10 s) and --tracemark: everything evidence does
          except stopping
 
@@ -30,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from rtlab import evidence  # noqa: E402
+from rtlab.judge import evidence  # noqa: E402
 from rtlab.parsers import parse_file  # noqa: E402
 import rtlab.suites  # noqa: E402,F401  the suites register their tools' parsers
 

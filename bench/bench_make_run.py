@@ -13,7 +13,7 @@ first and stopped after the last. Nothing regressed in either condition (the
 same kernel, the same machine), so every exit that is not 0 is a false
 failure; the bench prints each one's reason, and per condition: exits 0/1/2,
 the runs the runner measured again because the host stole the breach
-(rtlab.hostnoise), the largest maximum, the largest steal burst, and the load
+(rtlab.core.hostnoise), the largest maximum, the largest steal burst, and the load
 average. Exit 2 after retries is INFRA (the host kept stealing), never a pass.
 """
 from __future__ import annotations

@@ -50,9 +50,9 @@ def main() -> int:
     args = ap.parse_args()
 
     from rtlab import kernel as K
-    from rtlab.campaign import load_campaign
-    from rtlab.runner import Progress, run_campaign
-    from rtlab.variants import load_variants
+    from rtlab.plan.campaign import load_campaign
+    from rtlab.run.runner import Progress, run_campaign
+    from rtlab.targets.variants import load_variants
 
     tmp = Path(tempfile.mkdtemp(prefix="bench-pipeline-"))
     camp = tmp / "campaign.yaml"

@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from rtlab.model import (Histogram, JobResult, Measurement, MeasurementKey, RunResult,  # noqa: E402
+from rtlab.core.model import (Histogram, JobResult, Measurement, MeasurementKey, RunResult,  # noqa: E402
                          ThreadResult, ToolOutput, Verdict)
 from rtlab.store import InfluxV1, LocalInfluxd, Session, StoreConfig, rows  # noqa: E402
 from rtlab.store.schema import chunks_for_run  # noqa: E402

@@ -29,10 +29,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from rtlab.campaign import load_campaign  # noqa: E402
+from rtlab.plan.campaign import load_campaign  # noqa: E402
 from rtlab.commands.rack import rack_down, rack_up  # noqa: E402
 from rtlab.images import ensure_images  # noqa: E402
-from rtlab.runner import run_campaign  # noqa: E402
+from rtlab.run.runner import run_campaign  # noqa: E402
 
 VARIANTS = ["rt", "rt-iso", "voluntary", "voluntary-iso", "preempt", "preempt-iso", "none", "none-iso"]
 
@@ -88,7 +88,7 @@ def main() -> int:
         try:
             # variants the aarch64 kernels can be (the others are "not available")
             camp = load_campaign(write_campaign(tmp, VARIANTS, args.duration))
-            from rtlab.runner import unavailable
+            from rtlab.run.runner import unavailable
             ok = [j.variant.name for j in camp.jobs() if not unavailable(j, {"aarch64": images})]
             variants = ok[:args.jobs]
             camp_file = write_campaign(tmp, variants, args.duration)

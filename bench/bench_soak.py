@@ -1,4 +1,4 @@
-"""Soak validation (rtlab.soak, rtlab.pwcet) on real runs of the local board.
+"""Soak validation (rtlab.soak.checkpoint, rtlab.soak.pwcet) on real runs of the local board.
 
 1. Does the estimate hold? For each finished soak run given (a run dir whose
    cyclictest-soak checkpoint holds N segments), the pWCET is estimated from
@@ -28,8 +28,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import rtlab.suites  # noqa: E402,F401 - the suites register the parsers' tools
-from rtlab import pwcet, soak  # noqa: E402
-from rtlab.model import ThreadResult  # noqa: E402
+from rtlab.soak import pwcet, checkpoint as soak  # noqa: E402
+from rtlab.core.model import ThreadResult  # noqa: E402
 from rtlab.parsers import parse_file  # noqa: E402
 
 

@@ -4,7 +4,7 @@
 1. Orchestration overhead: campaign wall time ÷ (the boards' own boot time
    + the on-board tool time). Goal <= 1.10: rtlab adds little on top of what
    the boards themselves must spend. Printed with where the wall time went
-   (rtlab.timing: seconds and share per part, from the timing events every
+   (rtlab.core.timing: seconds and share per part, from the timing events every
    job writes) and the host's load average, since the machine may be shared.
    Load start and health is measurement protocol the board must run, yet it
    is not in the boards' own time: it has its own line, the ratio keeps its
@@ -31,13 +31,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from rtlab.campaign import load_campaign  # noqa: E402
+from rtlab.plan.campaign import load_campaign  # noqa: E402
 from rtlab.images import ensure_images  # noqa: E402
 from rtlab.parsers import parse_file  # noqa: E402
-from rtlab.results import ResultsDir  # noqa: E402
-from rtlab.runner import run_campaign  # noqa: E402
-from rtlab import timing  # noqa: E402
-from rtlab.joblife import become_subreaper  # noqa: E402
+from rtlab.run.results import ResultsDir  # noqa: E402
+from rtlab.run.runner import run_campaign  # noqa: E402
+from rtlab.core import timing  # noqa: E402
+from rtlab.run.joblife import become_subreaper  # noqa: E402
 
 
 def write_campaign(tmp: Path, boards, variants, duration: int, repeat: int = 1) -> Path:
@@ -77,7 +77,7 @@ def overhead(tmp: Path, duration: int, repeat: int = 1) -> float:
                 t = via.setdefault(f"{job.board}:{f['via']}", [0, 0.0])
                 t[0] += f["bytes"]
                 t[1] += f["s"]
-    # the boards' own time: the boot transition and the tools' elapsed time (rtlab.timing.OWN)
+    # the boards' own time: the boot transition and the tools' elapsed time (rtlab.core.timing.OWN)
     total = timing.run_parts(run_dir, job_dirs)
     own = timing.own_seconds(total)
     ratio = wall / own

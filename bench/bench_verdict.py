@@ -20,7 +20,7 @@ What it does:
    SPIN_US every PERIOD_MS, roughly doubling p99 at the defaults), on a
    booting board with the kernel built from --bad-tree;
 3. A/A: COMPARISONS random disjoint N vs N subsets of the baseline pool
-   through ``rtlab.compare.compare_runs`` with the shipped policy: the share
+   through ``rtlab.verdict.compare.compare_runs`` with the shipped policy: the share
    that says "regression" is the false-alarm rate per comparison (every key
    of the campaign at once: a campaign-level rate);
 4. power: COMPARISONS random N-subsets of the baseline against random
@@ -50,10 +50,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from rtlab.compare import REGRESSION, UNDECIDED, compare_runs  # noqa: E402
-from rtlab.policy import load_policy  # noqa: E402
-from rtlab.model import RunResult  # noqa: E402
-from rtlab.stats import median  # noqa: E402
+from rtlab.verdict.compare import REGRESSION, UNDECIDED, compare_runs  # noqa: E402
+from rtlab.plan.policy import load_policy  # noqa: E402
+from rtlab.core.model import RunResult  # noqa: E402
+from rtlab.verdict.stats import median  # noqa: E402
 
 
 def campaign_file(tmp: Path, board: str, variant: str, duration: int, interval_us: int = 1000) -> Path:
@@ -117,7 +117,7 @@ def scaled(run: RunResult, factor: float) -> RunResult:
     """A real repeat with every latency multiplied by `factor` (histogram
     buckets moved, min/avg/max scaled): exactly an N-fold regression with the
     host's real run-to-run spread, for the power at a known effect."""
-    from rtlab.model import Histogram, ThreadResult
+    from rtlab.core.model import Histogram, ThreadResult
 
     r = RunResult.from_json(run.to_json())
     r.run_id += f"x{factor:g}"

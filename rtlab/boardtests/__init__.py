@@ -1,2 +1,2 @@
 """Board-side pytest files: `rtlab run` runs them on a board through
-labgrid's pytest plugin (rtlab.runner); they are not host tests."""
+labgrid's pytest plugin (rtlab.run.runner); they are not host tests."""

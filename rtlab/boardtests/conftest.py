@@ -2,7 +2,7 @@
 
     pytest rtlab/boardtests --lg-env env/<board>.yaml --rtlab-job <job>/job-spec.json
 
-The job spec (written by rtlab.runner) says which variant the board was asked
+The job spec (written by rtlab.run.runner) says which variant the board was asked
 to boot and which suites to run under which loads. Tests here measure and
 store raw outputs; they fail only when the lab fails (no boot, wrong kernel,
 tool crash). Judging latency against budgets happens afterwards, on the host,
@@ -13,8 +13,8 @@ import time
 
 import pytest
 
-from rtlab.results import JobSpec
-from rtlab.boards import job_workdir
+from rtlab.run.results import JobSpec
+from rtlab.targets.boards import job_workdir
 from rtlab.suites.board import BoardShell
 from rtlab.suites.events import emit, phase
 from rtlab.suites.transfer import channel_for

@@ -3,8 +3,8 @@ import json
 
 import pytest
 
-from rtlab import snapshot
-from rtlab.results import variant_problems
+from rtlab.report import snapshot
+from rtlab.run.results import variant_problems
 from rtlab.suites.board import boot_batch
 from rtlab.suites.events import phase
 
@@ -13,7 +13,7 @@ def test_boot(request, job, job_dir, board_shell):
     with phase(request.config, "kernel_facts"):  # and the snapshot's commands, in one batch
         facts, replay = boot_batch(board_shell, snapshot.batch_commands(snapshot.COMMANDS))
     (job_dir / "kernel.json").write_text(json.dumps(facts, indent=2) + "\n")
-    # the system as it measures (rtlab.snapshot); counters again after the suites
+    # the system as it measures (rtlab.report.snapshot); counters again after the suites
     problems = variant_problems(job, facts)  # the same check as LAVA ingest's
     with phase(request.config, "snapshot"):
         try:  # context for people, never a verdict: a failed snapshot says why and the job goes on

@@ -11,10 +11,12 @@ judged FAIL by the gate from its raw files. A suite the board cannot run
 import json
 import time
 
-from rtlab import evidence, hostnoise, snapshot
+from rtlab.judge import evidence
+from rtlab.core import hostnoise
+from rtlab.report import snapshot
 from rtlab.loads import LOADS
-from rtlab.results import tool_exit_problem
-from rtlab.soak import checkpoint_event
+from rtlab.run.results import tool_exit_problem
+from rtlab.soak.checkpoint import checkpoint_event
 from rtlab.suites import NOT_AVAILABLE_FILE, SUITES
 from rtlab.suites.board import SuiteFailure, run_tool
 from rtlab.suites.events import emit, phase
@@ -48,9 +50,9 @@ def test_suite(request, suite_run, job, job_dir, board_shell, target):
             traced = evidence.start_tracing(board_shell) is None
         try:
             # an external probe armed around the run (irq-response); the host's
-            # steal and stalls while the tool runs (rtlab.hostnoise): host-noise.json
+            # steal and stalls while the tool runs (rtlab.core.hostnoise): host-noise.json
             with suite.host_side(target, suite_run, host_dir), hostnoise.watching(host_dir):
-                if hasattr(suite, "run_on_board"):  # checkpointed segments (rtlab.soak)
+                if hasattr(suite, "run_on_board"):  # checkpointed segments (rtlab.soak.checkpoint)
                     rc = suite.run_on_board(board_shell, suite_run, host_dir, board=job.board,
                                             on_checkpoint=lambda st: emit(request.config,
                                                                           **checkpoint_event(suite_run, st)))

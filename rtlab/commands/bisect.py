@@ -14,8 +14,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..bisect import Settings, check_inputs, load_bisect_campaign, report_text, run_bisect, store_history_count
-from ..campaign import DEFAULT_CAMPAIGN
+from ..verdict.bisect import (
+    Settings, check_inputs, load_bisect_campaign, report_text, run_bisect, store_history_count,
+)
+from ..plan.campaign import DEFAULT_CAMPAIGN
 from ..errors import InputError
 from .regressions import open_store
 

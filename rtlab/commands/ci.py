@@ -1,13 +1,13 @@
 """`rtlab junit RUN_DIR... -o FILE`: JUnit XML of one or more runs, for CI
-(GitLab `artifacts:reports:junit`); see rtlab/junit.py. Exit 0 when written,
+(GitLab `artifacts:reports:junit`); see rtlab/report/junit.py. Exit 0 when written,
 whatever the verdicts (the gate judges; this only reports)."""
 from __future__ import annotations
 
 import json
 from pathlib import Path
 
-from ..junit import write_junit
-from ..results import load_run
+from ..report.junit import write_junit
+from ..run.results import load_run
 
 
 def register(sub):

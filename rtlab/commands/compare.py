@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..policy import Policy, load_policy
+from ..plan.policy import Policy, load_policy
 
 
 def register(sub):
@@ -52,7 +52,7 @@ def pin_name(text: str) -> str:
     boards (a newline was stored as a space, then broke the InfluxQL query)."""
     import argparse
 
-    from ..params import ParamError, check_name
+    from ..core.params import ParamError, check_name
     try:
         return check_name(text, "pin name")
     except ParamError as e:
@@ -81,8 +81,8 @@ def policy_for(args, candidate_dirs, pin_doc=None):
         pol = load_policy(args.budgets)
         return dataclasses.replace(pol, source=f"operator --budgets {args.budgets}: {pol.source}")
     if pin_doc is not None and pin_doc.get("regression") is not None:
-        from ..config import Node
-        from ..policy import policy_from_node
+        from ..core.config import Node
+        from ..plan.policy import policy_from_node
         pol = policy_from_node(Node(Path(f"pin {pin_doc.get('name')}"), pin_doc["regression"], "regression"),
                                Path(f"pin {pin_doc.get('name')}"))
         return dataclasses.replace(pol, source=f"baseline pin {pin_doc.get('name')}: {pin_doc.get('policy_source', '')}")
@@ -95,7 +95,7 @@ def policy_for(args, candidate_dirs, pin_doc=None):
 
 
 def run_comparison(args, candidate_dirs):
-    from ..compare import compare_runs, compare_sides, load_runs, side_from_runs
+    from ..verdict.compare import compare_runs, compare_sides, load_runs, side_from_runs
     from ..errors import InputError
 
     from_store = args.baseline_store or args.pin
@@ -107,7 +107,7 @@ def run_comparison(args, candidate_dirs):
     candidate = load_runs(candidate_dirs)
     cand_source = "runs " + ", ".join(str(d) for d in candidate_dirs)
     if args.baseline:
-        from ..snapshot import run_differences
+        from ..report.snapshot import run_differences
 
         baseline = load_runs(args.baseline)
         policy = policy_for(args, candidate_dirs)
@@ -117,7 +117,7 @@ def run_comparison(args, candidate_dirs):
         # what changed on the boards between the two sides (snapshot.json of each job)
         cmp.system_changes = run_differences(args.baseline, candidate_dirs)
         return cmp
-    from .. import baseline as bl
+    from ..verdict import baseline as bl
 
     keys, campaigns = bl.keys_of(candidate)
     if len(campaigns) != 1:
@@ -146,15 +146,15 @@ def write_outputs(cmp, args, candidate_dirs=()) -> None:
     verdict and the baseline it used) and a report.html that shows it."""
     verdict = cmp.to_json()
     if getattr(args, "html", None):
-        from ..plot import write_compare_html
+        from ..report.plot import write_compare_html
         html = write_compare_html(cmp, args.html)
         verdict["html"] = str(Path(html).absolute())
         print(f"compare report: {html}")
     if getattr(args, "json", None):
         Path(args.json).write_text(json.dumps(verdict, indent=2) + "\n")
-    from ..fsutil import write_replacing
-    from ..plot import write_html_report
-    from ..results import load_run
+    from ..core.fsutil import write_replacing
+    from ..report.plot import write_html_report
+    from ..run.results import load_run
 
     for d in candidate_dirs:
         d = Path(d)
@@ -176,8 +176,8 @@ def compare(args) -> int:
 
 
 def baseline_pin(args) -> int:
-    from .. import baseline as bl
-    from ..compare import load_runs
+    from ..verdict import baseline as bl
+    from ..verdict.compare import load_runs
     from ..errors import InputError
 
     if not 1 <= args.last <= 1000:
@@ -189,7 +189,7 @@ def baseline_pin(args) -> int:
     regression = None
     if Path(budgets).exists():
         load_policy(budgets)  # typed and ranged before it is pinned
-        from ..config import open_node
+        from ..core.config import open_node
         regression = open_node(budgets).child("regression").value
     doc = bl.pin(bl.open_store(), args.name, keys, campaigns.pop(), args.branch, args.last,
                  regression=regression, policy_source=str(budgets))
@@ -203,9 +203,9 @@ def baseline_derive(args) -> int:
     """Budgets with teeth (budgets/README.md): from >= 3 repeated runs of
     an unchanged kernel, per key the upper prediction bound of each run-level
     statistic, printed as a budget entry to paste into the budget file."""
-    from ..compare import load_runs, side_from_runs
+    from ..verdict.compare import load_runs, side_from_runs
     from ..errors import InputError
-    from ..stats import upper_prediction_bound
+    from ..verdict.stats import upper_prediction_bound
 
     if not 0.5 < args.level < 1:
         raise InputError("--level", f"must be in (0.5, 1), got {args.level}")

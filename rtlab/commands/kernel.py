@@ -19,8 +19,10 @@ import json
 import sys
 
 from ..errors import InputError
-from ..kernel import ARCHES, SOURCE_PACKAGE, SOURCE_VERSION, build_kernel, ensure_source, prune_builds, with_base
-from ..variants import load_variants
+from ..kernel import (
+    ARCHES, SOURCE_PACKAGE, SOURCE_VERSION, build_kernel, ensure_source, prune_builds, with_base,
+)
+from ..targets.variants import load_variants
 
 
 def register(sub):

@@ -24,7 +24,7 @@ from typing import Optional
 import yaml
 
 from .. import ROOT
-from ..campaign import load_campaign
+from ..plan.campaign import load_campaign
 from ..errors import InputError, RtlabError
 from ..lava import dispatch
 from ..lava.dispatch import record_name, run_job, validate_pipeline
@@ -32,10 +32,10 @@ from ..lava.ingest import ingest_records, load_record
 from ..lava.lab import DEVICE_TYPE, LocalLavaLab
 from ..lava.render import dump_job, load_job, render_campaign
 from ..lava.schema import validate_files
-from ..model import EXIT_CODE
-from ..report import comparison_table
-from ..results import new_run_id
-from ..runner import Progress
+from ..core.model import EXIT_CODE
+from ..report.table import comparison_table
+from ..run.results import new_run_id
+from ..run.runner import Progress
 from .run import commit_from_env
 
 RESULTS = "results"

@@ -22,7 +22,7 @@ from typing import Optional
 
 from .. import ROOT
 from ..errors import RtlabError
-from ..procutil import pid_alive
+from ..core.procutil import pid_alive
 from ..rack.config import load_places
 from ..rack.pdu import FAULTS
 from ..rack.state import STATE_FILE, coordinator_address, rack_dir, read_state, running_state

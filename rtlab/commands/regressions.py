@@ -42,8 +42,8 @@ def open_store(config_file=None, progress=None):
 
 
 def run(args) -> int:
-    # lazy: rtlab.regressions imports scipy, kept out of the CLI start-up
-    from ..regressions import analyse, check_name, parse_since, read_history, write_annotations
+    # lazy: rtlab.verdict.regressions imports scipy, kept out of the CLI start-up
+    from ..verdict.regressions import analyse, check_name, parse_since, read_history, write_annotations
 
     parse_since(args.since)
     check_name("--board", args.board)

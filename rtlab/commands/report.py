@@ -5,15 +5,15 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from ..budgets import load_budgets
+from ..plan.budgets import load_budgets
 from ..errors import InputError, RtlabError
-from ..gate import judge_run, killed_run
-from ..model import EXIT_CODE, Verdict, combine_verdicts
-from ..plot import write_html_report
-from ..report import comparison_table
-from ..recover import recover_checkpointed
-from ..results import load_run
-from ..vendor import DEFAULT_THRESHOLDS, merge_runs, parse_thresholds, vendor_tables, write_vendor_html
+from ..judge.gate import judge_run, killed_run
+from ..core.model import EXIT_CODE, Verdict, combine_verdicts
+from ..report.plot import write_html_report
+from ..report.table import comparison_table
+from ..run.recover import recover_checkpointed
+from ..run.results import load_run
+from ..report.vendor import DEFAULT_THRESHOLDS, merge_runs, parse_thresholds, vendor_tables, write_vendor_html
 from .compare import add_baseline_args, run_comparison, write_outputs
 
 
@@ -72,7 +72,7 @@ def gate(args) -> int:
     verdicts = []
     for run_dir in args.run_dirs:
         # a run rtlab never finished: its checkpointed soaks are judged on
-        # their kept samples (rtlab.recover); otherwise INFRA "run killed"
+        # their kept samples (rtlab.run.recover); otherwise INFRA "run killed"
         recovered = recover_checkpointed(run_dir)
         killed = None if recovered is not None else killed_run(run_dir)
         run = recovered or killed or load_run(run_dir)

@@ -9,12 +9,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..campaign import load_campaign
-from ..joblife import become_subreaper
-from ..model import EXIT_CODE
-from ..report import comparison_table
-from ..runner import RESULTS_DIR, Progress, run_campaign
-from ..soak import full_length
+from ..plan.campaign import load_campaign
+from ..run.joblife import become_subreaper
+from ..core.model import EXIT_CODE
+from ..report.table import comparison_table
+from ..run.runner import RESULTS_DIR, Progress, run_campaign
+from ..soak.checkpoint import full_length
 
 
 def register(sub):
@@ -45,7 +45,7 @@ def register(sub):
                         "(default: $RTLAB_LOCK_TIMEOUT_S or 3600)")
     p.add_argument("--resume", type=Path, metavar="RUN_DIR",
                    help="finish a run that broke off (board lost, rtlab killed): keep its finished jobs, "
-                        "continue its soaks after their last checkpoint (rtlab.soak)")
+                        "continue its soaks after their last checkpoint (rtlab.soak.checkpoint)")
     p.add_argument("--full", action="store_true",
                    help="soaks at the report's own length: each suite's full_duration_s instead of "
                         "its scaled duration_s")
@@ -71,7 +71,7 @@ def run(args) -> int:
     become_subreaper()
     progress = Progress()
     if args.resume is not None:
-        from ..resume import resume_run
+        from ..run.resume import resume_run
         run, run_dir = resume_run(args.resume, progress=progress)
     else:
         run, run_dir = run_campaign(campaign, results_root=args.results or RESULTS_DIR,

@@ -44,16 +44,17 @@ One concern per module:
 """
 from __future__ import annotations
 
-from .. import arch as _arch
-from ..fsutil import sha256_file
+from ..targets import arch as _arch
+from ..core.fsutil import sha256_file
 from .apt import AptSource, parse_apt_depends
 from .build import ensure_images
 from .cache import DEFAULT_CACHE, FORMAT, DebCache, Progress
 from .config import DEFAULT_CONFIG, FLAVOURS, ArchConfig, KernelPin, load_config
 from .console import HOSTNAME, PROMPT, PROMPT_RE
 from .cpio import pack_cpio
-from .elf import (DT_NEEDED, DT_NULL, DT_RPATH, DT_RUNPATH, DT_SONAME, DT_STRSZ, DT_STRTAB, PT_DYNAMIC,
-                  PT_INTERP, PT_LOAD, ElfInfo, is_elf, read_elf, read_modinfo)
+from .elf import (
+    DT_NEEDED, DT_NULL, DT_RPATH, DT_RUNPATH, DT_SONAME, DT_STRSZ, DT_STRTAB, PT_DYNAMIC, PT_INTERP, PT_LOAD, ElfInfo, is_elf, read_elf, read_modinfo,
+)
 from .errors import ImageError, MissingLibraryError
 from .imageset import ImageSet, KernelImage
 from .initfiles import INIT, INITTAB, PROFILE, STANDARD_DIRS, STATIC_FILES, STATIC_LINKS, UDHCPC_SCRIPT
@@ -63,7 +64,7 @@ from .packages import PackageSource, Pkg
 from .qemu import qemu_command
 from .userland import PROGRAM_DIRS, Entry, RootView, default_lib_dirs, find_programs, resolve_needed
 
-#: the arches images are built for (rtlab/arch.py: Debian arch, multiarch
+#: the arches images are built for (rtlab/targets/arch.py: Debian arch, multiarch
 #: triplet, ELF machine, QEMU machine, device trees)
 ARCHES = _arch.ARCHES
 

@@ -8,10 +8,10 @@ import tempfile
 from pathlib import Path
 from typing import Mapping, Optional, Sequence, Union
 
-from .. import arch as _arch
-from ..fsutil import atomic_write as _atomic_write
-from ..fsutil import locked as _locked
-from ..fsutil import sha256_file
+from ..targets import arch as _arch
+from ..core.fsutil import atomic_write as _atomic_write
+from ..core.fsutil import locked as _locked
+from ..core.fsutil import sha256_file
 from .apt import AptSource
 from .cache import DEFAULT_CACHE, DebCache, Progress, _extract_deb
 from .config import ArchConfig, load_config
@@ -25,7 +25,7 @@ from .packages import PackageSource
 from .resolve import _resolve
 from .userland import RootView, find_programs, resolve_needed
 
-#: the arches known (rtlab/arch.py)
+#: the arches known (rtlab/targets/arch.py)
 ARCHES = _arch.ARCHES
 
 

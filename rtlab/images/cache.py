@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
 from .. import ROOT
-from ..fsutil import sha256_file
+from ..core.fsutil import sha256_file
 from .errors import ImageError
 from .hostcmd import _run
 from .packages import PackageSource, Pkg

@@ -8,7 +8,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from ..fsutil import sha256_file
+from ..core.fsutil import sha256_file
 from .cache import FORMAT, Progress
 from .config import KernelPin
 from .elf import read_modinfo

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Optional
 
-from .. import arch as _arch
+from ..targets import arch as _arch
 from .console import HOSTNAME, PROMPT, PROMPT_RE
 from .packages import Pkg
 

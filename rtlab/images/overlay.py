@@ -7,7 +7,7 @@ import shutil
 from pathlib import Path
 
 from ..errors import InputError
-from ..fsutil import sha256_file
+from ..core.fsutil import sha256_file
 
 
 def overlay_digest(path: Path) -> str:

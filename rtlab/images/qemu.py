@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 
-from .. import arch as _arch
+from ..targets import arch as _arch
 from .imageset import ImageSet
 
 

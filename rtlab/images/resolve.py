@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from typing import Optional
 
-from .. import arch as _arch
+from ..targets import arch as _arch
 from .cache import DebCache, Progress
 from .config import ArchConfig
 from .errors import ImageError

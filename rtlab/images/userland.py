@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Optional, Sequence
 
-from .. import arch as _arch
+from ..targets import arch as _arch
 from .elf import ElfInfo, is_elf, read_elf
 from .errors import ImageError, MissingLibraryError
 

@@ -47,13 +47,14 @@ Cache layout (``$RTLAB_CACHE/kernel``, default ``~/.cache/rtlab/kernel``)::
 """
 from __future__ import annotations
 
-from .. import arch as _arch
-from ..fsutil import sha256_file
+from ..targets import arch as _arch
+from ..core.fsutil import sha256_file
 from .build import BuiltKernel, build_kernel
 from .cache import LAST_USED, cache_root, kernel_cache, prune_builds
 from .errors import KernelError
-from .fragments import (FRAGMENTS_DIR, Fragment, base_fragment, fragment_path, load_fragment, parse_config,
-                        requested_options, with_base)
+from .fragments import (
+    FRAGMENTS_DIR, Fragment, base_fragment, fragment_path, load_fragment, parse_config, requested_options, with_base,
+)
 from .key import FORMAT, cache_key, fragments_digest
 from .make import TAIL_EVERY_S
 from .options import Dropped, KernelConfigError, check_options, kconfig_hint
@@ -62,7 +63,7 @@ from .progress import Progress
 from .source import SOURCE_PACKAGE, SOURCE_VERSION, SourceTree, ensure_source
 from .tree import TreeState, tree_state
 
-#: the arches a kernel builds for (rtlab/arch.py: ARCH=, cross compiler, image)
+#: the arches a kernel builds for (rtlab/targets/arch.py: ARCH=, cross compiler, image)
 ARCHES = _arch.ARCHES
 
 __all__ = [

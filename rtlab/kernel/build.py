@@ -11,11 +11,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional, Sequence, Union
 
-from .. import arch as _arch
+from ..targets import arch as _arch
 from ..errors import InputError, RtlabError
-from ..fsutil import atomic_write as _atomic_write
-from ..fsutil import locked as _locked
-from ..fsutil import sha256_file
+from ..core.fsutil import atomic_write as _atomic_write
+from ..core.fsutil import locked as _locked
+from ..core.fsutil import sha256_file
 from ..images.kernel_facts import kernel_banner, preempt_model  # shared readers of kernel images
 from .cache import _touch, kernel_cache
 from .configure import _configure
@@ -26,7 +26,7 @@ from .make import _children_cpu, _ccache_counts, _Make
 from .progress import Progress, _fmt_s, _quiet
 from .tree import tree_state
 
-#: the arches known (rtlab/arch.py)
+#: the arches known (rtlab/targets/arch.py)
 ARCHES = _arch.ARCHES
 
 

@@ -7,8 +7,8 @@ import time
 from pathlib import Path
 from typing import Any, Optional
 
-from ..arch import ARCHES
-from ..fsutil import try_locked as _try_locked
+from ..targets.arch import ARCHES
+from ..core.fsutil import try_locked as _try_locked
 
 
 def cache_root() -> Path:

@@ -5,7 +5,7 @@ import shutil
 from pathlib import Path
 from typing import Sequence
 
-from .. import arch as _arch
+from ..targets import arch as _arch
 from .fragments import Fragment, requested_options
 from .make import _Make
 from .options import Dropped, KernelConfigError, check_options, kconfig_hint

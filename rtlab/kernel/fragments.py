@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence, Union
 
 from .. import ROOT
-from .. import arch as _arch
+from ..targets import arch as _arch
 from ..errors import InputError
 
 

@@ -10,7 +10,7 @@ import time
 from pathlib import Path
 from typing import Mapping, Optional
 
-from ..arch import Arch
+from ..targets.arch import Arch
 from .errors import KernelError
 from .progress import Progress, _fmt_s
 

@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Optional
 
-from ..fsutil import atomic_write as _atomic_write
-from ..fsutil import locked as _locked
-from ..fsutil import sha256_file
+from ..core.fsutil import atomic_write as _atomic_write
+from ..core.fsutil import locked as _locked
+from ..core.fsutil import sha256_file
 from .cache import kernel_cache
 from .errors import KernelError
 from .git import GIT_IDENT, _git

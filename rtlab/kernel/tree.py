@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Optional
 
 from ..errors import InputError
-from ..fsutil import sha256_file
+from ..core.fsutil import sha256_file
 from .git import _git
 
 

@@ -32,7 +32,9 @@ from labgrid.driver.common import Driver
 from labgrid.factory import target_factory
 from labgrid.resource.common import Resource
 
-from .irqprotocol import DEFAULT_PORT, MAX_LINE, ArmRequest, ProbeError, ProbeInfo, ProbeResult, parse_info, parse_result
+from .irqprotocol import (
+    DEFAULT_PORT, MAX_LINE, ArmRequest, ProbeError, ProbeInfo, ProbeResult, parse_info, parse_result,
+)
 
 log = logging.getLogger("rtlab.irqprobe")
 

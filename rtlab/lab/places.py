@@ -64,7 +64,7 @@ from dataclasses import dataclass
 from typing import Callable, Optional
 
 from ..errors import InputError, RtlabError
-from ..procutil import die_with_parent, labgrid_client, process_start, venv_tool  # noqa: F401 - re-exported
+from ..core.procutil import die_with_parent, labgrid_client, process_start, venv_tool  # noqa: F401 - re-exported
 from .coordinator import Coordinator, CoordinatorError, PlaceInfo
 
 IDENTITY_RE = re.compile(r"^rtlab-(?P<pid>\d+)-(?P<start>\d+)-(?P<seq>\d+)$")
@@ -99,7 +99,7 @@ class CoordinatorTrouble(PlaceError):
     """The coordinator went away or forgot a reservation: worth a retry."""
 
 
-# process helpers live in rtlab.procutil (the rack uses them too); re-exported here
+# process helpers live in rtlab.core.procutil (the rack uses them too); re-exported here
 def new_identity(pid: Optional[int] = None) -> str:
     """A labgrid user name for one job of this process."""
     global _seq

@@ -26,7 +26,7 @@ import time
 from typing import Callable, Optional
 
 from ..errors import RtlabError
-from ..model import JobResult
+from ..core.model import JobResult
 from ..rack.state import coordinator_address
 from .coordinator import Coordinator
 from .places import PlaceError, PlaceLease, reap_stale

@@ -1,6 +1,6 @@
 """The LAVA side of rtlab's boards (lava/boards.yaml).
 
-A :class:`LavaBoard` pairs an rtlab :class:`~rtlab.boards.Board` with what a
+A :class:`LavaBoard` pairs an rtlab :class:`~rtlab.targets.boards.Board` with what a
 LAVA job for it needs: device type, boot method, device dictionary, and for
 QEMU boards the machine and kernel command line of the board's labgrid env
 file, so both paths boot the same thing.
@@ -16,9 +16,9 @@ from typing import Optional
 from labgrid.util.yaml import load as lg_load
 
 from .. import ROOT
-from ..arch import get_or_none
-from ..boards import Board, find_board
-from ..config import Node, open_node
+from ..targets.arch import get_or_none
+from ..targets.boards import Board, find_board
+from ..core.config import Node, open_node
 from ..errors import InputError
 from ..rack.config import load_rack_config
 
@@ -28,7 +28,7 @@ BOARDS_FILE = LAVA_DIR / "boards.yaml"
 
 
 def lava_arch_name(arch: str) -> str:
-    """LAVA's architecture name (job context.arch) of an rtlab arch (rtlab/arch.py)."""
+    """LAVA's architecture name (job context.arch) of an rtlab arch (rtlab/targets/arch.py)."""
     a = get_or_none(arch)
     return a.lava if a else arch
 

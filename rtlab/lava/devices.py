@@ -19,7 +19,7 @@ from pathlib import Path
 import yaml
 
 from .. import ROOT
-from ..arch import get_or_none
+from ..targets.arch import get_or_none
 from .boards import LavaBoard, load_lava_boards
 
 HEADER = """\

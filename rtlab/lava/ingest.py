@@ -9,7 +9,7 @@ Input: one *record* directory per LAVA job, as `rtlab lava run` and
     results.yaml    lavacli results ID --yaml               (else: from the log)
     job.json        lavacli jobs show --json (health) / rtlab's lava-run summary
 
-Output: ``<results>/<run_id>/`` written by :mod:`rtlab.results`, the same
+Output: ``<results>/<run_id>/`` written by :mod:`rtlab.run.results`, the same
 code the labgrid runner uses (run.json, campaign.yaml, budgets.yaml,
 <board>/<variant>/job.json, kernel.json, job-spec.json, <suite>@<load>/ raw
 files), plus each LAVA job's evidence under ``<suite>@<load>/lava/``, so
@@ -44,16 +44,16 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from .. import ROOT
-from ..boards import Board
-from ..budgets import load_budgets
-from ..config import load_yaml
+from ..targets.boards import Board
+from ..plan.budgets import load_budgets
+from ..core.config import load_yaml
 from ..errors import InputError
-from ..fsutil import read_text_bounded
-from ..model import JobResult, Measurement, MeasurementKey, RunResult, ThreadResult, ToolOutput, Verdict
-from ..results import JobSpec, ResultsDir, collect, new_run_id, raw_files, variant_problems
+from ..core.fsutil import read_text_bounded
+from ..core.model import JobResult, Measurement, MeasurementKey, RunResult, ThreadResult, ToolOutput, Verdict
+from ..run.results import JobSpec, ResultsDir, collect, new_run_id, raw_files, variant_problems
 from ..suites import SUITES, SuiteRun
 from ..suites.board import BoardShell, read_kernel_facts
-from ..variants import Variant
+from ..targets.variants import Variant
 from . import loads as lava_loads
 from . import onboard
 from .logs import LavaLog, RawBlock, job_outcome, raw_blocks, results_from_server

@@ -54,7 +54,7 @@ from typing import Callable, Optional
 
 from .. import ROOT
 from ..errors import RtlabError
-from ..procutil import free_port, pid_alive, process_start
+from ..core.procutil import free_port, pid_alive, process_start
 
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
 LAB_USER = "rtlab"
@@ -378,7 +378,7 @@ class LocalLavaLab:
     def down(self, timeout: float = 30) -> list[str]:
         """Stop every process of the lab (worker first: its lava-run and QEMU
         go with its session); returns what was stopped."""
-        from ..joblife import kill_tree
+        from ..run.joblife import kill_tree
 
         st = self.read_state()
         stopped = []

@@ -39,7 +39,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Union
 
-from ..boards import Board
+from ..targets.boards import Board
 from ..loads import LOADS, BoardLoad, Load, LoadEnv, health
 from ..loads.base import CONSOLE_NICE, HELPER, HELPER_PATH, LOAD_DIR_FILES, LOADS_ROOT, load_cpus
 from ..suites import SuiteRun

@@ -29,7 +29,7 @@ from typing import Any, Iterable, Optional
 import yaml
 
 from ..errors import InputError
-from ..fsutil import read_bounded, result_max_bytes
+from ..core.fsutil import read_bounded, result_max_bytes
 from .onboard import MARK_ABSENT, MARK_BEGIN, MARK_END
 
 try:

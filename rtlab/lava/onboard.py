@@ -10,7 +10,7 @@ the same wrapper as :func:`rtlab.suites.board.run_tool`), then
   --measurement V --units us`` for LAVA and SQUAD users, computed by awk from
   the tool's ``--json`` (per thread min/avg/max/cycles, nearest-rank
   percentiles from the histogram, the same definition as
-  :meth:`rtlab.model.Histogram.percentile`).
+  :meth:`rtlab.core.model.Histogram.percentile`).
 
 Why base64 rather than the JSON text itself: LAVA's ShellLogger rewrites
 console lines before logging them (``"`` becomes ``\\"``, blank lines are
@@ -35,8 +35,8 @@ import shlex
 from fractions import Fraction
 from typing import Sequence
 
-from ..model import PERCENTILES
-from ..boards import BOARD_WORKDIR
+from ..core.model import PERCENTILES
+from ..targets.boards import BOARD_WORKDIR
 from ..suites.board import tool_wrapper
 
 WORKDIR = BOARD_WORKDIR  # the labgrid path's work dir on the board
@@ -128,7 +128,7 @@ rtlab_exit_case() {
 # number of an rt-tests --json file (cyclictest layout: "thread": {"N": {
 # "histogram": {bucket: count}, "cycles", "min", "max", "avg"}}). Percentiles
 # are nearest-rank over all cycles (overflows included), the lower bound of
-# the bucket: rtlab.model.Histogram.percentile. A rank among the overflows is
+# the bucket: rtlab.core.model.Histogram.percentile. A rank among the overflows is
 # unknown: reported as skip, never guessed.
 rtlab_rt_cases() {
     { set +x; } 2>/dev/null

@@ -1,7 +1,7 @@
 """Campaign -> LAVA job definitions, one per board × variant × suite × load.
 
 A job boots the board's kernel for the variant (the same kernel, initramfs
-and command line the labgrid path stages: :func:`rtlab.runner.stage_kernel`)
+and command line the labgrid path stages: :func:`rtlab.run.runner.stage_kernel`)
 and runs two inline test definitions:
 
 ``0_rtlab-boot``
@@ -35,20 +35,20 @@ from typing import Any, Callable, Optional, Sequence, Union
 import yaml
 
 from .. import ROOT
-from ..boards import BOARD_WORKDIR, Board
-from ..campaign import Campaign, Job
-from ..config import format_cpulist, load_yaml
+from ..targets.boards import BOARD_WORKDIR, Board
+from ..plan.campaign import Campaign, Job
+from ..core.config import format_cpulist, load_yaml
 from ..errors import InputError, RtlabError
-from ..fsutil import atomic_write, sha256_file
+from ..core.fsutil import atomic_write, sha256_file
 from ..images.apt import AptSource
 from ..images.build import ensure_images
 from ..images.cache import DEFAULT_CACHE, DebCache
 from ..images.console import PROMPT_RE
 from ..images.imageset import ImageSet
-from ..runner import BOOT_ALLOWANCE_S, stage_kernel, unavailable
+from ..run.runner import BOOT_ALLOWANCE_S, stage_kernel, unavailable
 from ..suites import SUITES, Suite, SuiteRun
 from ..suites.board import fact_commands, shell_line
-from ..variants import Variant
+from ..targets.variants import Variant
 from . import loads as lava_loads
 from . import onboard
 from .boards import LavaBoard, load_lava_boards
@@ -233,7 +233,7 @@ def render_job(lb: LavaBoard, variant: Variant, run: SuiteRun, images: ImageSet,
         "context": context,
         "metadata": {
             "rtlab.format": str(FORMAT),
-            "rtlab.campaign": campaign.name,
+            "rtlab.plan.campaign": campaign.name,
             "rtlab.board": board.name,
             "rtlab.variant": variant.name,
             "rtlab.suite": run.name,

@@ -48,8 +48,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Iterator, Optional, Sequence, Union
 
-from ..boards import Board, job_workdir
-from ..config import format_cpulist, parse_cpulist
+from ..targets.boards import Board, job_workdir
+from ..core.config import format_cpulist, parse_cpulist
 from ..errors import SuiteFailure
 from ..registry import Registry
 from . import health

@@ -346,7 +346,7 @@ class Network(BoardLoad):
 
     def commands(self, env: LoadEnv) -> list[tuple[str, str]]:
         peer, port = self.peer(env), env.port
-        # typed at load (rtlab.params); quoted all the same
+        # typed at load (rtlab.core.params); quoted all the same
         rate = f" -b {shlex.quote(str(env.opts['bitrate']))}" if env.opts.get("bitrate") else ""
         peer = shlex.quote(peer)
         return [

@@ -1,7 +1,7 @@
 """Parsers: rt-tests (JSON and text) and rtbench outputs into the result model.
 
 ``parse_file(path)`` / ``parse_text(text, path)`` return one
-:class:`rtlab.model.ToolOutput`. What the file is, is told by its content:
+:class:`rtlab.core.model.ToolOutput`. What the file is, is told by its content:
 
 1. a JSON object (first non-blank character ``{``): rt-tests ``--json``
    or rtbench; the tool is the program named in ``"cmdline:"`` (see
@@ -30,8 +30,8 @@ import re
 from typing import Optional
 
 from ..errors import InputError
-from ..fsutil import read_bounded
-from ..model import ToolOutput
+from ..core.fsutil import read_bounded
+from ..core.model import ToolOutput
 from . import rtjson, rttext
 from ._common import DEFAULT_MAX_MB, limit
 from .registry import FormatParser, known_tools, parser_for

@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any, Callable, Optional
 
 from ..errors import InputError
-from ..model import ToolOutput
+from ..core.model import ToolOutput
 from ..registry import SUITES
 
 #: a format parser: (box, path, tool, nsecs) -> ToolOutput. *box* is a

@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import InputError
-from ..model import Histogram, ThreadResult
+from ..core.model import Histogram, ThreadResult
 from ._common import JsonPath, bucket_counts, cpu_or_none
 
 _SCALE = {"ns": 1000.0, "us": 1.0}

@@ -26,7 +26,7 @@ import re
 from typing import Any, Optional
 
 from ..errors import InputError
-from ..model import Histogram, ThreadResult, ToolOutput
+from ..core.model import Histogram, ThreadResult, ToolOutput
 from ._common import (
     DEFAULT_MAX_ENTRIES, Buckets, JsonPath, Opt, atoi, bucket_counts,
     cpu_or_none, last, limit,

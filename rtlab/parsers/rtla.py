@@ -35,7 +35,7 @@ import re
 from typing import Optional
 
 from ..errors import InputError
-from ..model import Histogram, ThreadResult, ToolOutput
+from ..core.model import Histogram, ThreadResult, ToolOutput
 from ._common import us
 
 _HEADER = re.compile(r"^# RTLA (timerlat|osnoise) histogram\s*$")

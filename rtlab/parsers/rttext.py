@@ -52,7 +52,7 @@ import re
 from typing import Any, Optional
 
 from ..errors import InputError
-from ..model import Histogram, ThreadResult, ToolOutput
+from ..core.model import Histogram, ThreadResult, ToolOutput
 from ..registry import SUITES
 from ._common import float_field, int_field, strip_ansi, us
 from .registry import suite_for

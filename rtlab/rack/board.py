@@ -40,7 +40,7 @@ import tty
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from ..procutil import die_with_parent
+from ..core.procutil import die_with_parent
 from .config import BoardSpec
 
 #: where TFTPStagingDriver puts a board's boot set (its ``subdir``) and the

@@ -7,7 +7,7 @@ from pathlib import Path
 from typing import Optional
 
 from .. import ROOT
-from ..config import open_node
+from ..core.config import open_node
 from ..errors import InputError
 
 LABGRID_DIR = ROOT / "labgrid"

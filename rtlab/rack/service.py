@@ -36,12 +36,12 @@ from typing import Optional
 from .. import ROOT
 from ..lab.coordinator import Coordinator, CoordinatorError
 from ..lab.places import reap_stale
-from ..procutil import die_with_parent, labgrid_client, venv_tool
+from ..core.procutil import die_with_parent, labgrid_client, venv_tool
 from .board import VirtualBoard
 from .config import RackConfig, load_rack_config
 from .pdu import PDUServer, PowerController
 from .state import write_state
-from ..procutil import free_port
+from ..core.procutil import free_port
 
 REAP_PERIOD_S = 1.0
 #: a service that keeps dying is a broken rack, not a fault to ride out

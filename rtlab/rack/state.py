@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Optional
 
 from .. import ROOT
-from ..fsutil import atomic_write
-from ..procutil import pid_alive
+from ..core.fsutil import atomic_write
+from ..core.procutil import pid_alive
 
 DEFAULT_DIR = ROOT / ".cache" / "rack"
 STATE_FILE = "rack.json"

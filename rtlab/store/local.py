@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Optional
 
 from ..errors import RtlabError
-from ..procutil import free_port, pid_alive
+from ..core.procutil import free_port, pid_alive
 from .base import StoreUnavailable
 from .config import state_dir
 from .influx import InfluxV1

@@ -28,8 +28,8 @@ from typing import Any, Callable, Iterable, Iterator, Optional
 from urllib.parse import quote
 
 from ..errors import RtlabError
-from ..model import RunResult
-from ..results import load_run
+from ..core.model import RunResult
+from ..run.results import load_run
 from .base import QueryError, StoreUnavailable, WriteRejected
 from .config import StoreConfig, state_dir
 from .influx import store_from_config

@@ -16,9 +16,9 @@ import re
 from datetime import datetime, timezone
 from typing import Any, Iterable, Iterator, Optional
 
-from ..budgets import Budget
+from ..plan.budgets import Budget
 from ..suites import SUITES
-from ..model import PERCENTILES, JobResult, Measurement, RunResult, ThreadResult
+from ..core.model import PERCENTILES, JobResult, Measurement, RunResult, ThreadResult
 from .lineproto import Point, _escape_key, escape_measurement, timestamp
 
 LATENCY = "latency"
@@ -313,12 +313,12 @@ class _Builder:
                     vf[pct_field(p)] = _num(v)
             vf["share_over_budget"] = share
             vf.update(budget)
-            # what a baseline read back from the store needs (rtlab.baseline)
+            # what a baseline read back from the store needs (rtlab.verdict.baseline)
             vf["campaign"] = self.ctx.run.campaign or None
             vf["branch"] = str((self.ctx.run.commit or {}).get("branch") or "") or None
             vf["repeat"] = int(job.repeat or 0)
             vf["budget_class"] = job.budget_class or None
-            # the host's steal and stalls while the tool ran (rtlab.hostnoise)
+            # the host's steal and stalls while the tool ran (rtlab.core.hostnoise)
             noise = m.host_noise or {}
             vf["host_steal_ms"] = _num(sum(float(v) for v in (noise.get("steal_ms") or {}).values()
                                            if _num(v) is not None)) if noise.get("steal_ms") else None

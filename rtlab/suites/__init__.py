@@ -22,15 +22,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, ContextManager, Optional
 
-from ..boards import Board
-from ..config import format_cpulist
+from ..core.rundir import NOT_AVAILABLE as NOT_AVAILABLE_FILE  # noqa: F401  (re-exported)
+from ..targets.boards import Board
+from ..core.config import format_cpulist
 from ..loads import LOADS
 from ..loads.health import load_metrics
-from ..model import ToolOutput
-from ..params import LOAD_OPTION_SPECS, Args, Bool, Cpus, Int, Num, ParamError, Spec, check_mapping  # noqa: F401
+from ..core.model import ToolOutput
+from ..core.params import LOAD_OPTION_SPECS, Args, Bool, Cpus, Int, Num, ParamError, Spec, check_mapping  # noqa: F401
 from ..parsers import FormatParser, parse_file, rt_tests
 from ..registry import SUITES as _SUITES
-from ..fsutil import read_json
+from ..core.fsutil import read_json
 
 #: every suite, by name (rtlab.registry: filled by Suite.__init_subclass__,
 #: every module of this package imported on first read)
@@ -43,7 +44,6 @@ METRICS = "metrics"
 
 
 #: written to a suite's raw dir when the board cannot run it: {"reason": ...}
-NOT_AVAILABLE_FILE = "not_available.json"
 
 
 def not_available(host_dir: Path) -> str | None:
@@ -65,7 +65,7 @@ class SuiteRun:
     params: dict[str, Any] = field(default_factory=dict)
     cpus: tuple[int, ...] = ()  # CPUs to measure on, named explicitly
     #: evidence armed: where to stop and trace ({"max_us": ..} cyclictest,
-    #: {"thread_us", "irq_us"} timerlat; rtlab.evidence), None when not
+    #: {"thread_us", "irq_us"} timerlat; rtlab.judge.evidence), None when not
     evidence: Optional[dict[str, float]] = None
 
     def to_json(self) -> dict:
@@ -105,7 +105,7 @@ class Suite:
     tool: ClassVar[str]
     #: parameters a campaign may set, with defaults
     defaults: ClassVar[dict[str, Any]] = {}
-    #: type and range of every parameter in defaults (rtlab.params), checked at load
+    #: type and range of every parameter in defaults (rtlab.core.params), checked at load
     spec: ClassVar[dict[str, Spec]] = {}
     #: file the tool writes its JSON to (relative to the work dir), if any
     json_file: ClassVar[Optional[str]] = None
@@ -167,7 +167,7 @@ class Suite:
     def params(self, given: dict[str, Any]) -> dict[str, Any]:
         """Defaults completed by *given*, every value typed and ranged;
         ParamError names the key ("cpus" is the campaign's: which CPUs to
-        measure, taken off by rtlab.campaign)."""
+        measure, taken off by rtlab.plan.campaign)."""
         given = dict(given)
         opts = given.pop("load_opts", None)
         checked = check_mapping(given, {**self.spec, **COMMON_SPEC})
@@ -180,7 +180,7 @@ class Suite:
         or interpreted); rtlab.suites.board.shell_line quotes it, in one place,
         for the board's shell. *board* is the board it runs on (its arch,
         kind, CPUs, isolated CPU, ``emulated``, options), the same typed
-        :class:`rtlab.boards.Board` for the labgrid and the LAVA path; None
+        :class:`rtlab.targets.boards.Board` for the labgrid and the LAVA path; None
         where no board is known (a command shown or checked on its own)."""
         raise NotImplementedError
 
@@ -258,7 +258,7 @@ class Suite:
 
     def evidence_thresholds(self, name: str, load: str, lookup) -> dict[str, float]:
         """What to break at for one run of this suite (evidence at the breach,
-        rtlab.evidence): {} when the tool cannot stop at a threshold.
+        rtlab.judge.evidence): {} when the tool cannot stop at a threshold.
         *lookup(measurement name, load)* is the budget lookup."""
         return {}
 

@@ -17,12 +17,12 @@ import time
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from ..config import parse_cpulist
-from ..variants import Variant
+from ..core.config import parse_cpulist
+from ..targets.variants import Variant
 
-# the job's work dir on the board lives with the board (rtlab.boards): loads
+# the job's work dir on the board lives with the board (rtlab.targets.boards): loads
 # and suites both use it
-from ..boards import job_workdir  # noqa: E402
+from ..targets.boards import job_workdir  # noqa: E402
 log = logging.getLogger("rtlab.board")
 
 
@@ -536,7 +536,7 @@ def run_tool(sh: BoardShell, run_id: str, argv: Sequence[str], host_dir: Path,
                if f"{wd}/{name}" in sh.transfers.files}
     (host_dir / "exit.json").write_text(json.dumps({
         "exit_code": rc, "elapsed_s": round(elapsed, 3), "fetched": fetched,
-        # rtlab's own cost around the tool (rtlab.timing)
+        # rtlab's own cost around the tool (rtlab.core.timing)
         "prep_s": round(prep, 3), "fetch_s": round(time.monotonic() - t_fetch, 3)}) + "\n")
     if not finished:
         raise failure

@@ -13,7 +13,7 @@ def emit(config, **event):
 
 @contextmanager
 def phase(config, name: str):
-    """Time the block as one part of the job (rtlab.timing), also when it raises."""
+    """Time the block as one part of the job (rtlab.core.timing), also when it raises."""
     t0 = time.monotonic()
     try:
         yield

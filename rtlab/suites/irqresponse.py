@@ -39,14 +39,14 @@ import logging
 from pathlib import Path
 from typing import Any, Iterator, Optional
 
-from ..boards import Board
+from ..targets.boards import Board
 from ..errors import InputError, SuiteFailure
 from ..lab.irqprotocol import ArmRequest, ProbeError, ProbeResult
-from ..model import Histogram, ThreadResult, ToolOutput
-from ..params import Text
+from ..core.model import Histogram, ThreadResult, ToolOutput
+from ..core.params import Text
 from . import PRIORITY, Int, ParamError, Suite, SuiteRun
 from .rtbench import rtbench_binary
-from ..fsutil import read_json
+from ..core.fsutil import read_json
 
 log = logging.getLogger("rtlab.irqresponse")
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-from ..boards import Board
-from ..config import format_cpulist
+from ..targets.boards import Board
+from ..core.config import format_cpulist
 from ..parsers import rt_tests
 from . import DURATION_S, Args, Int, Suite, SuiteRun
 

@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Optional
 
 from .. import ROOT, parsers
-from ..arch import get_or_none
-from ..boards import Board
-from ..params import Text
+from ..targets.arch import get_or_none
+from ..targets.boards import Board
+from ..core.params import Text
 from . import PRIORITY, Args, Int, Num, Suite, SuiteRun
 
 BUILD_DIR = ROOT / "rtbench" / "build"

@@ -22,9 +22,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Optional
 
-from ..boards import Board
-from ..config import format_cpulist
-from ..model import ToolOutput
+from ..targets.boards import Board
+from ..core.config import format_cpulist
+from ..core.model import ToolOutput
 from ..parsers import read_text
 from ..parsers.rtla import parse_osnoise_hist, parse_timerlat_hist
 from . import DURATION_S, PRIORITY, Int, ParamError, Suite, SuiteRun, _load_metrics

@@ -40,12 +40,12 @@ import re
 from pathlib import Path
 from typing import ClassVar, Optional
 
-from ..boards import Board
-from ..config import format_cpulist
-from ..model import ToolFailure, ToolOutput
+from ..targets.boards import Board
+from ..core.config import format_cpulist
+from ..core.model import ToolFailure, ToolOutput
 from ..parsers import parse_file, rt_tests
 from . import DURATION_S, INTERVAL_US, METRICS, PRIORITY, Args, Bool, Int, Suite, SuiteRun
-from ..fsutil import read_json
+from ..core.fsutil import read_json
 
 #: svsematest makes its SysV IPC keys with ftok() on its own path, taken from
 #: $_ (which only bash sets) or argv[0]: this fixed script gives it the full

@@ -1,4 +1,4 @@
-"""cyclictest-soak: cyclictest for hours, in checkpointed segments (rtlab.soak).
+"""cyclictest-soak: cyclictest for hours, in checkpointed segments (rtlab.soak.checkpoint).
 
 Same parameters as cyclictest, plus ``checkpoint_s`` (segment length, the
 checkpoint interval) and ``full_duration_s`` (the report's own length, run
@@ -15,14 +15,14 @@ import time
 from pathlib import Path
 from typing import Callable, Optional
 
-from .. import soak
-from ..boards import Board
-from ..model import ToolOutput
+from ..soak import checkpoint as soak
+from ..targets.boards import Board
+from ..core.model import ToolOutput
 from ..parsers import parse_file
 from . import Cyclictest, Int, SuiteRun
-from ..fsutil import read_json
+from ..core.fsutil import read_json
 
-log = logging.getLogger("rtlab.soak")
+log = logging.getLogger("rtlab.soak.checkpoint")
 
 
 class CyclictestSoak(Cyclictest):
@@ -48,7 +48,7 @@ class CyclictestSoak(Cyclictest):
         return Cyclictest.command(self, seg, board)
 
     def expected_samples(self, run: SuiteRun) -> Optional[int]:
-        # completeness is the checkpoint's to say (rtlab.soak.incomplete):
+        # completeness is the checkpoint's to say (rtlab.soak.checkpoint.incomplete):
         # a soak cut short is judged on its kept samples, never PASS
         return None
 

@@ -326,7 +326,7 @@ class LocalChannel(Channel):
 
 
 def channel_for(board: Any) -> Optional[Channel]:
-    """The faster path of a board (a rtlab.boards.Board), None: the console only."""
+    """The faster path of a board (a rtlab.targets.boards.Board), None: the console only."""
     kind = getattr(board, "kind", None)
     if kind == "qemu":
         return TcpChannel()

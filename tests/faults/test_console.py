@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from labgrid import Environment
 
-from rtlab.boards import WORKDIR_ENV
+from rtlab.targets.boards import WORKDIR_ENV
 from rtlab.suites.board import BoardShell, SuiteFailure, run_tool
 
 from .conftest import ROOT, kill_leftovers, leftovers

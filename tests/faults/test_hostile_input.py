@@ -112,7 +112,7 @@ def test_every_suite_param_is_typed_and_ranged(tmp_path, write_campaign, capsys)
         "signaltest": {"threads": 0},
         "cyclicdeadline": {"step_us": 0},
     }
-    from rtlab.params import ParamError
+    from rtlab.core.params import ParamError
     for suite, params in bad.items():
         for k, v in params.items():
             with pytest.raises(ParamError, match=rf"^{k}: "):

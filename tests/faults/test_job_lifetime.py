@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from rtlab.boards import find_board
-from rtlab.joblife import board_lock, board_workdir
+from rtlab.targets.boards import find_board
+from rtlab.run.joblife import board_lock, board_workdir
 
 from .conftest import ROOT, kill_leftovers, leftovers, rtlab
 from .conftest import start_rtlab as _start, wait_for_line as _wait_for
@@ -80,9 +80,9 @@ def test_waiter_names_a_holder_that_has_only_just_taken_the_lock(tmp_path, monke
 
 RUNNER = r"""
 import os, subprocess, sys, time
-from rtlab.boards import find_board
-from rtlab.joblife import board_lock, become_subreaper, enter_cgroup, job_keeper
-from rtlab.procutil import die_with_parent
+from rtlab.targets.boards import find_board
+from rtlab.run.joblife import board_lock, become_subreaper, enter_cgroup, job_keeper
+from rtlab.core.procutil import die_with_parent
 become_subreaper()
 with board_lock(find_board("local"), "KILLED-RUN", "local/host") as fd, job_keeper(fd) as keeper:
     def start():
@@ -226,13 +226,13 @@ def test_gate_on_a_run_directory_without_run_json_is_run_killed(tmp_path):
 def test_job_timeout_starts_when_it_holds_the_board(tmp_path, write_campaign, monkeypatch):
     """A job that waits for the board longer than its own timeout is not
     timed out for the wait: it runs once it holds the board, and passes."""
-    from rtlab import runner
-    from rtlab.campaign import load_campaign
+    from rtlab.run import runner
+    from rtlab.plan.campaign import load_campaign
     monkeypatch.setenv("RTLAB_LOCK_DIR", str(tmp_path / "locks"))
     # the job's timeout: BOOT_ALLOWANCE_S + 2 x 1 s + 60 s per suite = 30 s here
     monkeypatch.setattr(runner, "BOOT_ALLOWANCE_S", 30 - 62)
     holder = subprocess.Popen([sys.executable, "-c", (
-        "import time\nfrom rtlab.boards import find_board\nfrom rtlab.joblife import board_lock\n"
+        "import time\nfrom rtlab.targets.boards import find_board\nfrom rtlab.run.joblife import board_lock\n"
         "with board_lock(find_board('local'), 'HOLDER', 'local/host'):\n"
         "    print('held', flush=True); time.sleep(36)\n")],
         cwd=ROOT, stdout=subprocess.PIPE, text=True, env=dict(os.environ))

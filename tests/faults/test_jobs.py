@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from rtlab.boards import find_board
+from rtlab.targets.boards import find_board
 from rtlab.errors import InfraError
-from rtlab.joblife import board_lock, board_workdir
+from rtlab.run.joblife import board_lock, board_workdir
 
 from .conftest import ROOT, kill_leftovers, leftovers
 from .conftest import start_rtlab as _start, wait_for_line as _wait_for
@@ -44,7 +44,7 @@ def test_second_run_waits_for_a_killed_holder_then_runs(tmp_path, write_campaign
     env = {"RTLAB_LOCK_DIR": str(tmp_path / "locks")}
     holder = subprocess.Popen([sys.executable, "-c", (
         "import time, sys\n"
-        "from rtlab.boards import find_board\nfrom rtlab.joblife import board_lock\n"
+        "from rtlab.targets.boards import find_board\nfrom rtlab.run.joblife import board_lock\n"
         "with board_lock(find_board('local'), 'HOLDER-RUN', 'local/host'):\n"
         "    print('held', flush=True); time.sleep(600)\n")],
         cwd=ROOT, stdout=subprocess.PIPE, text=True, env={**os.environ, **env})

@@ -5,7 +5,7 @@ import json
 import time
 from pathlib import Path
 
-from rtlab.joblife import board_workdir
+from rtlab.run.joblife import board_workdir
 
 from .conftest import kill_leftovers, leftovers, rtlab
 

@@ -10,7 +10,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
-from rtlab.model import (Histogram, JobResult, Measurement, MeasurementKey, RunResult, ThreadResult,
+from rtlab.core.model import (Histogram, JobResult, Measurement, MeasurementKey, RunResult, ThreadResult,
                          ToolOutput, Verdict)
 from rtlab.store import Session, Spool
 from rtlab.store.config import StoreConfig

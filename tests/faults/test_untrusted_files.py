@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from rtlab.errors import InputError
-from rtlab.model import JobResult, Measurement, MeasurementKey, RunResult
+from rtlab.core.model import JobResult, Measurement, MeasurementKey, RunResult
 
 from .conftest import ROOT, rtlab
 from .test_store_auth import _run
@@ -61,7 +61,7 @@ def test_campaign_budgets_outside_the_checkout_are_refused_without_echo(tmp_path
 
 
 def test_a_budgets_file_beside_the_campaign_or_given_with_budgets_is_used(tmp_path):
-    from rtlab.campaign import load_campaign
+    from rtlab.plan.campaign import load_campaign
 
     (tmp_path / "b.yaml").write_text("budgets: {}\n")
     c = tmp_path / "c.yaml"
@@ -192,7 +192,7 @@ def test_parse_of_a_device_or_fifo_exits_2_at_once(tmp_path, what):
 
 def test_parse_limit_counts_bytes_read_not_st_size(tmp_path, monkeypatch):
     """/proc files say st_size 0: the limit holds on what is read."""
-    from rtlab.fsutil import read_bounded
+    from rtlab.core.fsutil import read_bounded
 
     with pytest.raises(InputError, match="over the limit"):
         read_bounded("/proc/self/maps", 16, root="/proc/self")
@@ -232,9 +232,9 @@ def test_run_json_values_are_typed_and_ranged(tmp_path, field, value, key):
 
 
 def test_a_nan_maximum_never_passes_the_gate_even_in_memory():
-    from rtlab.budgets import Budget
-    from rtlab.gate import judge
-    from rtlab.model import Verdict
+    from rtlab.plan.budgets import Budget
+    from rtlab.judge.gate import judge
+    from rtlab.core.model import Verdict
 
     m = _run().jobs[0].measurements[0]
     m.verdict = None
@@ -243,7 +243,7 @@ def test_a_nan_maximum_never_passes_the_gate_even_in_memory():
 
 
 def test_job_json_and_compare_json_are_checked(tmp_path):
-    from rtlab.results import load_comparison, load_job
+    from rtlab.run.results import load_comparison, load_job
 
     job = _run().jobs[0].to_json()
     job["duration_s"] = -3
@@ -270,7 +270,7 @@ def test_pin_name_is_checked_like_names(tmp_path):
 
 
 def test_dirty_tree_bisect_error_names_the_path(tmp_path):
-    from rtlab.bisect import Settings, check_inputs
+    from rtlab.verdict.bisect import Settings, check_inputs
 
     tree = tmp_path / "linux"
     tree.mkdir()
@@ -296,7 +296,7 @@ def test_gate_says_why_a_run_without_jobs_is_infra(tmp_path):
 
 
 def test_compare_counts_runs_as_the_statistics_do():
-    from rtlab.compare import compare_runs
+    from rtlab.verdict.compare import compare_runs
 
     def repeated(run_id):
         run = _run()
@@ -336,7 +336,7 @@ def test_budget_typos_are_found_before_any_boot(tmp_path, budgets, key):
 def test_a_key_given_twice_in_a_budget_file_is_refused_naming_it(tmp_path):
     """A second `oslat:` in one mapping would silently replace the first
     (a merge once added it twice); the file is refused, naming line and key."""
-    from rtlab.budgets import load_budgets
+    from rtlab.plan.budgets import load_budgets
     from rtlab.errors import InputError
 
     f = tmp_path / "budgets.yaml"
@@ -349,9 +349,9 @@ def test_a_key_given_twice_in_a_budget_file_is_refused_naming_it(tmp_path):
 @pytest.mark.parametrize("target", ["/dev/zero", "/etc/hostname"])
 def test_result_json_files_are_read_bounded_and_never_through_a_link_out(tmp_path, target):
     """exit.json, kernel.json, checkpoints, host-noise.json, the LAVA record's
-    job.json and log (rtlab.fsutil.read_json / read_bounded): a link to a
+    job.json and log (rtlab.core.fsutil.read_json / read_bounded): a link to a
     device or out of the run is refused at once, never read without bound."""
-    from rtlab.fsutil import read_json
+    from rtlab.core.fsutil import read_json
     from rtlab.lava.logs import LavaLog
 
     job = tmp_path / "run" / "local" / "rt"

@@ -22,7 +22,7 @@ import numpy as np
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
-from rtlab.model import Histogram, JobResult, Measurement, MeasurementKey, RunResult, ThreadResult, ToolOutput
+from rtlab.core.model import Histogram, JobResult, Measurement, MeasurementKey, RunResult, ThreadResult, ToolOutput
 from rtlab.parsers import parse_file
 import rtlab.suites  # noqa: F401  the suites register their tools' parsers (rtlab.parsers.registry)
 
@@ -69,8 +69,8 @@ def scaled(out: ToolOutput, k: float) -> ToolOutput:
 
 
 def _run(run_id: str, started: datetime, board: str, sha: str, out: ToolOutput, campaign: str) -> RunResult:
-    from rtlab.budgets import Budget
-    from rtlab.gate import judge
+    from rtlab.plan.budgets import Budget
+    from rtlab.judge.gate import judge
 
     job = JobResult(board=board, variant="rt", arch="x86_64", budget_class="local",
                     kernel={"release": "6.12.0-rt5"}, duration_s=3.0)

@@ -54,7 +54,7 @@ def test_last_k_runs_of_a_branch_pins_and_store_down(influx, tmp_path):
     for i, v in enumerate([24, 25, 23, 26, 24]):
         publish(influx, tmp_path, f"main{i}", v, i)
     publish(influx, tmp_path, "other0", 90, 6, branch="feature")
-    # five candidate runs: the sequential verdict's first look (rtlab.compare)
+    # five candidate runs: the sequential verdict's first look (rtlab.verdict.compare)
     same = candidate(tmp_path, "same", [25, 23, 24, 24, 25])
     worse = candidate(tmp_path, "worse", [50, 55, 48, 52, 51])
 
@@ -100,7 +100,7 @@ def test_last_k_runs_of_a_branch_pins_and_store_down(influx, tmp_path):
 def two_threads(r):
     """The run with a second thread (its histogram shifted by 3 us, and one
     sample beyond the range): a read-back must add the threads' buckets."""
-    from rtlab.model import Histogram, ThreadResult
+    from rtlab.core.model import Histogram, ThreadResult
 
     (m,) = r.measurements()
     t = m.output.threads[0]
@@ -117,7 +117,7 @@ def test_baseline_from_the_store_brings_its_histograms_back(influx, tmp_path):
     back carries it, threads added as the run's own combined histogram, with
     its range and overflows, so the comparison report overlays both sides
     and a percentile beyond the range is known to be at least the range."""
-    from rtlab import baseline as bl
+    from rtlab.verdict import baseline as bl
 
     srv, c = influx
     env = {"RTLAB_INFLUX_URL": srv.url, "RTLAB_INFLUX_DB": "baselines", "RTLAB_STATE_DIR": str(tmp_path)}

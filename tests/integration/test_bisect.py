@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 
 from kernel_project import git, make_bisect_history
-from rtlab.model import JobResult, Measurement, MeasurementKey, RunResult
+from rtlab.core.model import JobResult, Measurement, MeasurementKey, RunResult
 from rtlab.store import InfluxV1, LocalInfluxd, StoreConfig, publish_run
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -49,8 +49,8 @@ def history(tmp_path_factory):
 def stores(tmp_path_factory):
     """Two databases of one real influxd: one empty, one with a history for the key."""
     from regression_history import real_outputs
-    from rtlab.budgets import Budget
-    from rtlab.gate import judge
+    from rtlab.plan.budgets import Budget
+    from rtlab.judge.gate import judge
 
     tmp = tmp_path_factory.mktemp("bisect-store")
     srv = LocalInfluxd(tmp / "state")

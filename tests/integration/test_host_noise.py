@@ -1,4 +1,4 @@
-"""Host noise on the local board (rtlab/hostnoise.py): the real /proc/stat
+"""Host noise on the local board (rtlab/core/hostnoise.py): the real /proc/stat
 read while cyclictest runs, into host-noise.json, run.json, snapshot.json and
 report.html; and the runner's retries of a breach the host stole.
 
@@ -14,7 +14,7 @@ from pathlib import Path
 
 from conftest import rtlab
 
-from rtlab import hostnoise
+from rtlab.core import hostnoise
 
 LOOSE = """
     budgets:

@@ -43,7 +43,7 @@ def test_pip_installed_rtlab_runs_the_local_board_outside_the_checkout(tmp_path)
 
     where = tmp_path / "elsewhere"
     where.mkdir()
-    which = subprocess.run([str(py), "-c", "import rtlab, rtlab.runner as r; "
+    which = subprocess.run([str(py), "-c", "import rtlab, rtlab.run.runner as r; "
                             "print(rtlab.__file__); print(rtlab.ROOT); print(r.SUITES_DIR)"],
                            cwd=where, capture_output=True, text=True, timeout=60)
     mod, data, suites = which.stdout.split()

@@ -124,7 +124,7 @@ def test_same_inputs_are_answered_from_the_cache_without_make(source, built, mon
 def test_built_kernel_boots_with_preempt_none_and_reports_its_config(built):
     """Under plain qemu TCG with the board initramfs: the PREEMPT_DYNAMIC
     kernel runs the model preempt= asks for, and /proc/config.gz says dynamic."""
-    from rtlab.arch import get as get_arch
+    from rtlab.targets.arch import get as get_arch
     from rtlab.images import PROMPT, ensure_images
     from rtlab.suites.board import config_preempt_model
 

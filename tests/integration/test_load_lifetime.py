@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from rtlab.campaign import load_campaign
+from rtlab.plan.campaign import load_campaign
 from rtlab.loads import LOADS, LoadEnv
 from rtlab.loads.catalog import STRESS_NG_TIMEOUT_S, StressNg
 from rtlab.suites import SUITES, SuiteRun
@@ -47,7 +47,7 @@ def longest_under(campaign: str, board: str) -> dict[str, tuple[float, str]]:
 def test_stress_ng_loads_outlast_every_shipped_measurement():
     """No stress-ng load ends itself before rtlab stops it: its --timeout is
     longer than the longest measurement of any campaign on any board."""
-    from rtlab.campaign import CAMPAIGN_DIR
+    from rtlab.plan.campaign import CAMPAIGN_DIR
     longest = max(SUITES[r.suite].duration_s(r) for p in CAMPAIGN_DIR.glob("*.yaml")
                   for j in load_campaign(p).jobs() for r in j.suites)
     assert STRESS_NG_TIMEOUT_S > 10 * longest

@@ -21,7 +21,7 @@ from rtlab import ROOT
 from rtlab.commands.rack import sync_places
 from rtlab.lab.coordinator import Coordinator
 from rtlab.rack.config import load_places
-from rtlab.procutil import free_port
+from rtlab.core.procutil import free_port
 
 BIN = Path(sys.executable).parent
 LAB = ROOT / "labgrid" / "lab"

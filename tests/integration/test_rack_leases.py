@@ -24,7 +24,7 @@ pytestmark = pytest.mark.long
 from rtlab import ROOT
 from rtlab.lab import places as P
 from rtlab.lab.coordinator import Coordinator, CoordinatorError
-from rtlab.procutil import free_port
+from rtlab.core.procutil import free_port
 
 BIN = Path(sys.executable).parent
 T = 6.0

@@ -15,7 +15,7 @@ import pytest
 from rtlab.commands.rack import rack_down, rack_up
 from rtlab.lab import places as P
 from rtlab.lab.coordinator import Coordinator, CoordinatorError
-from rtlab.procutil import free_port
+from rtlab.core.procutil import free_port
 from rtlab.rack.state import read_state
 
 #: minutes of real coordinator and exporter restarts: `make test-long`, not make test

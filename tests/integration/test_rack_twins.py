@@ -130,8 +130,8 @@ def test_every_variant_of_every_twin(rack, tmp_path, twin):
     """`make test-rack`: every variant the twin's kernels allow (source builds
     for none/preempt where Debian has no such kernel, except where the twin
     cannot run them), the rest not available with their reason."""
-    from rtlab.boards import find_board
-    from rtlab.variants import load_variants
+    from rtlab.targets.boards import find_board
+    from rtlab.targets.variants import load_variants
 
     variants = [v for v in load_variants() if v != "host"]
     res = run_rtlab(rack, "run", "--campaign", campaign(tmp_path, [twin], variants), "--places", "1",

@@ -1,4 +1,4 @@
-"""Soaks that survive (rtlab.soak): cyclictest on the local board in
+"""Soaks that survive (rtlab.soak.checkpoint): cyclictest on the local board in
 checkpointed segments; rtlab SIGKILLed part-way, then the board's console
 dropped part-way: `rtlab gate` judges what the checkpoints kept as INFRA
 "stopped at", never PASS, a breach among the kept samples FAIL; `rtlab run

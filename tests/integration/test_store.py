@@ -21,7 +21,7 @@ from urllib.parse import quote
 
 import pytest
 
-from rtlab.model import JobResult, Measurement, MeasurementKey, RunResult, ToolOutput
+from rtlab.core.model import JobResult, Measurement, MeasurementKey, RunResult, ToolOutput
 from rtlab.parsers import parse_file
 from rtlab.store import (InfluxV1, LocalInfluxd, Session, Spool, StoreConfig,
                          load_run, points_for_run, publish_run, rows)
@@ -94,8 +94,8 @@ def make_run(outputs, run_id: str, started: datetime, sha: str, subject: str,
     """A campaign run built from the real outputs: two variants on the local
     board (one over budget), one QEMU board that did not boot, one tool that
     crashed (infra measurement)."""
-    from rtlab.budgets import Budget
-    from rtlab.gate import judge
+    from rtlab.plan.budgets import Budget
+    from rtlab.judge.gate import judge
 
     sysinfo = outputs["cyclictest"][1].sysinfo or {}
     release = sysinfo.get("release", "6.6.0")
@@ -133,7 +133,7 @@ def make_run(outputs, run_id: str, started: datetime, sha: str, subject: str,
         crashed.measurements.append(m)
         jobs.append(crashed)
     if with_rtla:  # rtla runs where the kernel has the tracers: a QEMU board's rt kernel
-        from rtlab.budgets import Budget as B
+        from rtlab.plan.budgets import Budget as B
         rj = JobResult(board="qemu-aarch64", variant="rt-iso", arch="aarch64", budget_class="qemu-tcg",
                        kernel={"release": "6.1.0-50-rt-arm64"}, duration_s=30.0)
         for suite, out in rtla_outputs().items():
@@ -511,7 +511,7 @@ def dashboard_db(influxd, rt_outputs, tmp_path_factory):
     # a history with a regression and lab drift, analysed by `rtlab regressions`:
     # the change-point annotations and table of the regressions dashboard
     from regression_history import publish_history, real_outputs
-    from rtlab.regressions import analyse, read_history, write_annotations
+    from rtlab.verdict.regressions import analyse, read_history, write_annotations
     # (2 days, newer than the first run above: the histogram dashboard's `run`
     # variable is not narrowed by board, and its first value must have data)
     publish_history(real_outputs(tmp), influxd.url, name, tmp, scale=0.2)

@@ -11,7 +11,7 @@ import pytest
 from PIL import Image
 
 from conftest import rtlab
-from rtlab.vendor import fmt_samples, fmt_share, fmt_us
+from rtlab.report.vendor import fmt_samples, fmt_share, fmt_us
 
 SUITES = """
 - name: cyclictest-1ms

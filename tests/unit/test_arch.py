@@ -1,4 +1,4 @@
-"""rtlab/arch.py is the one architecture table: images, kernel builds, QEMU
+"""rtlab/targets/arch.py is the one architecture table: images, kernel builds, QEMU
 boards and LAVA read it, and its facts match the tools that use them."""
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from rtlab import arch, images, kernel
+from rtlab.targets import arch
+from rtlab import images, kernel
 from rtlab.images import read_elf
 from rtlab.lava.boards import lava_arch_name
 from rtlab.suites.rtbench import rtbench_binary

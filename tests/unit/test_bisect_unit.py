@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from rtlab.bisect import BisectInputError, Settings, check_inputs, fallback_compare, original_head, restore
-from rtlab.model import JobResult, Measurement, MeasurementKey, RunResult, ThreadResult, ToolOutput, Histogram
+from rtlab.verdict.bisect import BisectInputError, Settings, check_inputs, fallback_compare, original_head, restore
+from rtlab.core.model import JobResult, Measurement, MeasurementKey, RunResult, ThreadResult, ToolOutput, Histogram
 
 
 def git(tree, *args):

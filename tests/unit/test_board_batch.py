@@ -7,7 +7,7 @@ import re
 import shutil
 import subprocess
 
-from rtlab import snapshot
+from rtlab.report import snapshot
 from rtlab.suites.board import MAX_LINE, BoardShell, boot_batch, kernel_facts, read_kernel_facts, run_batch
 from rtlab.suites.transfer import TcpChannel
 

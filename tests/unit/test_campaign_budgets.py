@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from rtlab.budgets import load_budgets
-from rtlab.campaign import CAMPAIGN_DIR, load_campaign
+from rtlab.plan.budgets import load_budgets
+from rtlab.plan.campaign import CAMPAIGN_DIR, load_campaign
 from rtlab.suites import METRICS, SUITES
 
 CAMPAIGNS = sorted(CAMPAIGN_DIR.glob("*.yaml"))

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rtlab.changepoint import (Observation, SeriesKey, find_changes, find_drift, segment,
+from rtlab.verdict.changepoint import (Observation, SeriesKey, find_changes, find_drift, segment,
                                mark_lab_drift)
 
 KEY = SeriesKey("rk3568", "rt", "cyclictest", "hackbench", "p99_us")

@@ -5,12 +5,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rtlab import stats
+from rtlab.verdict import stats
 from rtlab.cli import main
-from rtlab.compare import NO_REGRESSION, REGRESSION, UNDECIDED, compare_runs
-from rtlab.policy import MinEffect, Policy, load_policy
+from rtlab.verdict.compare import NO_REGRESSION, REGRESSION, UNDECIDED, compare_runs
+from rtlab.plan.policy import MinEffect, Policy, load_policy
 from rtlab.errors import InputError
-from rtlab.model import (Histogram, JobResult, Measurement, MeasurementKey, RunResult, ThreadResult,
+from rtlab.core.model import (Histogram, JobResult, Measurement, MeasurementKey, RunResult, ThreadResult,
                          ToolOutput, Verdict)
 
 KEY = MeasurementKey("qemu-aarch64", "rt", "cyclictest", "idle")

@@ -1,16 +1,16 @@
 """Holes of the regression verdict (issue #23 item 5, #27 item 6): each test
-here failed on main before the sequential verdict (rtlab/compare.py)."""
+here failed on main before the sequential verdict (rtlab/verdict/compare.py)."""
 import json
 
 import numpy as np
 import pytest
 
-from rtlab import bisect, stats
-from rtlab.baseline import baseline_keys
+from rtlab.verdict import bisect, stats
+from rtlab.verdict.baseline import baseline_keys
 from rtlab.cli import main
-from rtlab.compare import NO_REGRESSION, REGRESSION, UNDECIDED, compare_runs
-from rtlab.model import Histogram, MeasurementKey
-from rtlab.policy import Policy
+from rtlab.verdict.compare import NO_REGRESSION, REGRESSION, UNDECIDED, compare_runs
+from rtlab.core.model import Histogram, MeasurementKey
+from rtlab.plan.policy import Policy
 
 from test_compare import KEY, censor, hist, noisy, run, runs
 
@@ -156,14 +156,14 @@ def test_bisect_measures_more_when_undecided_and_never_calls_it_good(monkeypatch
 
 
 def test_store_replicates_carry_the_histogram_range_and_samples():
-    from rtlab.baseline import _replicate
+    from rtlab.verdict.baseline import _replicate
     r = _replicate({"run_id": "x", "p99_us": 24.0, "hist_size": 1000, "bucket_us": 1.0, "cycles": 5000})
     assert r.params == {"histogram range us": 1000.0} and r.cycles == 5000
     # a 2 s candidate (recorded) against store runs of 5 s (samples only)
     cand = with_params(runs("c", [24] * 5), duration_s=2)
     for c in cand:
         c.jobs[0].measurements[0].output.threads[0].cycles = 2000
-    from rtlab.compare import parameter_differences, side_from_runs
+    from rtlab.verdict.compare import parameter_differences, side_from_runs
     reps = side_from_runs(cand).keys[KEY]
     base = [_replicate({"run_id": f"s{i}", "p99_us": 24.0, "hist_size": 1000, "bucket_us": 1.0, "cycles": 5000})
             for i in range(3)]
@@ -172,7 +172,7 @@ def test_store_replicates_carry_the_histogram_range_and_samples():
 
 def test_policy_looks_and_beta_are_typed(tmp_path):
     from rtlab.errors import InputError
-    from rtlab.policy import load_policy
+    from rtlab.plan.policy import load_policy
     f = tmp_path / "b.yaml"
     f.write_text("regression:\n  looks: [4, 8, 12]\n  beta: 0.2\n")
     p = load_policy(f)

@@ -12,8 +12,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 from test_compare import runs  # noqa: E402
 
 from rtlab.cli import main  # noqa: E402
-from rtlab.junit import junit_xml  # noqa: E402
-from rtlab.results import load_run  # noqa: E402
+from rtlab.report.junit import junit_xml  # noqa: E402
+from rtlab.run.results import load_run  # noqa: E402
 
 
 def test_compare_html_renders_and_is_linked_from_report_and_junit(tmp_path):

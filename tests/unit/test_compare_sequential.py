@@ -5,17 +5,17 @@ log 0.18 and 0.21 as measured on the local board), a pinned baseline pool of
 session, looked at after 5, 10, ..., 30 runs (budgets/default.yaml).
 
 Targets: false alarms <= 5 % per campaign of 40 keys; power >= 95 % at p99
-x1.3. The rule simulated is rtlab.compare._sequential's, vectorised with the
+x1.3. The rule simulated is rtlab.verdict.compare._sequential's, vectorised with the
 same pieces (stats.look_statistics, pocock_level, session_ratio_arrays);
 test_simulated_rule_is_the_shipped_rule checks it against compare_runs."""
 import math
 
 import numpy as np
 
-from rtlab import stats
-from rtlab.compare import NO_REGRESSION, REGRESSION, UNDECIDED, compare_runs
-from rtlab.model import MeasurementKey
-from rtlab.policy import Policy
+from rtlab.verdict import stats
+from rtlab.verdict.compare import NO_REGRESSION, REGRESSION, UNDECIDED, compare_runs
+from rtlab.core.model import MeasurementKey
+from rtlab.plan.policy import Policy
 
 from test_compare import hist, run
 

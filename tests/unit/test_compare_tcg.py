@@ -16,9 +16,9 @@ import dataclasses
 import json
 from pathlib import Path
 
-from rtlab.compare import REGRESSION, UNDECIDED, compare_runs
-from rtlab.policy import load_policy
-from rtlab.model import RunResult
+from rtlab.verdict.compare import REGRESSION, UNDECIDED, compare_runs
+from rtlab.plan.policy import load_policy
+from rtlab.core.model import RunResult
 
 ROOT = Path(__file__).resolve().parents[2]
 FIX = ROOT / "tests" / "fixtures" / "verdict-tcg"

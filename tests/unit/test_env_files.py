@@ -11,7 +11,7 @@ from labgrid.config import Config
 
 ROOT = Path(__file__).resolve().parents[2]
 ENV_FILES = sorted((ROOT / "env").glob("*.yaml")) + sorted((ROOT / "env" / "boards").glob("*.yaml"))
-#: what the runner exports for every board (rtlab/runner.py) and a lease sets
+#: what the runner exports for every board (rtlab/run/runner.py) and a lease sets
 CONTRACT = {"LG_RTLAB_KERNEL": "/k/vmlinuz", "LG_RTLAB_INITRD": "/k/initrd", "LG_RTLAB_BOOT_ARGS": "quiet",
             "LG_PLACE": "place-1"}
 

@@ -8,21 +8,21 @@ import gzip
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from rtlab.budgets import Budget, load_budgets
-from rtlab.campaign import load_campaign
-from rtlab.evidence import analyse_sched_trace, analyse_timerlat_trace, arm_job, arms
-from rtlab.gate import judge
-from rtlab.junit import junit_xml
-from rtlab.model import (Histogram, JobResult, Measurement, MeasurementKey, RunResult, ThreadResult, Verdict,
+from rtlab.plan.budgets import Budget, load_budgets
+from rtlab.plan.campaign import load_campaign
+from rtlab.judge.evidence import analyse_sched_trace, analyse_timerlat_trace, arm_job, arms
+from rtlab.judge.gate import judge
+from rtlab.report.junit import junit_xml
+from rtlab.core.model import (Histogram, JobResult, Measurement, MeasurementKey, RunResult, ThreadResult, Verdict,
                          ToolOutput)
-from rtlab.plot import write_html_report
+from rtlab.report.plot import write_html_report
 from rtlab.suites import SUITES, SuiteRun
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "evidence"
 
 
 def real_trace() -> str:
-    # CPU 1's events (its per_cpu trace, as rtlab.evidence.fetch_trace takes
+    # CPU 1's events (its per_cpu trace, as rtlab.judge.evidence.fetch_trace takes
     # it) of a run where cyclictest broke 2 s at 3300928 us
     return gzip.decompress((FIX / "cyclictest-breaktrace-fifo-hog-aarch64.txt.gz").read_bytes()).decode()
 
@@ -165,7 +165,7 @@ def test_real_timerlat_stop_names_the_hog(tmp_path):
     (host / "evidence").mkdir(parents=True)
     (host / "stdout.txt").write_bytes((FIX / "timerlat-fifo-hog-aarch64-stdout.txt").read_bytes())
     trace = gzip.decompress((FIX / "timerlat-trace-fifo-hog-aarch64-cpu1.txt.gz").read_bytes()).decode()
-    from rtlab.evidence import _timerlat_worst
+    from rtlab.judge.evidence import _timerlat_worst
     worst = _timerlat_worst(host, run)
     assert worst == ("thread", 1, 7644147.0)
     r = analyse_timerlat_trace(trace, run.evidence, worst=worst)
@@ -182,7 +182,7 @@ def test_a_run_stopped_at_the_breach_is_judged_not_cut_short(tmp_path):
     line is a run cut off by the lab (INFRA)."""
     import json
 
-    from rtlab.results import collect
+    from rtlab.run.results import collect
 
     run = run_of("cyclictest", {"max_us": 2000.0}, duration_s=10, interval_us=1000, histogram_us=5000)
     src = Path(__file__).resolve().parents[1] / "fixtures" / "rt-tests-2.4"

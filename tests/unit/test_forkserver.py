@@ -1,4 +1,4 @@
-"""Board tests forked from a warm process (rtlab.forkserver): the job process
+"""Board tests forked from a warm process (rtlab.run.forkserver): the job process
 is the runner's own child, starts clean (its environment, working directory,
 log, session; none of the runner's descriptors), its exit code and a
 cancel (SIGINT) come through as from a subprocess, and a runner that is no
@@ -32,8 +32,8 @@ BOARD_TEST = textwrap.dedent('''
 RUNNER = textwrap.dedent('''
     import fcntl, json, os, signal, sys, time
     from pathlib import Path
-    from rtlab import forkserver
-    from rtlab.joblife import become_subreaper, is_subreaper
+    from rtlab.run import forkserver
+    from rtlab.run.joblife import become_subreaper, is_subreaper
     d = Path(sys.argv[1])
     out = {"subreaper_before": is_subreaper(),
            "server_without_subreaper": forkserver.start() is not None}
@@ -97,7 +97,7 @@ def test_a_forked_job_is_the_runners_child_and_starts_clean(tmp_path):
 
 def test_a_runner_without_a_server_starts_board_tests_as_subprocesses(tmp_path):
     """The runner's fallback path: the same job started by a fresh interpreter."""
-    from rtlab import runner
+    from rtlab.run import runner
 
     (tmp_path / "test_board.py").write_text(BOARD_TEST)
     assert runner._FORK_SERVER is None  # pytest is no subreaper: run_campaign starts none here
@@ -116,7 +116,7 @@ def test_waiting_for_a_forked_job_times_out_on_time_and_then_gets_its_code():
     import os
     import time
 
-    from rtlab.forkserver import ForkedJob
+    from rtlab.run.forkserver import ForkedJob
 
     pid = os.fork()
     if pid == 0:

@@ -1,9 +1,9 @@
 """Verdicts: budgets judged on histograms; infra never becomes a latency verdict."""
-from rtlab.budgets import Budget
-from rtlab.gate import judge
-from rtlab.model import (EXIT_CODE, Histogram, JobResult, Measurement, MeasurementKey,
+from rtlab.plan.budgets import Budget
+from rtlab.judge.gate import judge
+from rtlab.core.model import (EXIT_CODE, Histogram, JobResult, Measurement, MeasurementKey,
                          RunResult, ThreadResult, ToolOutput, Verdict, combine_verdicts)
-from rtlab.report import comparison_table
+from rtlab.report.table import comparison_table
 
 KEY = MeasurementKey("b", "rt", "cyclictest", "idle")
 
@@ -113,8 +113,8 @@ def _run_with(m, budget_class="k"):
 
 
 def test_no_budget_is_an_error_naming_the_key_unless_declared_unbudgeted(tmp_path):
-    from rtlab.budgets import load_budgets
-    from rtlab.gate import judge_run
+    from rtlab.plan.budgets import load_budgets
+    from rtlab.judge.gate import judge_run
 
     f = tmp_path / "budgets.yaml"
     # a typo in the class name: nothing matches the board's class "k"
@@ -141,7 +141,7 @@ def test_zero_cycles_is_infra_never_pass_or_fail():
 
 
 def test_run_cut_short_is_infra(tmp_path):
-    from rtlab.gate import sample_problems
+    from rtlab.judge.gate import sample_problems
     from rtlab.suites import SUITES, SuiteRun
 
     suite = SUITES["cyclictest"]
@@ -168,7 +168,7 @@ def test_samples_lost_to_a_latency_bug_are_not_a_run_cut_short():
     that pass meanwhile (cyclictest advances its next wake-up past now):
     11,200 of 20,000 samples, and the missing ones are its own latency, a
     FAIL to judge, never INFRA."""
-    from rtlab.gate import sample_problems
+    from rtlab.judge.gate import sample_problems
 
     hog = ThreadResult(thread=0, cpu=0, cycles=11200, min_us=5, avg_us=40, max_us=400500,
                        overflows=22, histogram=Histogram(counts={10: 11178}, bucket_us=1.0, overflows=22))
@@ -183,7 +183,7 @@ def test_samples_lost_to_a_latency_bug_are_not_a_run_cut_short():
 def test_nan_and_inf_limits_are_rejected_at_load(tmp_path):
     import pytest
 
-    from rtlab.budgets import load_budgets
+    from rtlab.plan.budgets import load_budgets
     from rtlab.errors import InputError
 
     f = tmp_path / "budgets.yaml"
@@ -199,7 +199,7 @@ def test_nan_and_inf_limits_are_rejected_at_load(tmp_path):
 def test_run_time_from_exit_json_or_the_tools_own_json(tmp_path):
     import json
 
-    from rtlab.results import read_elapsed
+    from rtlab.run.results import read_elapsed
 
     (tmp_path / "exit.json").write_text(json.dumps({"exit_code": 0, "elapsed_s": 20.3}))
     assert read_elapsed(tmp_path) == 20.3

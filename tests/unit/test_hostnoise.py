@@ -1,4 +1,4 @@
-"""Host noise (rtlab/hostnoise.py): steal read from /proc/stat texts made up
+"""Host noise (rtlab/core/hostnoise.py): steal read from /proc/stat texts made up
 here (a hypervisor cannot be made to steal on demand), the gate's rule that
 turns a breach the steal explains into INFRA, and where the numbers go
 (run.json, the store, the report, snapshot.json)."""
@@ -7,11 +7,11 @@ import time
 
 import pytest
 
-from rtlab import hostnoise
-from rtlab.budgets import Budget, load_budgets
+from rtlab.core import hostnoise
+from rtlab.plan.budgets import Budget, load_budgets
 from rtlab.errors import InputError
-from rtlab.gate import judge, judge_run
-from rtlab.model import JobResult, RunResult, Verdict
+from rtlab.judge.gate import judge, judge_run
+from rtlab.core.model import JobResult, RunResult, Verdict
 
 from test_gate import _run_with, meas, thread
 
@@ -138,7 +138,7 @@ def test_the_threshold_is_typed_in_the_budget_file(tmp_path):
 
 
 def test_host_noise_round_trips_and_reaches_the_store_and_report(tmp_path):
-    from rtlab.plot import write_html_report
+    from rtlab.report.plot import write_html_report
     from rtlab.store.schema import FIELDS, VERDICT, field_type
 
     m = judge(noisy(20498, 20.0, max_gap_ms=31.5), Budget(max_us=20000))
@@ -160,7 +160,7 @@ def test_host_noise_round_trips_and_reaches_the_store_and_report(tmp_path):
 
 
 def test_snapshot_gets_each_suites_host_noise(tmp_path):
-    from rtlab import snapshot
+    from rtlab.report import snapshot
     p = tmp_path / "snapshot.json"
     snapshot.add_host_noise(p, "cyclictest@idle", {"steal_ms": {"cpu0": 10.0}})
     assert not p.exists()  # no snapshot (the boot's failed): none made up

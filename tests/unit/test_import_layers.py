@@ -2,10 +2,9 @@
 the imports inside functions too (a function-level import that closes a
 loop only hides it), except the few deliberate lazy imports listed below.
 
-Layers, bottom up: errors/registry/config/model (the typed result model,
-Budget) -> parsers (format parsers; the tools are read from the suites'
-registry, rtlab.registry) -> loads,
-suites -> gate, evidence, report, plot, vendor -> results, store -> commands.
+The stage packages' order (core -> targets/parsers/soak -> loads -> suites
+-> plan -> judge -> report -> run -> verdict -> commands) is checked by
+test_stage_layers.py.
 """
 import ast
 from pathlib import Path
@@ -107,7 +106,7 @@ def test_no_cycle_hidden_in_function_level_imports():
 
 def test_the_layers_point_down():
     _, every = import_graph()
-    assert every["rtlab.model"] <= {"rtlab.errors"}, every["rtlab.model"]
+    assert every["rtlab.core.model"] <= {"rtlab.errors"}, every["rtlab.core.model"]
     for mod, deps in every.items():
         if mod.startswith("rtlab.parsers"):
             assert not {d for d in deps if d.startswith("rtlab.suites")}, f"{mod} imports the suites"

@@ -8,8 +8,8 @@ sys.path.insert(0, str(Path(__file__).parent))
 from test_gate import thread  # noqa: E402
 
 from rtlab.cli import main
-from rtlab.junit import junit_xml
-from rtlab.model import JobResult, Measurement, MeasurementKey, RunResult, ToolOutput
+from rtlab.report.junit import junit_xml
+from rtlab.core.model import JobResult, Measurement, MeasurementKey, RunResult, ToolOutput
 
 BUDGETS = 'budgets:\n  qemu-tcg: {"*": {"*": {"*": {max_us: 100}}}}\n'
 
@@ -33,8 +33,8 @@ def write_run(d: Path, *jobs) -> Path:
 
 
 def test_one_testcase_per_measurement_failure_error_and_build(tmp_path):
-    from rtlab.budgets import load_budgets
-    from rtlab.gate import judge_run
+    from rtlab.plan.budgets import load_budgets
+    from rtlab.judge.gate import judge_run
     (tmp_path / "b.yaml").write_text(BUDGETS)
     run = RunResult("r1", "2026-11-21T00:00:00Z", "ci", jobs=[
         job("rt", {10: 99, 40: 1}), job("none", {10: 99, 400: 1}),

@@ -14,7 +14,7 @@ from rtlab.kernel import make as K_make
 from rtlab.cli import build_parser
 from rtlab.errors import InputError
 from rtlab.suites.board import config_preempt_model, preempt_model
-from rtlab.variants import load_variants
+from rtlab.targets.variants import load_variants
 
 MODELS = {"preempt-none": "PREEMPT_NONE", "preempt-voluntary": "PREEMPT_VOLUNTARY",
           "preempt-full": "PREEMPT", "preempt-rt": "PREEMPT_RT"}
@@ -494,10 +494,10 @@ def test_kernel_tree_runs_only_boards_that_boot_the_built_kernel(tmp_path, monke
     board (Debian's kernels) or the local board (its own) would credit another
     kernel's latency to the commit, so they are not available, and nothing is
     built for them."""
-    from rtlab import runner
-    from rtlab.boards import find_board
-    from rtlab.campaign import Job
-    from rtlab.variants import load_variants
+    from rtlab.run import runner
+    from rtlab.targets.boards import find_board
+    from rtlab.plan.campaign import Job
+    from rtlab.targets.variants import load_variants
     v = load_variants()
     qemu, rack, local = (find_board(b) for b in ("qemu-aarch64", "rack-aarch64", "local"))
     jobs = [Job(qemu, v["rt"], ()), Job(rack, v["rt"], ()), Job(local, v["host"], ())]

@@ -21,13 +21,13 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rtlab.campaign import load_campaign
+from rtlab.plan.campaign import load_campaign
 from rtlab.lava import onboard
 from rtlab.lava.dispatch import lavacli_cmd
 from rtlab.lava.ingest import ingest_records, load_record
 from rtlab.lava.logs import LavaLog, results_from_server
 from rtlab.lava.render import load_job, render_campaign
-from rtlab.model import RunResult, Verdict
+from rtlab.core.model import RunResult, Verdict
 from rtlab.parsers import parse_file
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -49,7 +49,7 @@ def cases(stdout: str) -> dict[str, str]:
 @pytest.mark.parametrize("fixture", FIXTURES, ids=[f.name for f in FIXTURES])
 def test_board_measurements_equal_rtlab_parser(board, fixture):
     """Per thread min/avg/max/cycles and nearest-rank percentiles from awk are
-    exactly what rtlab.model computes; unknowable percentiles are skipped."""
+    exactly what rtlab.core.model computes; unknowable percentiles are skipped."""
     res = board(onboard.rt_cases_step(str(fixture)))
     assert res.returncode == 0, res.stderr
     got = cases(res.stdout)

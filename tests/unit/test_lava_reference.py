@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rtlab.campaign import load_campaign
+from rtlab.plan.campaign import load_campaign
 from rtlab.images import DEFAULT_CACHE
 from rtlab.lava.render import _LiteralDumper, render_campaign
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rtlab.boards import find_board
-from rtlab.campaign import load_campaign
+from rtlab.targets.boards import find_board
+from rtlab.plan.campaign import load_campaign
 from rtlab.lava import onboard
 from rtlab.lava.boards import load_lava_boards
 from rtlab.lava.devices import qemu_device_text

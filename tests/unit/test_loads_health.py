@@ -8,7 +8,7 @@ import pytest
 from rtlab.loads import LOADS, health
 from rtlab.loads.base import load_cpus, LoadDied
 from rtlab.loads.health import Sample, Snapshot, check_window
-from rtlab.model import ToolOutput
+from rtlab.core.model import ToolOutput
 from rtlab.suites import Suite
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures" / "loads"

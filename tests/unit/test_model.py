@@ -5,7 +5,7 @@ import math
 
 import pytest
 
-from rtlab.model import PERCENTILES, Histogram, ThreadResult, ToolOutput
+from rtlab.core.model import PERCENTILES, Histogram, ThreadResult, ToolOutput
 
 
 def thread(h: Histogram | None, max_us: float, cycles: int | None = None) -> ThreadResult:

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from rtlab.errors import InputError
-from rtlab.model import PERCENTILES, Histogram
+from rtlab.core.model import PERCENTILES, Histogram
 from rtlab.parsers import known_tools, parse_file, parse_text
 from rtlab.parsers._common import Opt, parse_optstring, scan_options
 from rtlab.parsers.rtjson import cyclictest_histogram_size

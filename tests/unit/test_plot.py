@@ -1,8 +1,8 @@
 """The HTML report's histogram pictures: one line per variant, log counts."""
 import xml.etree.ElementTree as ET
 
-from rtlab.model import Histogram
-from rtlab.plot import histogram_svg
+from rtlab.core.model import Histogram
+from rtlab.report.plot import histogram_svg
 
 NS = "{http://www.w3.org/2000/svg}"
 

@@ -1,4 +1,4 @@
-"""The pWCET estimator (rtlab.pwcet) on samples of known distributions:
+"""The pWCET estimator (rtlab.soak.pwcet) on samples of known distributions:
 its interval covers the true quantile at about the stated rate, and it
 refuses where a check fails (too few tail points, a trend, correlated
 blocks, no block maxima, a bad fit)."""
@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 from scipy import stats as sps
 
-from rtlab import pwcet
-from rtlab.model import Histogram
+from rtlab.soak import pwcet
+from rtlab.core.model import Histogram
 
 
 def hist_of(x, size=None):

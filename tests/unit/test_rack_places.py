@@ -11,7 +11,7 @@ import pytest
 from rtlab.lab import places as P
 from rtlab.lab import scheduler as S
 from rtlab.lab.coordinator import PlaceInfo, ReservationInfo
-from rtlab.model import JobResult
+from rtlab.core.model import JobResult
 
 
 # -- identities and the reaper --------------------------------------------------------

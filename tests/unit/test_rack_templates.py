@@ -21,7 +21,7 @@ from labgrid.remote.config import ResourceConfig
 from labgrid.util.yaml import load as lg_load
 
 from rtlab import ROOT
-from rtlab.boards import load_board
+from rtlab.targets.boards import load_board
 from rtlab.rack.config import load_places, load_rack_config
 
 BOARDS = sorted(p.stem for p in (ROOT / "env" / "boards").glob("*.yaml"))

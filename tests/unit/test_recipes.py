@@ -47,7 +47,7 @@ SUITE = '''\
 """fakelat: a new latency tool with the rt-tests "plain" JSON layout."""
 from typing import Optional
 
-from ..boards import Board
+from ..targets.boards import Board
 from ..parsers import rt_tests
 from . import DURATION_S, Suite, SuiteRun
 
@@ -86,7 +86,7 @@ def test_a_suite_in_the_files_the_readme_names(tree):
     (tree / "out.json").write_text(json.dumps(doc))
     code = textwrap.dedent("""
         import json
-        from rtlab.campaign import load_campaign
+        from rtlab.plan.campaign import load_campaign
         from rtlab.parsers import parse_file
         from rtlab.suites import SUITES
         c = load_campaign("campaigns/fakelat.yaml")
@@ -119,7 +119,7 @@ def test_a_load_in_the_one_file_the_readme_names(tree):
                 return f"--switch {env.ncpus}"
     '''))
     assert readme_count("load") == 1
-    code = ("from rtlab.campaign import load_campaign\n"
+    code = ("from rtlab.plan.campaign import load_campaign\n"
             "c = load_campaign('programme', boards=['local'])\n"
             "print(sorted({r.load for j in c.jobs() for r in j.suites}))\n")
     res = run_in(tree, "-c", code)
@@ -134,7 +134,7 @@ def test_a_board_in_the_one_file_the_readme_names(tree):
     text = (tree / "env/qemu-x86_64.yaml").read_text()
     (tree / "env/qemu-x86_64-twin.yaml").write_text(text)
     assert readme_count("board") == 1
-    code = ("from rtlab.boards import load_boards, find_board\n"
+    code = ("from rtlab.targets.boards import load_boards, find_board\n"
             "b = find_board('qemu-x86_64-twin')\n"
             "print(b.name, b.budget_class, 'qemu-x86_64-twin' in load_boards())\n")
     res = run_in(tree, "-c", code)

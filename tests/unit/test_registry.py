@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from rtlab import registry
-from rtlab.arch import ARCHES
-from rtlab.boards import load_boards
+from rtlab.targets.arch import ARCHES
+from rtlab.targets.boards import load_boards
 from rtlab.cli import build_parser
 from rtlab.loads import LOADS, Load
 from rtlab.registry import COMMANDS, SUITES, Registry, RegistrationError
@@ -76,7 +76,7 @@ def test_a_load_defined_anywhere_is_registered_and_in_loads_all(tmp_path):
     """Loads were a one-time snapshot of the catalog: a load defined in
     another module never reached LOADS. Now any subclass with a name does,
     and a campaign's ``loads: all`` runs it."""
-    from rtlab.campaign import load_campaign
+    from rtlab.plan.campaign import load_campaign
 
     class Sleepy(Load):
         name = "t-sleepy"

@@ -2,13 +2,13 @@
 suite, and the table's median (min-max) across them."""
 import pytest
 
-from rtlab.campaign import load_campaign
+from rtlab.plan.campaign import load_campaign
 from rtlab.errors import InputError
-from rtlab.junit import junit_xml
-from rtlab.model import (Histogram, JobResult, Measurement, MeasurementKey, RunResult, ThreadResult,
+from rtlab.report.junit import junit_xml
+from rtlab.core.model import (Histogram, JobResult, Measurement, MeasurementKey, RunResult, ThreadResult,
                          ToolOutput, Verdict)
-from rtlab.report import comparison_table
-from rtlab.results import ResultsDir
+from rtlab.report.table import comparison_table
+from rtlab.run.results import ResultsDir
 from rtlab.store.schema import points_for_run
 
 

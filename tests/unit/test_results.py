@@ -1,4 +1,4 @@
-"""rtlab.results: one results path for every lab backend.
+"""rtlab.run.results: one results path for every lab backend.
 
 The same raw outputs, brought by the labgrid runner (board tests' events +
 raw files) and by LAVA ingest (a LAVA log around a real rendered job), must
@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from rtlab.budgets import load_budgets
-from rtlab.campaign import Job
-from rtlab.model import JobResult, RunResult, Verdict
-from rtlab.results import JobSpec, ResultsDir, load_run, tool_exit_problem
-from rtlab.runner import collect_suites
+from rtlab.plan.budgets import load_budgets
+from rtlab.plan.campaign import Job
+from rtlab.core.model import JobResult, RunResult, Verdict
+from rtlab.run.results import JobSpec, ResultsDir, load_run, tool_exit_problem
+from rtlab.run.runner import collect_suites
 from rtlab.suites import SUITES
 
 from test_lava_ingest import Board as LavaBoard, ingest, jobs  # noqa: F401 - jobs is a fixture
@@ -30,7 +30,7 @@ BUDGETS = {
 
 def labgrid_path(lava: LavaBoard, tmp: Path, budgets: Path) -> Path:
     """What the runner does after the board tests: events + raw files on
-    disk (as run_tool writes them) -> rtlab.results."""
+    disk (as run_tool writes them) -> rtlab.run.results."""
     spec = JobSpec.from_json({**lava.spec, "job_dir": "/nowhere", "suites": [lava.spec["suite"]]})
     run = spec.suites[0]
     rd = ResultsDir.create(tmp / "labgrid")

@@ -129,7 +129,7 @@ def test_suite_commands():
 
 
 def test_params_are_typed_and_ranged():
-    from rtlab.params import ParamError
+    from rtlab.core.params import ParamError
 
     for suite, bad in (("timerlat", {"period_us": "1000; reboot"}), ("timerlat", {"priority": 100}),
                        ("osnoise", {"runtime_us": 2000000, "period_us": 1000000}),

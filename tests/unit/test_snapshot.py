@@ -6,8 +6,8 @@ from __future__ import annotations
 import copy
 import subprocess
 
-from rtlab import snapshot
-from rtlab.snapshot import diff_snapshots, parse_interrupts
+from rtlab.report import snapshot
+from rtlab.report.snapshot import diff_snapshots, parse_interrupts
 
 
 class LocalShell:

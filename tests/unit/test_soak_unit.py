@@ -1,16 +1,16 @@
-"""rtlab.soak without a board: atomic checkpoints, merged state, the
+"""rtlab.soak.checkpoint without a board: atomic checkpoints, merged state, the
 judging of kept samples (breach FAIL, incomplete never PASS), --full."""
 import json
 from pathlib import Path
 
 import pytest
 
-from rtlab import soak
-from rtlab.budgets import Budget
-from rtlab.campaign import load_campaign
+from rtlab.soak import checkpoint as soak
+from rtlab.plan.budgets import Budget
+from rtlab.plan.campaign import load_campaign
 from rtlab.errors import InputError
-from rtlab.gate import judge
-from rtlab.model import Histogram, Measurement, MeasurementKey, ThreadResult, ToolOutput, Verdict
+from rtlab.judge.gate import judge
+from rtlab.core.model import Histogram, Measurement, MeasurementKey, ThreadResult, ToolOutput, Verdict
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -3,12 +3,12 @@ import textwrap
 
 import pytest
 
-from rtlab.boards import find_board, load_board, load_boards
-from rtlab.budgets import load_budgets
-from rtlab.campaign import load_campaign
-from rtlab.config import format_cpulist, parse_cpulist
+from rtlab.targets.boards import find_board, load_board, load_boards
+from rtlab.plan.budgets import load_budgets
+from rtlab.plan.campaign import load_campaign
+from rtlab.core.config import format_cpulist, parse_cpulist
 from rtlab.errors import InputError
-from rtlab.variants import load_variants
+from rtlab.targets.variants import load_variants
 
 
 def write(tmp_path, name, text):

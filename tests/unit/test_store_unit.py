@@ -11,7 +11,7 @@ from urllib.parse import parse_qs, urlsplit
 import pytest
 
 from rtlab.errors import InputError
-from rtlab.model import (Histogram, JobResult, Measurement, MeasurementKey, RunResult, ThreadResult,
+from rtlab.core.model import (Histogram, JobResult, Measurement, MeasurementKey, RunResult, ThreadResult,
                          ToolOutput, Verdict)
 from rtlab.store import (InfluxV1, InfluxV2, LocalInfluxd, Point, QueryError, Session, Spool, Store,
                          StoreConfig, StoreUnavailable, WriteRejected, lines_for_run, points_for_run)

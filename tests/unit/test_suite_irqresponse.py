@@ -10,13 +10,13 @@ from pathlib import Path
 import pytest
 from labgrid import Target
 
-from rtlab.budgets import load_budgets
+from rtlab.plan.budgets import load_budgets
 from rtlab.errors import InputError, SuiteFailure
 from rtlab.lab.irqprobe import IrqProbeDriver, NetworkIrqProbe
 from rtlab.lab.irqprotocol import Accumulator, ArmRequest
 from rtlab.lab.irqtwin import Twin
-from rtlab.model import Budget
-from rtlab.params import ParamError
+from rtlab.core.model import Budget
+from rtlab.core.params import ParamError
 from rtlab.suites import SUITES, SuiteRun
 from rtlab.suites.board import shell_line
 from rtlab.suites.irqresponse import PROBE_FILE, probe_output
@@ -96,8 +96,8 @@ def test_missed_responses_are_samples_beyond_the_histogram_not_dropped():
 
 
 def test_a_missed_response_breaks_the_rk3568_budget():
-    from rtlab.gate import judge
-    from rtlab.model import Measurement, MeasurementKey
+    from rtlab.judge.gate import judge
+    from rtlab.core.model import Measurement, MeasurementKey
     budgets = load_budgets(ROOT / "budgets" / "default.yaml")
     b = budgets.lookup("rk3568", "rt", "irq-response", "idle")
     assert isinstance(b, Budget) and b.max_us == 20
@@ -234,7 +234,7 @@ def test_host_side_probe_unreachable_is_infra_before_the_run(tmp_path):
 
 
 def test_store_points_carry_the_missed_count():
-    from rtlab.model import JobResult, Measurement, MeasurementKey, RunResult
+    from rtlab.core.model import JobResult, Measurement, MeasurementKey, RunResult
     from rtlab.store.schema import points_for_run
     out = probe_output(result_doc(missed=2), RESPONDER["responder"], "probe.json", cpu=2)
     m = Measurement(MeasurementKey("rk3568", "rt", "irq-response"), out)

@@ -7,10 +7,10 @@ import json
 import shutil
 from pathlib import Path
 
-from rtlab.budgets import Budget
-from rtlab.gate import judge
-from rtlab.model import MeasurementKey, Verdict
-from rtlab.results import collect
+from rtlab.plan.budgets import Budget
+from rtlab.judge.gate import judge
+from rtlab.core.model import MeasurementKey, Verdict
+from rtlab.run.results import collect
 from rtlab.suites import SUITES, SuiteRun
 
 RT = Path(__file__).resolve().parents[1] / "fixtures" / "rt-tests-2.4"

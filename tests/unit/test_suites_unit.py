@@ -7,14 +7,14 @@ from pathlib import Path
 
 import pytest
 
-from rtlab.boards import Board
-from rtlab.budgets import Budget
-from rtlab.campaign import CAMPAIGN_DIR, load_campaign
-from rtlab.gate import judge
+from rtlab.targets.boards import Board
+from rtlab.plan.budgets import Budget
+from rtlab.plan.campaign import CAMPAIGN_DIR, load_campaign
+from rtlab.judge.gate import judge
 from rtlab.loads import LOADS
-from rtlab.model import JobResult, Measurement, MeasurementKey, RunResult, Verdict
-from rtlab.report import comparison_table
-from rtlab.params import ParamError
+from rtlab.core.model import JobResult, Measurement, MeasurementKey, RunResult, Verdict
+from rtlab.report.table import comparison_table
+from rtlab.core.params import ParamError
 from rtlab.suites import SUITES, SuiteRun
 from rtlab.suites.board import shell_line
 
@@ -98,7 +98,7 @@ def test_presets_cover_the_programme():
         runs = {(r.suite, r.load) for r in job.suites}
         # the rtla suites need the kernel's tracers: their own preset (campaigns/rtla.yaml)
         # irq-response needs an external probe: campaigns/vendor-rk3568-oee.yaml;
-        # cyclictest-soak is cyclictest for hours (rtlab.soak): the vendor campaigns
+        # cyclictest-soak is cyclictest for hours (rtlab.soak.checkpoint): the vendor campaigns
         assert {s for s, _ in runs} == set(SUITES) - RTLA - {"irq-response", "cyclictest-soak"}
         assert {l for _, l in runs} == loads | {"stress+network"}
         assert len(runs) == len(set(SUITES) - RTLA - {"irq-response", "cyclictest-soak"}) * (len(loads) + 1)
@@ -253,7 +253,7 @@ def test_a_new_suite_is_parseable_by_its_tool_with_no_table_to_edit(tmp_path):
     results path (Suite.parse, used by the labgrid runner and LAVA ingest
     alike) call it; once the suite is gone, its tool is unknown again."""
     from rtlab.errors import InputError
-    from rtlab.model import ToolOutput
+    from rtlab.core.model import ToolOutput
     from rtlab.parsers import known_tools, parse_file
     from rtlab.suites import Suite
 

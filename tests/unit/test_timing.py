@@ -1,11 +1,11 @@
-"""rtlab.timing: a job's timing events add up per part, pytest's own start
+"""rtlab.core.timing: a job's timing events add up per part, pytest's own start
 and exit is its process time less what the board tests account for, and
 what no event covers is reported as such (bench/bench_spine.py prints it)."""
 import json
 
 import pytest
 
-from rtlab import timing
+from rtlab.core import timing
 
 
 def write_job(jd, pytest_s=20.0):

@@ -6,11 +6,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from rtlab import runner
-from rtlab.boards import ENV_DIR as ENV, find_board, load_board
-from rtlab.campaign import Job
+from rtlab.run import runner
+from rtlab.targets.boards import ENV_DIR as ENV, find_board, load_board
+from rtlab.plan.campaign import Job
 from rtlab.errors import InputError
-from rtlab.variants import load_variants
+from rtlab.targets.variants import load_variants
 
 VARIANTS = load_variants()
 

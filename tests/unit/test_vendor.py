@@ -2,10 +2,10 @@
 zero, or unknown (never guessed), repeats merged, intervals kept apart."""
 import pytest
 
-from rtlab.model import (
+from rtlab.core.model import (
     Histogram, JobResult, Measurement, MeasurementKey, RunResult, ThreadResult, ToolOutput, Verdict,
 )
-from rtlab.vendor import (
+from rtlab.report.vendor import (
     block_rows, fmt_samples, fmt_share, parse_thresholds, share_at_or_above, text_histogram,
     vendor_blocks, vendor_tables,
 )
@@ -127,7 +127,7 @@ def test_unjudged_measurement_is_said_so():
 
 
 def test_microseconds_keep_nanosecond_operations_visible():
-    from rtlab.vendor import fmt_us
+    from rtlab.report.vendor import fmt_us
 
     assert [fmt_us(v) for v in (0.004, 0.036, 0.0, 2.5, 26.37, 1189.0, 15226.0)] == \
         ["0.004", "0.036", "0", "2.5", "26.4", "1,189", "15,226"]

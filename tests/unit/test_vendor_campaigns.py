@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from rtlab.campaign import load_campaign
+from rtlab.plan.campaign import load_campaign
 from rtlab.errors import InputError
 from rtlab.lava.boards import load_lava_boards
 from rtlab.lava.render import render_campaign
@@ -123,7 +123,7 @@ def test_every_measurement_has_a_budget_on_the_twins_and_the_local_board(path):
     """Nothing unjudged: each suite run of the campaign, on its own boards and
     on this machine (`--board local`), meets a budget whose percentiles its
     histogram reaches."""
-    from rtlab.budgets import load_budgets
+    from rtlab.plan.budgets import load_budgets
 
     for boards in (None, ["local"]):
         try:

@@ -1,0 +1,245 @@
+"""Results read back from disk, checked against the model before use.
+
+run.json, job.json and compare.json come from a results directory, which may
+be a CI artifact anyone could have edited: ``max_us: NaN`` must not pass the
+gate (NaN >= budget is false), a negative histogram count must not shift a
+percentile, ``cycles: "abc"`` must not become a TypeError. Every value the
+model's ``from_json`` reads is checked here for type and range first; a bad
+one is an InputError naming the file and the dotted key (exit 2). Unknown
+keys are left alone (newer rtlab versions may add some).
+"""
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from .config import shown
+from ..errors import InputError
+from .fsutil import read_bounded, result_max_bytes
+
+VERDICTS = ("pass", "fail", "infra")
+
+
+class Doc:
+    """A value of a JSON document with its file and dotted key."""
+
+    def __init__(self, path, value: Any, key: str = ""):
+        self.path = path
+        self.value = value
+        self.key = key
+
+    def error(self, what: str) -> InputError:
+        return InputError(self.path, f"{self.key or '<top>'}: {what}")
+
+    def at(self, name, value: Any) -> "Doc":
+        part = f"[{name}]" if isinstance(name, int) else f".{name}"
+        return Doc(self.path, value, (self.key + part).lstrip("."))
+
+    def obj(self) -> dict:
+        if not isinstance(self.value, dict):
+            raise self.error(f"must be an object, got {_type(self.value)}")
+        return self.value
+
+    def field(self, name: str, check: Callable[["Doc"], Any], *, required: bool = False,
+              nullable: bool = True) -> None:
+        d = self.obj()
+        if name not in d:
+            if required:
+                raise self.error(f"missing required key '{name}'")
+            return
+        child = self.at(name, d[name])
+        if d[name] is None:
+            if nullable and not required:
+                return
+            raise child.error("must not be null")
+        check(child)
+
+    def items(self, check: Callable[["Doc"], Any]) -> None:
+        if not isinstance(self.value, list):
+            raise self.error(f"must be a list, got {_type(self.value)}")
+        for i, v in enumerate(self.value):
+            check(self.at(i, v))
+
+
+def _type(v: Any) -> str:
+    return {dict: "an object", list: "a list", str: "a string", bool: "a boolean", type(None): "null"}.get(
+        type(v), "a number" if isinstance(v, (int, float)) else type(v).__name__)
+
+
+def string(d: Doc) -> None:
+    if not isinstance(d.value, str):
+        raise d.error(f"must be a string, got {_type(d.value)}")
+
+
+def obj(d: Doc) -> None:
+    d.obj()
+
+
+def str_list(d: Doc) -> None:
+    d.items(string)
+
+
+def number(minimum: Optional[float] = None, maximum: Optional[float] = None, *,
+           above: bool = False) -> Callable[[Doc], None]:
+    def check(d: Doc) -> None:
+        v = d.value
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            raise d.error(f"must be a number, got {_type(v)}")
+        if not math.isfinite(v):
+            raise d.error(f"must be a finite number, got {v!r}")
+        if minimum is not None and (v <= minimum if above else v < minimum):
+            raise d.error(f"must be {'>' if above else '>='} {minimum:g}, got {v!r}")
+        if maximum is not None and v > maximum:
+            raise d.error(f"must be <= {maximum:g}, got {v!r}")
+    return check
+
+
+def integer(minimum: Optional[int] = None) -> Callable[[Doc], None]:
+    def check(d: Doc) -> None:
+        v = d.value
+        if isinstance(v, bool) or not isinstance(v, int):
+            raise d.error(f"must be an integer, got {_type(v)}"
+                          + (f" {v!r}" if isinstance(v, float) and math.isfinite(v) else ""))
+        if minimum is not None and v < minimum:
+            raise d.error(f"must be >= {minimum}, got {v}")
+    return check
+
+
+def finite_tree(d: Doc) -> None:
+    """Free-form data (metrics, extra, sysinfo): any JSON, numbers finite."""
+    v = d.value
+    if isinstance(v, float) and not math.isfinite(v):
+        raise d.error(f"must be a finite number, got {v!r}")
+    if isinstance(v, dict):
+        for k, x in v.items():
+            finite_tree(d.at(k, x))
+    elif isinstance(v, list):
+        d.items(finite_tree)
+
+
+def verdict(d: Doc) -> None:
+    if d.value not in VERDICTS:
+        raise d.error(f"must be one of {', '.join(VERDICTS)}, got {shown(d.value)}")
+
+
+def histogram(d: Doc) -> None:
+    d.field("counts", _counts, required=True)
+    d.field("bucket_us", number(0, above=True))
+    d.field("size", integer(0))
+    d.field("overflows", integer(0))
+
+
+def _counts(d: Doc) -> None:
+    for k, v in d.obj().items():
+        if not (isinstance(k, str) and k.isdigit()):
+            raise d.error(f"bucket {shown(k)} is not a bucket index (digits)")
+        integer(0)(d.at(k, v))
+
+
+def thread(d: Doc) -> None:
+    d.field("thread", integer(), required=True)
+    d.field("cpu", integer(-1))
+    d.field("cycles", integer(0), required=True)
+    for k in ("min_us", "avg_us", "max_us"):
+        d.field(k, number(), required=True)
+    d.field("overflows", integer(0))
+    d.field("histogram", histogram)
+    d.field("extra", finite_tree)
+
+
+def output(d: Doc) -> None:
+    d.field("path", string, required=True)
+    d.field("tool", string, required=True)
+    d.field("threads", lambda t: t.items(thread), required=True)
+    d.field("return_code", integer())
+    d.field("sysinfo", obj)
+    d.field("metrics", _metrics)
+    d.field("failure", string)
+
+
+def _metrics(d: Doc) -> None:
+    d.obj()
+    finite_tree(d)
+
+
+def _key(d: Doc) -> None:
+    for n in ("board", "variant", "suite"):
+        d.field(n, string, required=True)
+    d.field("load", string)
+
+
+def budget(d: Doc) -> None:
+    d.field("max_us", number(0, above=True))
+    d.field("percentiles_us", lambda p: [number(0, above=True)(p.at(k, v)) for k, v in p.obj().items()])
+    d.field("source", string)
+
+
+def measurement(d: Doc) -> None:
+    d.field("key", _key, required=True)
+    d.field("output", output, required=True)
+    d.field("raw", str_list)
+    d.field("verdict", verdict)
+    d.field("reasons", str_list)
+    d.field("budget", budget)
+    d.field("share_over_budget", number(0, 1))
+    d.field("evidence", obj)
+
+
+def job(d: Doc) -> None:
+    d.field("board", string, required=True)
+    d.field("variant", string, required=True)
+    for k in ("arch", "budget_class", "infra_error", "build_error"):
+        d.field(k, string)
+    d.field("kernel", obj)
+    d.field("measurements", lambda m: m.items(measurement))
+    d.field("duration_s", number(0))
+    d.field("repeat", integer(0))
+    d.field("not_available", lambda n: n.items(obj))
+    d.field("verdict", verdict)
+
+
+def run(d: Doc) -> None:
+    d.field("run_id", string, required=True)
+    d.field("started", string, required=True)
+    d.field("campaign", string)
+    d.field("commit", obj)
+    d.field("jobs", lambda j: j.items(job))
+    d.field("not_available", lambda n: n.items(obj))
+    d.field("verdict", verdict)
+
+
+def comparison(d: Doc) -> None:
+    """compare.json: what the run report shows of it."""
+    d.field("outcome", string)
+    d.field("html", string)
+    d.field("baseline", lambda b: b.field("source", string))
+    d.field("keys", lambda k: k.items(lambda e: e.field("line", string)))
+
+
+def load_checked(path, check: Callable[[Doc], None], *, root=None, what: str = "result") -> Any:
+    """A JSON document read bounded (fsutil.read_bounded: no symlink out of
+    *root*, regular files only) and checked by *check*."""
+    data = read_bounded(path, result_max_bytes(), root=root)
+    try:
+        doc = json.loads(data)  # NaN/Infinity parse, then number() refuses them naming the key
+    except RecursionError:
+        raise InputError(path, "invalid JSON: nested too deep") from None
+    except ValueError as e:
+        raise InputError(path, f"invalid JSON: {e}") from None
+    del data
+    try:
+        check(Doc(Path(path), doc))
+    except InputError as e:
+        raise InputError(path, f"not a valid {what}: {e.what}") from None
+    return doc
+
+
+def load_comparison(run_dir: Path) -> Optional[dict]:
+    """A run's compare.json (rtlab compare / gate --baseline), checked; None
+    when the run has none."""
+    path = Path(run_dir) / "compare.json"
+    if not path.exists() and not path.is_symlink():
+        return None
+    return load_checked(path, comparison, what="comparison")

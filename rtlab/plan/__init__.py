@@ -1,0 +1,1 @@
+"""What a run covers and what it is held to: campaigns, budgets and the regression policy."""

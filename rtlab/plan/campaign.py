@@ -1,0 +1,234 @@
+"""Campaigns: which boards × variants × suites × loads a run covers.
+
+A campaign file is small and declarative (like a tuxrun device/test list);
+the runner turns it into jobs (one per board × variant), each a list of
+suite runs (one per suite × load).
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+from .. import ROOT
+from ..targets.boards import Board, find_board
+from ..core.config import Node, open_node, shown
+from ..errors import InputError
+from ..loads import LOADS
+from ..core.params import ParamError, check_cpus_on, check_name, cpus_of
+from ..suites import SUITES, SuiteRun
+from ..targets.variants import HOST_VARIANT, Variant, load_variants
+
+#: repeats per job at most (each a boot): more is a soak, not a baseline
+MAX_REPEAT = 100
+CAMPAIGN_DIR = ROOT / "campaigns"
+DEFAULT_CAMPAIGN = CAMPAIGN_DIR / "default.yaml"
+BUDGETS_DIR = ROOT / "budgets"
+
+
+@dataclass(frozen=True)
+class SuiteEntry:
+    name: str
+    suite: str
+    loads: tuple[str, ...]
+    params: dict[str, Any]
+    #: per board name or budget class: parameter overrides (e.g. a wider
+    #: histogram where TCG latencies run to milliseconds)
+    overrides: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def params_for(self, board: Board) -> dict[str, Any]:
+        p = dict(self.params)
+        p.update(self.overrides.get(board.budget_class, {}))
+        p.update(self.overrides.get(board.name, {}))
+        return SUITES[self.suite].params(p)
+
+
+@dataclass(frozen=True)
+class Job:
+    board: Board
+    variant: Variant
+    suites: tuple[SuiteRun, ...]
+    #: 1..N when the campaign repeats (each a fresh boot / fresh tool run), else 0
+    repeat: int = 0
+
+    @property
+    def id(self) -> str:
+        return f"{self.board.name}/{self.variant.name}" + (f"#{self.repeat}" if self.repeat else "")
+
+
+@dataclass
+class Campaign:
+    name: str
+    path: Path
+    description: str
+    budgets: Path
+    boards: list[Board]
+    variants: list[Variant]
+    suites: list[SuiteEntry]
+    #: every job this many times (campaign key ``repeat:``, ``rtlab run --repeat``)
+    repeat: int = 1
+    #: evidence at the breach (rtlab.judge.evidence): True/False, None = on in CI only
+    evidence: Optional[bool] = None
+
+    def measured_cpus(self, board: Board, variant: Variant, entry: SuiteEntry) -> tuple[int, ...]:
+        """The isolated CPU on isolation variants (what vendors measure on),
+        every CPU otherwise. Always named explicitly to the tool."""
+        cpus = entry.params.get("cpus", "auto")
+        if cpus == "auto":
+            if variant.isolated:
+                return (board.isolate_cpu,)
+            return tuple(range(board.cpus))
+        if cpus == "all":  # every CPU, isolated ones included (cyclictest -S style)
+            return tuple(range(board.cpus))
+        return tuple(cpus_of(cpus) or ())
+
+    def jobs(self) -> list[Job]:
+        jobs = []
+        for board in self.boards:
+            variants = [v for v in self.variants if board.supports(v.name)]
+            if board.fixed_kernel:
+                variants = [load_variants()[HOST_VARIANT]]
+            for variant in variants:
+                runs = []
+                for entry in self.suites:
+                    params = entry.params_for(board)
+                    params.pop("cpus", None)
+                    for load in entry.loads:
+                        runs.append(SuiteRun(
+                            id=f"{entry.name}@{load}", name=entry.name, suite=entry.suite,
+                            load=load, params=params,
+                            cpus=self.measured_cpus(board, variant, entry)))
+                jobs.append(Job(board=board, variant=variant, suites=tuple(runs)))
+        if self.repeat <= 1:
+            return jobs
+        # repeats interleaved (all jobs once, then again): slow drift of the
+        # host or the lab spreads over every variant alike, not onto one
+        return [dataclasses.replace(j, repeat=r) for r in range(1, self.repeat + 1) for j in jobs]
+
+
+def _safe(name: str) -> bool:
+    try:
+        check_name(name)
+        return True
+    except ParamError:
+        return False
+
+
+def campaign_budgets(bnode: Node, campaign_path: Path, given: Optional[Path] = None) -> Path:
+    """The budget file a campaign is judged by, confined as boards are: a
+    file the operator gave (*given*: ``--budgets``) is used as is; the
+    campaign's ``budgets:`` (merge-request content) must resolve, symlinks
+    included, inside the checkout's budgets/ or the campaign file's own
+    directory (the operator chose that one), never to /etc/shadow."""
+    if given is not None:
+        return Path(given).resolve()
+    if bnode.value is None:  # the checkout's default, wherever the campaign lies
+        return (BUDGETS_DIR / "default.yaml").resolve()
+    value = bnode.str()
+    real = Path(os.path.realpath(campaign_path.parent / value))
+    roots = (BUDGETS_DIR, campaign_path.parent)
+    if not any(real == Path(os.path.realpath(r)) or Path(os.path.realpath(r)) in real.parents for r in roots):
+        raise bnode.error(f"{shown(value)} leads outside {BUDGETS_DIR} and the campaign's directory "
+                          f"{campaign_path.parent.absolute()}: refused (give another file with --budgets)")
+    return real
+
+
+def load_campaign(path: Optional[Path] = None, *, boards: Optional[list[str]] = None,
+                  variants: Optional[list[str]] = None, repeat: Optional[int] = None,
+                  budgets: Optional[Path] = None) -> Campaign:
+    """Load a campaign; `boards`/`variants` narrow it, `repeat` overrides
+    its ``repeat:`` and `budgets` its ``budgets:`` (command-line options)."""
+    path = Path(path or DEFAULT_CAMPAIGN)
+    if not path.exists() and (CAMPAIGN_DIR / f"{path}.yaml").exists():
+        path = CAMPAIGN_DIR / f"{path}.yaml"  # a preset by name
+    root = open_node(path).only(["name", "description", "budgets", "boards", "variants", "suites", "evidence",
+                                 "repeat"])
+    rnode = root.child("repeat")
+    if repeat is not None:  # the command line's
+        if not 1 <= repeat <= MAX_REPEAT:
+            raise InputError(path, f"--repeat: must be 1..{MAX_REPEAT}, got {repeat}")
+    else:
+        repeat = rnode.integer(1, minimum=1)
+        if repeat > MAX_REPEAT:
+            raise rnode.error(f"must be <= {MAX_REPEAT}, got {repeat}")
+    all_variants = load_variants()
+
+    board_names = boards or root.req("boards").str_list()
+    board_list = []
+    for b in board_names:
+        try:
+            board_list.append(find_board(b))
+        except InputError as e:
+            raise InputError("--board" if boards else path, f"boards: {e.what}") from None
+
+    vnode = root.child("variants")
+    vnames = variants or (list(all_variants) if vnode.value in (None, "all") else vnode.str_list())
+    for v in vnames:
+        if v not in all_variants:
+            raise InputError("--variant" if variants else path, f"variants: unknown variant {v!r} "
+                             f"(known: {', '.join(sorted(all_variants))})")
+    variant_list = [all_variants[v] for v in vnames]
+
+    entries = []
+    snode = root.req("suites")
+    if not isinstance(snode.value, list) or not snode.value:
+        raise snode.error("must be a non-empty list of suites")
+    seen = set()
+    for i, raw in enumerate(snode.value):
+        n = Node(path, raw, f"suites[{i}]").only(["name", "suite", "loads", "params", "overrides"])
+        suite = n.child("suite").str("") or n.req("name").str()
+        name = n.child("name").str(suite)
+        for key, value in (("name", name), ("suite", suite)):
+            try:
+                check_name(value, f"suite {key}")
+            except ParamError as e:
+                raise n.child(key if n.child(key).value is not None else "name").error(str(e)) from None
+        if suite not in SUITES:
+            raise n.child("suite").error(f"unknown suite {suite!r} (known: {', '.join(sorted(SUITES))})")
+        # "all": every registered load but the deliberate breaches (rtlab.loads.LOADS)
+        loads = tuple(x for given in n.child("loads").str_list(["idle"])
+                      for x in (LOADS.programme() if given == "all" else [given]))
+        for load in loads:
+            if not all(_safe(part) for part in load.split("+")) or load not in LOADS:
+                raise n.child("loads").error(f"unknown load {load!r} (known: {', '.join(sorted(LOADS))})")
+        params = dict(n.child("params").mapping())
+        overrides = {k: dict(v.mapping()) for k, v in n.child("overrides").items()}
+        for k in overrides:
+            if not _safe(k):
+                raise n.child("overrides").error(f"{k!r} is not a board or budget class name")
+        for where, p in [("params", params), *((f"overrides.{k}", v) for k, v in overrides.items())]:
+            try:
+                SUITES[suite].params(p)
+            except ParamError as e:
+                known = (f" (suite {suite}: {', '.join(sorted(SUITES[suite].defaults))}, cpus, load_cpus, "
+                         f"load_opts)" if "unknown parameter" in str(e) else "")
+                raise InputError(path, f"{n.key}.{where}.{e}{known}") from None
+        entry = SuiteEntry(name=name, suite=suite, loads=loads, params=params, overrides=overrides)
+        for board in board_list:  # CPUs named must exist on every board the entry runs on
+            merged = {**params, **overrides.get(board.budget_class, {}), **overrides.get(board.name, {})}
+            for key in ("cpus", "load_cpus", "other_cpu"):
+                try:
+                    check_cpus_on(merged.get(key), board.cpus, board.name)
+                except ParamError as e:
+                    where = next((f"overrides.{o}" for o in (board.name, board.budget_class)
+                                  if key in overrides.get(o, {})), "params")
+                    raise InputError(path, f"{n.key}.{where}.{key}: {e}") from None
+        if name in seen:
+            raise n.child("name").error(f"duplicate suite name {name!r}")
+        seen.add(name)
+        entries.append(entry)
+
+    name = root.child("name").str(path.stem)
+    try:  # a campaign name names directories (rtlab lava render): never a path
+        check_name(name, "campaign name")
+    except ParamError as e:
+        raise root.child("name").error(str(e)) from None
+    return Campaign(
+        name=name, path=path.resolve(),
+        description=root.child("description").str(""),
+        budgets=campaign_budgets(root.child("budgets"), path, budgets),
+        boards=board_list, variants=variant_list, suites=entries, repeat=repeat,
+        evidence=None if root.child("evidence").value is None else root.child("evidence").boolean(),
+    )

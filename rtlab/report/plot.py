@@ -1,0 +1,347 @@
+"""Pictures of a run: latency histograms with log-scale counts, variants
+overlaid (the plot vendor and OSADL reports show), and an HTML report that
+puts them beside the comparison table. Plain SVG: no plotting library, and
+GitLab and every browser render it as an artifact.
+"""
+from __future__ import annotations
+
+import html
+import json
+import math
+from pathlib import Path
+from typing import Optional
+
+from ..errors import InputError
+from ..core.fsutil import read_text_bounded, result_max_bytes
+from ..core.model import Histogram, RunResult
+from .table import comparison_table
+from .snapshot import SNAPSHOT_FILE, summary_lines
+
+#: distinct, colour-blind-safe line colours (Okabe-Ito)
+COLOURS = ["#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#F0E442", "#000000"]
+
+
+def _nice_ticks(lo: float, hi: float, n: int = 6) -> list[float]:
+    if hi <= lo:
+        return [lo]
+    raw = (hi - lo) / n
+    mag = 10 ** math.floor(math.log10(raw))
+    step = next(m * mag for m in (1, 2, 5, 10) if m * mag >= raw)
+    start = math.ceil(lo / step) * step
+    ticks, v = [], start
+    while v <= hi + 1e-9:
+        ticks.append(round(v, 9))
+        v += step
+    return ticks
+
+
+def _fmt(v: float) -> str:
+    return f"{v:,.0f}" if v >= 10 or v == 0 else f"{v:g}"
+
+
+def histogram_svg(series: list[tuple[str, Histogram]], title: str,
+                  budget_us: Optional[float] = None, width: int = 760, height: int = 360,
+                  marks: Optional[list[tuple[str, float]]] = None) -> str:
+    """One step line per series; x: latency (µs, linear), y: samples (log10).
+    ``marks``: (label, µs) thresholds drawn as grey dashed lines where they
+    fall inside the data's range (a far threshold would squash the data)."""
+    series = [(label, h) for label, h in series if h is not None and h.counts]
+    left, right, top, bottom = 70, 20, 40, 50
+    pw, ph = width - left - right, height - top - bottom
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+           f'font-family="sans-serif" font-size="11">',
+           f'<rect width="{width}" height="{height}" fill="white"/>',
+           f'<text x="{width / 2}" y="18" text-anchor="middle" font-size="13">{html.escape(title)}</text>']
+    if not series:
+        out.append(f'<text x="{width / 2}" y="{height / 2}" text-anchor="middle">no histogram</text></svg>')
+        return "\n".join(out)
+    xmax = max((max(h.counts) + 1) * h.bucket_us for _, h in series) * 1.05
+    budget_on_scale = bool(budget_us) and budget_us <= 2 * xmax
+    if budget_on_scale:  # a far-away budget would squash the data to a sliver
+        xmax = max(xmax, budget_us * 1.05)
+    ymax = max(max(h.counts.values()) for _, h in series)
+    ytop = 10 ** math.ceil(math.log10(max(ymax, 1) * 1.01))
+
+    def x(v):
+        return left + pw * v / xmax
+
+    def y(c):  # counts of 0 sit on the axis; log scale from 1
+        return top + ph * (1 - (math.log10(c) / math.log10(ytop) if c >= 1 else 0)) if ytop > 1 else top + ph
+
+    out.append(f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="#888"/>')
+    for t in _nice_ticks(0, xmax):
+        out.append(f'<line x1="{x(t):.1f}" y1="{top + ph}" x2="{x(t):.1f}" y2="{top + ph + 4}" stroke="#888"/>'
+                   f'<text x="{x(t):.1f}" y="{top + ph + 16}" text-anchor="middle">{_fmt(t)}</text>')
+    decade = 1
+    while decade <= ytop:
+        out.append(f'<line x1="{left}" y1="{y(decade):.1f}" x2="{left + pw}" y2="{y(decade):.1f}" stroke="#eee"/>'
+                   f'<text x="{left - 6}" y="{y(decade) + 4:.1f}" text-anchor="end">1e{int(math.log10(decade))}</text>')
+        decade *= 10
+    out.append(f'<text x="{left + pw / 2}" y="{height - 10}" text-anchor="middle">latency (µs)</text>')
+    out.append(f'<text transform="translate(16,{top + ph / 2}) rotate(-90)" text-anchor="middle">'
+               f'samples (log scale)</text>')
+    if budget_on_scale:
+        out.append(f'<line x1="{x(budget_us):.1f}" y1="{top}" x2="{x(budget_us):.1f}" y2="{top + ph}" '
+                   f'stroke="#c00" stroke-dasharray="5,3"/><text x="{x(budget_us) - 4:.1f}" y="{top + ph - 6}" '
+                   f'text-anchor="end" fill="#c00">budget {_fmt(budget_us)} µs</text>')
+    elif budget_us:
+        out.append(f'<text x="{left + pw - 4}" y="{top + ph - 6}" text-anchor="end" fill="#c00">'
+                   f'budget {_fmt(budget_us)} µs (off scale) →</text>')
+    for j, (label, at) in enumerate(marks or []):
+        if 0 < at <= xmax:
+            right = x(at) > left + pw * 0.7  # label left of the line near the right edge
+            out.append(f'<line x1="{x(at):.1f}" y1="{top}" x2="{x(at):.1f}" y2="{top + ph}" '
+                       f'stroke="#777" stroke-dasharray="2,3"/><text x="{x(at) + (-3 if right else 3):.1f}" '
+                       f'y="{top + ph - 24 - 12 * (j % 3)}" text-anchor="{"end" if right else "start"}" '
+                       f'fill="#555">{html.escape(label)}</text>')
+    for i, (label, h) in enumerate(series):
+        colour = COLOURS[i % len(COLOURS)]
+        # a step line: drops to the axis only where buckets are empty
+        pts, prev = [], None
+        base = top + ph
+        for idx in sorted(h.counts):
+            x0, x1, yy = x(idx * h.bucket_us), x((idx + 1) * h.bucket_us), y(h.counts[idx])
+            if prev is None or idx != prev + 1:
+                if prev is not None:
+                    pts.append(f"{x((prev + 1) * h.bucket_us):.1f},{base:.1f}")
+                pts.append(f"{x0:.1f},{base:.1f}")
+            pts.append(f"{x0:.1f},{yy:.1f} {x1:.1f},{yy:.1f}")
+            prev = idx
+        pts.append(f"{x((prev + 1) * h.bucket_us):.1f},{base:.1f}")
+        out.append(f'<polyline fill="none" stroke="{colour}" stroke-width="1.2" points="{" ".join(pts)}"/>')
+        extra = f" (+{h.overflows:,} over range)" if h.overflows else ""
+        out.append(f'<rect x="{left + pw - 230}" y="{top + 8 + 16 * i}" width="10" height="10" fill="{colour}"/>'
+                   f'<text x="{left + pw - 215}" y="{top + 17 + 16 * i}">{html.escape(label)}{extra}</text>')
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+def run_plots(run: RunResult) -> list[tuple[str, str]]:
+    """(title, svg) per board × suite × load, variants overlaid."""
+    groups: dict[tuple[str, str, str], list] = {}
+    budgets: dict[tuple[str, str, str], Optional[float]] = {}
+    for job in run.jobs:
+        for m in job.measurements:
+            c = m.output.combined()
+            if c is None or c.histogram is None:
+                continue
+            key = (job.board, m.key.suite, m.key.load)
+            groups.setdefault(key, []).append((job.variant, c.histogram))
+            if m.budget and m.budget.max_us:
+                budgets[key] = min(budgets.get(key) or math.inf, m.budget.max_us)
+    return [(f"{b} · {s} · {l}", histogram_svg(series, f"{b} · {s} · {l}", budgets.get((b, s, l))))
+            for (b, s, l), series in groups.items()]
+
+
+def write_html_report(run: RunResult, path: Path) -> Path:
+    parts = ["<!doctype html><meta charset='utf-8'>",
+             f"<title>rtlab run {html.escape(run.run_id)}</title>",
+             "<style>body{font-family:sans-serif;margin:2em} pre{background:#f6f6f6;padding:1em}</style>",
+             f"<h1>rtlab run {html.escape(run.run_id)} — {run.verdict.value.upper()}</h1>",
+             f"<p>campaign {html.escape(run.campaign)}, started {html.escape(run.started)}"
+             + (f", kernel commit {html.escape(str(run.commit.get('sha')))}" if run.commit.get("sha") else "")
+             + "</p>",
+             "<h2>Variants side by side</h2>", f"<pre>{html.escape(comparison_table(run))}</pre>",
+             "<h2>Latency histograms</h2>"]
+    for _, svg in run_plots(run):
+        parts.append(f"<div>{svg}</div>")
+    parts += evidence_html(run)
+    parts += host_noise_html(run)
+    parts += snapshot_html(run, Path(path).parent)
+    parts += regression_html(Path(path).parent)
+    path = Path(path)
+    # a new file replacing whatever is there: never written through a symlink
+    # planted in a run dir (rtlab compare / gate --baseline rewrite this page)
+    from ..core.fsutil import write_replacing
+    write_replacing(path, ("\n".join(parts) + "\n").encode())
+    return path
+
+
+def regression_html(run_dir: Path) -> list[str]:
+    """The regression verdict against a baseline, where `rtlab compare` or
+    `rtlab gate --baseline` judged this run (compare.json), with a link to
+    the comparison report."""
+    from ..errors import InputError
+    from ..core.modelcheck import load_comparison
+    try:  # bounded, not through a symlink, checked (rtlab.core.modelcheck)
+        v = load_comparison(run_dir)
+    except InputError:
+        return []
+    if v is None:
+        return []
+    out = [f"<h2>Regression verdict: {html.escape(str(v.get('outcome', '?')).upper())}</h2>",
+           f"<p>baseline: {html.escape(str((v.get('baseline') or {}).get('source', '')))}</p>"]
+    if v.get("html"):
+        out.append(f"<p><a href='{html.escape(str(v['html']), quote=True)}'>comparison report</a></p>")
+    out.append("<pre>" + html.escape("\n".join(k.get("line", "") for k in v.get("keys", []))) + "</pre>")
+    return out
+
+
+def _summed(hists) -> Optional[Histogram]:
+    """Histograms of several runs as one (same bucket layout only)."""
+    hists = [h for h in hists if h is not None]
+    if not hists or len({h.bucket_us for h in hists}) != 1:
+        return None
+    counts: dict[int, int] = {}
+    for h in hists:
+        for k, v in h.counts.items():
+            counts[k] = counts.get(k, 0) + v
+    return Histogram(counts=counts, bucket_us=hists[0].bucket_us,
+                     size=max((h.size or 0) for h in hists) or None,
+                     overflows=sum(h.overflows for h in hists))
+
+
+def runs_svg(stat, width: int = 760, height: int = 150) -> str:
+    """One point per run of the run-level statistic, baseline above
+    candidate, medians as ticks: the spread the verdict had to see through."""
+    left, right = 110, 20
+    vals = stat.baseline + stat.candidate
+    lo, hi = min(vals), max(vals)
+    pad = (hi - lo) * 0.08 or max(hi * 0.1, 1)
+    lo, hi = max(0.0, lo - pad), hi + pad
+    pw = width - left - right
+
+    def x(v):
+        return left + pw * (v - lo) / (hi - lo)
+
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+           f'font-family="sans-serif" font-size="11">', f'<rect width="{width}" height="{height}" fill="white"/>',
+           f'<text x="{width / 2}" y="14" text-anchor="middle" font-size="12">{html.escape(stat.name)} '
+           f'of each run (µs)</text>']
+    for row, (label, values, colour, cens) in enumerate((
+            ("baseline", stat.baseline, COLOURS[0], stat.baseline_censored),
+            ("candidate", stat.candidate, COLOURS[1], stat.candidate_censored))):
+        yy = 45 + row * 45
+        out.append(f'<text x="{left - 8}" y="{yy + 4}" text-anchor="end">{label} ({len(values)})</text>'
+                   f'<line x1="{left}" y1="{yy}" x2="{left + pw}" y2="{yy}" stroke="#eee"/>')
+        for i, v in enumerate(values):
+            jitter = ((i % 5) - 2) * 3
+            # a run whose statistic lies beyond the histogram is drawn at
+            # the range, hollow: it is at least that
+            beyond = i < len(cens) and cens[i]
+            fill = f'fill="white" stroke="{colour}" stroke-width="2"' if beyond else f'fill="{colour}"'
+            out.append(f'<circle cx="{x(v):.1f}" cy="{yy + jitter}" r="4" {fill} fill-opacity="0.7">'
+                       f'<title>{">=" if beyond else ""}{v:g} us</title></circle>')
+        med = sorted(values)[len(values) // 2] if len(values) % 2 else \
+            (sorted(values)[len(values) // 2 - 1] + sorted(values)[len(values) // 2]) / 2
+        out.append(f'<line x1="{x(med):.1f}" y1="{yy - 12}" x2="{x(med):.1f}" y2="{yy + 12}" '
+                   f'stroke="{colour}" stroke-width="2"/>')
+    for t in _nice_ticks(lo, hi):
+        out.append(f'<text x="{x(t):.1f}" y="{height - 8}" text-anchor="middle">{_fmt(t)}</text>')
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+def write_compare_html(cmp, path: Path) -> Path:
+    """The comparison report: per key, baseline and candidate histograms
+    overlaid (log counts), one point per run of each gating statistic, and
+    the verdict with its effect and interval."""
+    colour = {"regression": "#c00", "no-regression": "#070", "undecided": "#a60"}
+    parts = ["<!doctype html><meta charset='utf-8'>",
+             f"<title>rtlab compare — {html.escape(cmp.outcome)}</title>",
+             "<style>body{font-family:sans-serif;margin:2em} pre{background:#f6f6f6;padding:1em}"
+             " h2{margin-top:2em}</style>",
+             f"<h1 style='color:{colour[cmp.outcome]}'>rtlab compare — {html.escape(cmp.outcome.upper())}</h1>",
+             f"<pre>{html.escape(chr(10).join(cmp.lines()))}</pre>",
+             f"<p>policy: {html.escape(str(cmp.policy.to_json()))}</p>"]
+    if cmp.system_changes:  # the boards' snapshots differ: context for the verdict
+        parts += ["<h2 id='system'>System changes (baseline → candidate)</h2>", "<ul>",
+                  *(f"<li>{html.escape(c)}</li>" for c in cmp.system_changes), "</ul>"]
+    for k in cmp.keys:
+        anchor = html.escape(k.key.label().replace("/", "-"), quote=True)
+        parts.append(f"<h2 id='{anchor}' style='color:{colour[k.outcome]}'>{html.escape(k.key.label())}: "
+                     f"{html.escape(k.outcome.upper())}</h2><p>{html.escape(k.line())}</p>")
+        base = _summed(r.histogram for r in k.baseline)
+        cand = _summed(r.histogram for r in k.candidate)
+        series = [(f"baseline ({len(k.baseline)} runs)", base), (f"candidate ({len(k.candidate)} runs)", cand)]
+        parts.append(f"<div>{histogram_svg(series, k.key.label() + ' · all runs summed')}</div>")
+        for s in k.stats:
+            if s.gates:
+                parts.append(f"<div>{runs_svg(s)}</div>")
+        parts += looks_html(k)
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(parts) + "\n")
+    return path
+
+
+def looks_html(k) -> list[str]:
+    """Every look of the sequential verdict at a key: candidate runs, the
+    ratio's estimate, p against the look's level, the upper bound, decision."""
+    rows = []
+    for s in k.stats:
+        for i, lk in enumerate(s.looks, 1):
+            j = lk.to_json()
+            up = "∞" if j["upper"] is None else f"{(j['upper'] - 1) * 100:+.0f} %"
+            rows.append(f"<tr><td>{html.escape(s.name)}</td><td>{i}</td><td>{lk.runs}</td>"
+                        f"<td>{(j['ratio'] - 1) * 100:+.0f} %</td><td>{j['p']:.2g} (&lt; {s.level or 0:.2g})</td>"
+                        f"<td>{up}</td><td>{html.escape(j['decision'])}</td></tr>")
+    if not rows:
+        return []
+    return ["<table class='looks'><tr><th>statistic</th><th>look</th><th>candidate runs</th><th>ratio</th>"
+            "<th>p (level)</th><th>upper bound</th><th>decision</th></tr>", *rows, "</table>"]
+
+
+def evidence_html(run: RunResult) -> list[str]:
+    """The breaches' evidence: one line per measurement that broke its
+    budget with a trace, linked (paths relative to the run dir)."""
+    rows = []
+    for job in run.jobs:
+        for m in job.measurements:
+            if not m.evidence:
+                continue
+            d = f"{job.board}/{job.variant}/{m.evidence['dir']}"
+            rows.append(f"<li><b>{html.escape(m.key.label())}</b> ({m.verdict.value if m.verdict else '?'}): "
+                        f"{html.escape(m.evidence.get('summary') or 'no culprit named in the trace')} — "
+                        f"<a href='{html.escape(d)}/trace.txt'>trace</a>, "
+                        f"<a href='{html.escape(d)}/analysis.json'>analysis</a></li>")
+    if not rows:
+        return []
+    return ["<h2 id='evidence'>Evidence at the breach</h2>", "<ul>", *rows, "</ul>"]
+
+
+def host_noise_html(run: RunResult) -> list[str]:
+    """What the host's hypervisor stole while each tool ran (rtlab.core.hostnoise),
+    and the attempts the runner measured again because of it."""
+    rows = []
+    for job in run.jobs:
+        for m in job.measurements:
+            if m.host_noise:
+                rows.append(f"<li>{html.escape(job.board)}/{html.escape(job.variant)}"
+                            + (f" r{job.repeat}" if job.repeat else "")
+                            + f" {html.escape(m.key.suite)}@{html.escape(m.key.load)}: "
+                            + html.escape(host_noise_line(m.host_noise)) + "</li>")
+        for r in job.host_noise_retries:
+            rows.append(f"<li><b>measured again</b> {html.escape(job.board)}/{html.escape(job.variant)}: "
+                        f"{html.escape('; '.join(r.get('reasons', [])))} (raw files: "
+                        f"<a href='{html.escape(str(r.get('dir')))}'>{html.escape(str(r.get('dir')))}</a>)</li>")
+    if not rows:
+        return []
+    return ["<h2 id='host-noise'>Host noise during the measurements</h2>",
+            "<p>hypervisor steal (/proc/stat) and the host monitor's longest stall while each tool ran; "
+            "a breach the steal explains is INFRA and measured again</p>", "<ul>", *rows, "</ul>"]
+
+
+def host_noise_line(noise: dict) -> str:
+    steal = noise.get("steal_ms") or {}
+    per_cpu = ", ".join(f"{c} {v:g}" for c, v in steal.items())
+    return (f"steal {sum(steal.values()):g} ms in {noise.get('window_s', 0):g} s ({per_cpu or 'no CPU read'}), "
+            f"at most {noise.get('burst_ms', 0):g} ms from one CPU within 0.25 s; "
+            f"longest host stall {noise.get('max_gap_ms', 0):g} ms"
+            + (f"; {noise['error']}" if noise.get("error") else ""))
+
+
+def snapshot_html(run: RunResult, run_dir: Path) -> list[str]:
+    """Each job's system snapshot (rtlab.report.snapshot), summarised and linked."""
+    out = []
+    for job in run.jobs:
+        f = run_dir / job.board / job.variant / SNAPSHOT_FILE
+        try:
+            snap = json.loads(read_text_bounded(f, result_max_bytes(), root=run_dir))
+        except (InputError, ValueError):
+            continue
+        rel = f"{job.board}/{job.variant}/{SNAPSHOT_FILE}"
+        out.append(f"<h3>{html.escape(job.board)}/{html.escape(job.variant)} "
+                   f"(<a href='{html.escape(rel)}'>snapshot.json</a>)</h3>")
+        out.append("<pre>" + html.escape("\n".join(summary_lines(snap))) + "</pre>")
+    return (["<h2 id='snapshot'>System snapshots</h2>"] + out) if out else []

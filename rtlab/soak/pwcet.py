@@ -1,0 +1,395 @@
+"""The worst case, estimated: a probabilistic WCET (pWCET) from a run's
+per-block maxima and histogram tail, by extreme value theory (EVT).
+
+Verdict-free: this module never judges. It says "the latency exceeded with
+probability 1e-9 per sample (and per hour of one measuring thread) is about
+X µs, [lo, hi] at 90 %", or "cannot estimate: <reason>" when a check that
+makes such a number meaningful fails. The gate judges the observed samples
+only; a pWCET is context for a release manager, shown beside the observed
+maximum (table, report.html, vendor tables, store).
+
+The method (as measurement-based probabilistic timing analysis, MBPTA-CV,
+does it; scipy/numpy only):
+
+* **Peaks over threshold** on the histogram tail: the samples above a high
+  threshold *u* (the histogram's p99.9, lowered to keep at least
+  ``MIN_TAIL_POINTS`` of them) are fitted with a generalised Pareto
+  distribution (GPD) by maximum likelihood. The histogram keeps 1 µs
+  buckets, so each tail sample is spread uniformly within its bucket
+  (seeded) before fitting; samples beyond the histogram's range (overflows:
+  their value unknown) enter the likelihood as censored at the range's top,
+  never dropped and never guessed. P(X > x) = ζ·S_GPD(x − u), ζ the share
+  of samples above *u*, so the per-sample quantile is
+  ``u + GPD.isf(p / ζ)``.
+* **Block maxima** (one per checkpoint segment, in time order) when there
+  are at least ``MIN_TAIL_POINTS`` of them and no histogram tail: a
+  generalised extreme value (GEV) fit, P(block max > x) = 1 − (1 − p)^b
+  for blocks of b samples.
+* **Per hour**: the latency whose exceedance within one hour of one
+  measuring thread (3600 s / interval samples) has probability 1e-9:
+  per-sample p_h = 1 − (1 − 1e-9)^(1/n_hour), computed with log1p/expm1.
+* **Confidence interval**: a seeded parametric bootstrap (the fitted model
+  resampled, refitted ``BOOTSTRAP`` times; ζ resampled binomially), the
+  percentile interval of the quantile. Its coverage is tested on samples of
+  known distributions (tests/unit/test_pwcet.py).
+
+The checks, each at ``ALPHA`` (a failing one refuses the estimate):
+
+* independence: Ljung-Box on the block maxima (autocorrelation up to lag
+  min(10, n/5)): correlated blocks break EVT's assumptions;
+* stationarity: Kendall's tau of block maxima against time (the
+  Mann-Kendall trend test) and a two-sample Kolmogorov-Smirnov test of the
+  first half of the blocks against the second half;
+* goodness of fit: a Kolmogorov-Smirnov test of the (jittered) tail samples
+  against the fitted GPD (GEV: the block maxima against the fitted GEV);
+  with estimated parameters its p is conservative, so a refusal means a
+  clearly bad fit;
+* enough data: ``MIN_BLOCKS`` blocks for the tests above, ``MIN_TAIL_POINTS``
+  tail points for the fit (MBPTA-CV's 50).
+
+Without block maxima (a run that was not checkpointed) nothing can say the
+samples were independent and identically distributed over time: "cannot
+estimate: no block maxima". The estimate is of the measured conditions
+(load, variant, board) only: EVT cannot see a rare cause that never occurred
+in the samples (a mixture in the tail; see the field notes).
+"""
+from __future__ import annotations
+
+import math
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Optional, Sequence
+
+import numpy as np
+from numpy.typing import ArrayLike
+from scipy import optimize
+from scipy import stats as sps
+
+from ..core.model import Histogram
+
+#: exceedance probability of the estimate, per sample and per hour
+PROBABILITY = 1e-9
+#: significance level of each check (independence, stationarity, fit)
+ALPHA = 0.01
+#: fewest tail points (exceedances, or block maxima for GEV) to fit
+MIN_TAIL_POINTS = 50
+#: fewest distinct histogram buckets the tail spans (fewer: nothing to fit a shape to)
+MIN_TAIL_BUCKETS = 5
+#: fewest blocks for the independence and stationarity tests
+MIN_BLOCKS = 10
+#: bootstrap resamples for the interval, and its level
+BOOTSTRAP = 200
+LEVEL = 0.90
+#: the tail begins at this quantile of the histogram (lowered to keep MIN_TAIL_POINTS)
+THRESHOLD_QUANTILE = 0.999
+
+
+@dataclass
+class Estimate:
+    """A pWCET, or why there is none (``refused``)."""
+
+    #: "pot-gpd" | "bm-gev" | "" (refused)
+    method: str = ""
+    #: the latency exceeded with PROBABILITY per sample / per hour (µs)
+    per_sample_us: Optional[float] = None
+    per_sample_ci_us: Optional[tuple[float, float]] = None
+    per_hour_us: Optional[float] = None
+    per_hour_ci_us: Optional[tuple[float, float]] = None
+    observed_max_us: Optional[float] = None
+    probability: float = PROBABILITY
+    level: float = LEVEL
+    #: the fit: threshold_us, shape (xi), scale_us, tail_points, zeta...
+    fit: dict[str, Any] = field(default_factory=dict)
+    #: each check's name -> {"p": p-value, "ok": bool}
+    checks: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: "cannot estimate: <reason>" (None: estimated)
+    refused: Optional[str] = None
+
+    @property
+    def ok(self) -> bool:
+        return self.refused is None and self.per_sample_us is not None
+
+    def cell(self) -> str:
+        """The table's cell: "≈X [lo-hi]" or the refusal, short."""
+        if not self.ok:
+            return "n/a"
+        lo, hi = self.per_sample_ci_us or (math.nan, math.nan)
+        return f"{self.per_sample_us:.0f} [{lo:.0f}-{hi:.0f}]"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"method": self.method, "per_sample_us": self.per_sample_us,
+                "per_sample_ci_us": list(self.per_sample_ci_us) if self.per_sample_ci_us else None,
+                "per_hour_us": self.per_hour_us,
+                "per_hour_ci_us": list(self.per_hour_ci_us) if self.per_hour_ci_us else None,
+                "observed_max_us": self.observed_max_us, "probability": self.probability,
+                "level": self.level, "fit": self.fit, "checks": self.checks, "refused": self.refused}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "Estimate":
+        def pair(v):
+            return (float(v[0]), float(v[1])) if v else None
+        return cls(method=d.get("method", ""), per_sample_us=d.get("per_sample_us"),
+                   per_sample_ci_us=pair(d.get("per_sample_ci_us")), per_hour_us=d.get("per_hour_us"),
+                   per_hour_ci_us=pair(d.get("per_hour_ci_us")), observed_max_us=d.get("observed_max_us"),
+                   probability=float(d.get("probability", PROBABILITY)), level=float(d.get("level", LEVEL)),
+                   fit=dict(d.get("fit") or {}), checks=dict(d.get("checks") or {}), refused=d.get("refused"))
+
+
+def per_hour_probability(p_hour: float, samples_per_hour: float) -> float:
+    """Per-sample exceedance probability whose hourly maximum exceeds with *p_hour*."""
+    return -math.expm1(math.log1p(-p_hour) / samples_per_hour)
+
+
+# -- the checks ---------------------------------------------------------------
+
+def ljung_box(x: ArrayLike, lags: Optional[int] = None) -> float:
+    """p-value of the Ljung-Box test of no autocorrelation up to *lags*."""
+    a = np.asarray(x, dtype=float)
+    n = len(a)
+    h = lags or max(1, min(10, n // 5))
+    d = a - a.mean()
+    denom = float(np.dot(d, d))
+    if denom == 0.0:
+        return 1.0  # constant: no correlation to see
+    r = np.array([np.dot(d[k:], d[:-k]) / denom for k in range(1, h + 1)])
+    q = n * (n + 2) * float(np.sum(r * r / (n - np.arange(1, h + 1))))
+    return float(sps.chi2.sf(q, h))
+
+
+def check_blocks(block_maxima: ArrayLike, alpha: float = ALPHA) -> tuple[dict, Optional[str]]:
+    """(checks, refusal) for the block maxima in time order."""
+    bm = np.asarray(block_maxima, dtype=float)
+    checks: dict[str, dict[str, Any]] = {}
+    if len(bm) < MIN_BLOCKS:
+        return checks, (f"only {len(bm)} block maxima (checkpoint segments), need >= {MIN_BLOCKS} "
+                        f"to test independence and stationarity")
+    if np.ptp(bm) == 0:
+        p_mk = p_ks = 1.0
+    else:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            p_mk = float(sps.kendalltau(np.arange(len(bm)), bm).pvalue)
+            half = len(bm) // 2
+            p_ks = float(sps.ks_2samp(bm[:half], bm[half:]).pvalue)
+    if math.isnan(p_mk):
+        p_mk = 1.0
+    checks["stationarity (Mann-Kendall trend)"] = {"p": p_mk, "ok": p_mk > alpha}
+    checks["stationarity (KS first vs second half)"] = {"p": p_ks, "ok": p_ks > alpha}
+    # after the trend tests: a trend makes the series autocorrelated too, and
+    # "a trend" is the better reason to give
+    p_lb = ljung_box(bm)
+    checks["independence (Ljung-Box)"] = {"p": p_lb, "ok": p_lb > alpha}
+    for name, c in checks.items():
+        if not c["ok"]:
+            return checks, f"{name} failed (p={c['p']:.2g} <= {alpha})"
+    return checks, None
+
+
+# -- GPD fit (peaks over threshold), censored at the histogram's top ----------
+
+def _gpd_nll(theta, y, n_cens: int, cens_at: float) -> float:
+    # the GPD's log-likelihood written out in numpy: scipy.stats' logpdf costs
+    # ~0.1 ms a call in overhead, and a bootstrap makes ~10^5 calls
+    xi, log_sigma = theta
+    sigma = math.exp(log_sigma)
+    if abs(xi) < 1e-7:
+        ll = -len(y) * log_sigma - float(np.sum(y)) / sigma
+        if n_cens:
+            ll -= n_cens * cens_at / sigma
+        return -ll
+    z = 1.0 + xi * y / sigma
+    if np.any(z <= 0.0):
+        return 1e300
+    ll = -len(y) * log_sigma - (1.0 + 1.0 / xi) * float(np.sum(np.log(z)))
+    if n_cens and math.isfinite(cens_at):
+        zc = 1.0 + xi * cens_at / sigma
+        if zc <= 0.0:
+            return 1e300  # the censored samples lie beyond the fitted support
+        ll -= n_cens / xi * math.log(zc)
+    return -ll
+
+
+def fit_gpd(y: np.ndarray, n_cens: int = 0, cens_at: float = math.inf) -> tuple[float, float]:
+    """(shape xi, scale) of a GPD by maximum likelihood on exceedances *y*
+    (> 0), with *n_cens* more known only to exceed *cens_at*."""
+    # start from the method of moments (one Nelder-Mead run from there costs
+    # ~60 likelihood evaluations; its default tolerances are far below a
+    # bucket's width in the quantile)
+    mean = float(np.mean(y)) if len(y) else 1.0
+    var = float(np.var(y)) if len(y) > 1 else mean * mean
+    ratio = mean * mean / var if var > 0 else 1.0
+    xi0 = min(0.4, max(-0.4, 0.5 * (1.0 - ratio)))
+    sigma0 = max(0.5 * mean * (ratio + 1.0), 1e-9)
+    r = optimize.minimize(_gpd_nll, x0=[xi0, math.log(sigma0)], args=(y, n_cens, cens_at),
+                          method="Nelder-Mead")
+    return float(r.x[0]), float(math.exp(r.x[1]))
+
+
+def _gpd_level(u: float, xi: float, sigma: float, zeta: float, p: float) -> float:
+    if p >= zeta:
+        return u
+    return u + float(sps.genpareto.isf(p / zeta, xi, scale=sigma))
+
+
+def tail_of(hist: Histogram, rng: np.random.Generator,
+            min_tail: int = MIN_TAIL_POINTS) -> tuple[float, np.ndarray, int]:
+    """(threshold u, exceedances over u jittered within their buckets, censored count)."""
+    n = hist.total
+    want = max(min_tail, int(math.ceil((1 - THRESHOLD_QUANTILE) * n)))
+    idx = sorted(hist.counts, reverse=True)
+    cut = None
+    inside = 0
+    for i in idx:  # the highest bucket with >= want samples inside the range at or above it
+        inside += hist.counts[i]
+        if inside >= want:
+            cut = i
+            break
+    if cut is None:
+        return 0.0, np.array([]), hist.overflows
+    u = cut * hist.bucket_us
+    vals = []
+    for i in idx:
+        if i < cut:
+            break
+        vals.append(np.full(hist.counts[i], i * hist.bucket_us))
+    x = np.concatenate(vals) if vals else np.array([])
+    x = x + rng.uniform(0.0, hist.bucket_us, size=len(x))
+    return u, x - u, hist.overflows
+
+
+def estimate(*, histogram: Optional[Histogram] = None, block_maxima: Sequence[float] = (),
+             block_samples: Optional[int] = None, interval_us: Optional[float] = None,
+             observed_max_us: Optional[float] = None, probability: float = PROBABILITY,
+             seed: int = 0, bootstrap: int = BOOTSTRAP, level: float = LEVEL,
+             check_time_order: bool = True) -> Estimate:
+    """A pWCET from a run's merged histogram and per-block maxima (time order).
+
+    *block_samples*: samples per block (GEV); *interval_us*: the tool's period
+    (per hour); *check_time_order*: False only where the caller vouches for
+    independent identically distributed samples (the unit tests' synthetic data)."""
+    est = Estimate(observed_max_us=observed_max_us, probability=probability, level=level)
+    bm = np.asarray(list(block_maxima), dtype=float)
+    if check_time_order:
+        if len(bm) == 0:
+            est.refused = ("cannot estimate: no block maxima (run it checkpointed, `checkpoint_s`) to "
+                           "test independence and stationarity")
+            return est
+        est.checks, why = check_blocks(bm)
+        if why:
+            est.refused = f"cannot estimate: {why}"
+            return est
+    rng = np.random.default_rng(seed)
+    samples_per_hour = 3600e6 / interval_us if interval_us else None
+    p_hour = per_hour_probability(probability, samples_per_hour) if samples_per_hour else None
+    if histogram is not None and histogram.total:
+        return _pot(est, histogram, rng, probability, p_hour, bootstrap, level)
+    if len(bm) >= MIN_TAIL_POINTS and block_samples:
+        return _gev(est, bm, int(block_samples), rng, probability, p_hour, bootstrap, level)
+    est.refused = (f"cannot estimate: too few tail points: no histogram and {len(bm)} block maxima "
+                   f"(< {MIN_TAIL_POINTS})")
+    return est
+
+
+def _ci(values: np.ndarray, level: float) -> Optional[tuple[float, float]]:
+    v = values[np.isfinite(values)]
+    if len(v) < 10:
+        return None
+    a = (1 - level) / 2
+    return float(np.quantile(v, a)), float(np.quantile(v, 1 - a))
+
+
+def _pot(est: Estimate, hist: Histogram, rng, p: float, p_hour: Optional[float],
+         bootstrap: int, level: float) -> Estimate:
+    n = hist.total
+    u, y, n_cens = tail_of(hist, rng)
+    k = len(y) + n_cens
+    top = (hist.size * hist.bucket_us - u) if hist.size else math.inf
+    if len(y) < MIN_TAIL_POINTS:
+        est.refused = (f"cannot estimate: too few tail points: {len(y)} samples above the threshold "
+                       f"in the histogram (< {MIN_TAIL_POINTS})")
+        return est
+    buckets = len({int(i) for i in np.floor((y + u) / hist.bucket_us)})
+    if buckets < MIN_TAIL_BUCKETS:
+        est.refused = (f"cannot estimate: the tail lies in {buckets} histogram bucket(s) "
+                       f"(< {MIN_TAIL_BUCKETS}): too coarse to fit")
+        return est
+    if n_cens > len(y):
+        est.refused = (f"cannot estimate: {n_cens} samples beyond the histogram's range outnumber the "
+                       f"{len(y)} tail samples inside it: widen histogram_us")
+        return est
+    zeta = k / n
+    xi, sigma = fit_gpd(y, n_cens, top)
+    fitted = sps.genpareto(xi, scale=sigma)
+    # the samples inside the range follow the fitted GPD truncated at the range's top
+    inside = float(fitted.cdf(top)) if math.isfinite(top) else 1.0
+    p_fit = float(sps.kstest(y, lambda v: fitted.cdf(v) / inside).pvalue)
+    est.checks["goodness of fit (KS, tail vs GPD)"] = {"p": p_fit, "ok": p_fit > ALPHA}
+    est.method = "pot-gpd"
+    est.fit = {"threshold_us": u, "shape_xi": xi, "scale_us": sigma, "tail_points": len(y),
+               "censored": n_cens, "zeta": zeta, "samples": n}
+    if p_fit <= ALPHA:
+        est.refused = f"cannot estimate: goodness of fit (KS, tail vs GPD) failed (p={p_fit:.2g} <= {ALPHA})"
+        return est
+    est.per_sample_us = _gpd_level(u, xi, sigma, zeta, p)
+    if p_hour is not None:
+        est.per_hour_us = _gpd_level(u, xi, sigma, zeta, p_hour)
+    boot_s, boot_h = np.full(bootstrap, np.nan), np.full(bootstrap, np.nan)
+    gen = sps.genpareto(xi, scale=sigma)
+    for b in range(bootstrap):
+        kb = int(rng.binomial(n, zeta))
+        if kb < 5:
+            continue
+        yb = gen.rvs(size=kb, random_state=rng)
+        cb = int(np.sum(yb >= top))
+        yb = yb[yb < top]
+        if len(yb) < 5:
+            continue
+        xb, sb = fit_gpd(yb, cb, top)
+        boot_s[b] = _gpd_level(u, xb, sb, kb / n, p)
+        if p_hour is not None:
+            boot_h[b] = _gpd_level(u, xb, sb, kb / n, p_hour)
+    est.per_sample_ci_us = _ci(boot_s, level)
+    est.per_hour_ci_us = _ci(boot_h, level) if p_hour is not None else None
+    return est
+
+
+def _gev(est: Estimate, bm: np.ndarray, b: int, rng, p: float, p_hour: Optional[float],
+         bootstrap: int, level: float) -> Estimate:
+    def level_of(c, loc, scale, pp):
+        pb = -math.expm1(b * math.log1p(-pp))  # a block of b samples exceeds with pb
+        return float(sps.genextreme.isf(pb, c, loc=loc, scale=scale))
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        c, loc, scale = sps.genextreme.fit(bm)
+    p_fit = float(sps.kstest(bm, sps.genextreme(c, loc=loc, scale=scale).cdf).pvalue)
+    est.checks["goodness of fit (KS, block maxima vs GEV)"] = {"p": p_fit, "ok": p_fit > ALPHA}
+    est.method = "bm-gev"
+    est.fit = {"shape_xi": -c, "loc_us": loc, "scale_us": scale, "tail_points": len(bm), "block_samples": b}
+    if p_fit <= ALPHA:
+        est.refused = f"cannot estimate: goodness of fit (KS, block maxima vs GEV) failed (p={p_fit:.2g} <= {ALPHA})"
+        return est
+    est.per_sample_us = level_of(c, loc, scale, p)
+    if p_hour is not None:
+        est.per_hour_us = level_of(c, loc, scale, p_hour)
+    boot_s, boot_h = np.full(bootstrap, np.nan), np.full(bootstrap, np.nan)
+    for i in range(bootstrap):
+        xb = sps.genextreme.rvs(c, loc=loc, scale=scale, size=len(bm), random_state=rng)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            cb, lb, sb = sps.genextreme.fit(xb, c, loc=loc, scale=scale)
+        boot_s[i] = level_of(cb, lb, sb, p)
+        if p_hour is not None:
+            boot_h[i] = level_of(cb, lb, sb, p_hour)
+    est.per_sample_ci_us = _ci(boot_s, level)
+    est.per_hour_ci_us = _ci(boot_h, level) if p_hour is not None else None
+    return est
+
+
+def return_levels(est: Estimate, probabilities: Sequence[float]) -> list[tuple[float, float]]:
+    """(p, latency exceeded with p per sample) along the fitted tail, for the return-level plot."""
+    if est.method != "pot-gpd" or not est.fit:
+        return []
+    f = est.fit
+    return [(pp, _gpd_level(f["threshold_us"], f["shape_xi"], f["scale_us"], f["zeta"], pp))
+            for pp in probabilities if pp < f["zeta"]]

@@ -1,0 +1,1 @@
+"""What measures run on: architectures, boards (labgrid env files) and kernel variants."""

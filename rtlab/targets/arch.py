@@ -1,0 +1,122 @@
+"""The architectures rtlab builds images and kernels for: one record each.
+
+Everything that differs between CPU architectures lives here, so images
+(Debian arch, multiarch triplet, ELF machine), kernel builds (ARCH=, cross
+compiler, boot image), QEMU boards (binary, machine, CPU, console) and LAVA
+(architecture names) agree by construction. Adding an arch is one entry.
+
+rtlab's arch name is what ``uname -m`` says on the board (``x86_64``,
+``aarch64``, ``armv7l``); :func:`get` also takes the Debian name (``armhf``).
+"""
+from __future__ import annotations
+
+import platform
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional
+
+from ..registry import Registry
+
+
+@dataclass(frozen=True)
+class Qemu:
+    """The QEMU machine a board of this arch defaults to (images' smoke boots,
+    the generic qemu-* boards). Twins of real boards pick their own machine
+    in their env file."""
+
+    binary: str        # qemu-system-*
+    machine: str
+    cpu: str
+    #: the kernel's console on that machine: a built-in UART driver of
+    #: Debian's kernels (8250 on x86, PL011 on arm virt), so no module needed
+    console: str
+    nic: str = "user,model=virtio-net-pci"
+
+
+@dataclass(frozen=True)
+class Arch:
+    name: str            # uname -m on the board
+    debian: str          # dpkg architecture (apt-get download PKG:<debian>)
+    triplet: str         # multiarch triplet: library directories
+    elf_machine: int     # ELF e_machine: a library of another machine is skipped
+    elf_bits: int        # ELFCLASS32 / ELFCLASS64
+    kernel_arch: str     # ARCH= for the kernel's make
+    cross: str           # CROSS_COMPILE= when the host is another machine
+    kernel_image: str    # the boot image, relative to the kernel object tree
+    #: Debian's kernel flavour suffix: linux-image-<abi>-<flavour>, -rt-<flavour>
+    kernel_flavour: str
+    lava: str            # LAVA's arch name (job context `arch`, device's architectures)
+    qemu: Qemu
+    #: U-Boot's command for this arch's kernel image (bootz zImage, booti Image)
+    uboot_boot: str = ""
+    #: device trees shipped in Debian's kernel packages that boards of this
+    #: arch need (usr/lib/linux-image-<release>/<name>), copied beside the kernel
+    dtbs: tuple[str, ...] = ()
+    aliases: tuple[str, ...] = ()
+    #: ARCH= of rtbench/Makefile (its build/<name>/rtbench), when not `name`
+    rtbench: str = ""
+
+    @property
+    def rtbench_arch(self) -> str:
+        return self.rtbench or self.name
+
+    @property
+    def kernel_image_name(self) -> str:
+        return Path(self.kernel_image).name
+
+    def cross_prefix(self, host_machine: Optional[str] = None) -> str:
+        """CROSS_COMPILE= for building on *host_machine* (default: this host)."""
+        host = host_machine or platform.machine()
+        return "" if get_or_none(host) is self else self.cross
+
+    @property
+    def lava_names(self) -> list[str]:
+        """`available_architectures` of a LAVA device: LAVA's name and uname's."""
+        return list(dict.fromkeys([self.lava, self.name]))
+
+
+#: every architecture (rtlab.registry): one ARCHES.add per entry below
+ARCHES: Registry[Arch] = Registry("architecture")
+for _a in (
+    Arch(name="x86_64", debian="amd64", triplet="x86_64-linux-gnu", elf_machine=62, elf_bits=64,
+         kernel_arch="x86_64", cross="x86_64-linux-gnu-", kernel_image="arch/x86/boot/bzImage",
+         kernel_flavour="amd64", lava="amd64", aliases=("amd64",),
+         qemu=Qemu("qemu-system-x86_64", "q35", "max", "ttyS0")),
+    Arch(name="aarch64", debian="arm64", triplet="aarch64-linux-gnu", elf_machine=183, elf_bits=64,
+         kernel_arch="arm64", cross="aarch64-linux-gnu-", kernel_image="arch/arm64/boot/Image",
+         kernel_flavour="arm64", lava="arm64", uboot_boot="booti",
+         qemu=Qemu("qemu-system-aarch64", "virt", "cortex-a57", "ttyAMA0"), aliases=("arm64",)),
+    # 32-bit ARM (ARMv7-A, hard float): i.MX6 (Cortex-A9), AM335x (Cortex-A8).
+    # Debian's armmp kernels are multi-platform; the default QEMU machine is
+    # arm virt (Cortex-A15: virt refuses the A8 and A9); the i.MX6 twins
+    # run QEMU's sabrelite instead, with the dtb below.
+    Arch(name="armv7l", debian="armhf", triplet="arm-linux-gnueabihf", elf_machine=40, elf_bits=32,
+         kernel_arch="arm", cross="arm-linux-gnueabihf-", kernel_image="arch/arm/boot/zImage",
+         kernel_flavour="armmp", lava="armhf", uboot_boot="bootz",
+         dtbs=("imx6q-sabrelite.dtb", "am335x-boneblack.dtb"),
+         qemu=Qemu("qemu-system-arm", "virt", "cortex-a15", "ttyAMA0"), aliases=("armhf", "arm"),
+         rtbench="armhf"),
+):
+    ARCHES.add(_a.name, _a, __name__)
+del _a
+
+
+def get_or_none(name: str) -> Optional[Arch]:
+    a = ARCHES.get(name)
+    if a is not None:
+        return a
+    return next((a for a in ARCHES.values() if name in a.aliases), None)
+
+
+def get(name: str) -> Arch:
+    """The arch called *name* (uname -m or Debian name); KeyError names the known ones."""
+    a = get_or_none(name)
+    if a is None:
+        raise KeyError(f"unknown arch {name!r}; known: {', '.join(ARCHES)}")
+    return a
+
+
+def canonical(name: str) -> str:
+    """rtlab's name for *name* (``armhf`` -> ``armv7l``); unknown names unchanged."""
+    a = get_or_none(name)
+    return a.name if a else name

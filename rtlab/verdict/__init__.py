@@ -1,0 +1,1 @@
+"""Verdicts over runs: the regression verdict (compare, stats, baseline), change points over the history and bisecting a regression."""

@@ -1,0 +1,618 @@
+"""The regression verdict: candidate runs against a baseline, per key.
+
+    compare_runs(baseline_runs, candidate_runs, policy) -> Comparison
+
+Each measurement of a run (one repeat of one board × variant × suite × load)
+is one replicate; its run-level statistics (``rtlab.verdict.stats``) are compared
+between the two sides key by key, every test of the campaign corrected at
+once (Benjamini-Hochberg), and a key regresses only when the correction
+says so AND the effect is at least the budget class's minimum effect
+(relative and absolute: a +50 % of 2 us is no regression worth a merge).
+
+Outcomes per key and for the whole comparison:
+
+- ``regression``: exit 1, with the key, the statistic and the effect named;
+- ``no-regression``: exit 0;
+- ``undecided``: exit 2 — too few valid runs, a key on one side only, a
+  statistic beyond a histogram of unknown range, runs of different
+  campaigns or histogram buckets.
+
+A percentile beyond a histogram of known range is censored: at least the
+range (the overflow count makes its rank exact), and tested by a rank test
+with the censored runs tied at the top (``stats.censored_shift_test``).
+The gating statistics and the minimum effects may differ per budget class
+and statistic (``regression:`` in the budget file; budgets/README.md).
+  Nothing that cannot be judged passes.
+
+A regression wins over undecided keys elsewhere (it is definitive), as a
+broken budget wins over infra errors in the gate.
+"""
+from __future__ import annotations
+
+import json
+import math
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Optional
+
+from . import stats
+from ..errors import InputError
+from ..core.model import Histogram, MeasurementKey, RunResult, Verdict
+from ..plan.policy import MinEffect, Policy
+from ..run.results import load_run
+
+REGRESSION = "regression"
+NO_REGRESSION = "no-regression"
+UNDECIDED = "undecided"
+OUTCOME_EXIT = {NO_REGRESSION: 0, REGRESSION: 1, UNDECIDED: 2}
+
+
+# -- replicates -------------------------------------------------------------
+@dataclass
+class Replicate:
+    """One run of one key: what the statistics see of it."""
+
+    run_id: str
+    repeat: int
+    campaign: str
+    budget_class: str
+    values: dict[str, Optional[float]]
+    bucket_us: Optional[float] = None
+    histogram: Optional[Histogram] = None
+    commit: str = ""
+    #: statistics beyond the histogram's range: name -> the range (the
+    #: statistic is at least that: right-censored, not unknowable)
+    censored: dict[str, float] = field(default_factory=dict)
+    #: how the run was made (rtlab.verdict.compare.run_parameters): runs compared
+    #: against each other must agree on every one both record
+    params: dict[str, Any] = field(default_factory=dict)
+    cycles: int = 0
+
+    @property
+    def session(self) -> str:
+        """Runs of one ``rtlab run`` share a session (host state, neighbours)."""
+        return self.run_id
+
+    @property
+    def label(self) -> str:
+        return f"{self.run_id}#{self.repeat}" if self.repeat else self.run_id
+
+    def value(self, name: str) -> Optional[float]:
+        """The statistic, or the range it lies beyond where it is censored
+        (:attr:`censored`); None where it is unknowable."""
+        v = self.values.get(name)
+        return v if v is not None else self.censored.get(name)
+
+
+@dataclass
+class Side:
+    """The runs of one side, key by key, and what could not be used."""
+
+    runs: list[str] = field(default_factory=list)
+    #: run id -> campaign name
+    campaign_of: dict[str, str] = field(default_factory=dict)
+    keys: dict[MeasurementKey, list[Replicate]] = field(default_factory=dict)
+    #: per key, replicates left out and why (infra, no samples)
+    dropped: dict[MeasurementKey, list[str]] = field(default_factory=dict)
+    #: where it came from: run dirs, "store: branch main, last 5", a pin
+    source: str = ""
+
+
+def side_from_runs(runs: Iterable[RunResult], source: str = "") -> Side:
+    side = Side(source=source)
+    for run in runs:
+        side.runs.append(run.run_id)
+        side.campaign_of[run.run_id] = run.campaign
+        sha = str((run.commit or {}).get("sha") or "")
+        for job in run.jobs:
+            repeat = int(getattr(job, "repeat", 0) or 0)
+            for m in job.measurements:
+                k = m.key
+                if m.verdict == Verdict.INFRA:
+                    side.dropped.setdefault(k, []).append(f"{run.run_id}: infra ({'; '.join(m.reasons)})")
+                    continue
+                c = m.output.combined()
+                if c is None or c.cycles == 0:
+                    side.dropped.setdefault(k, []).append(f"{run.run_id}: no samples")
+                    continue
+                rep = Replicate(run_id=run.run_id, repeat=int(getattr(m, "repeat", repeat) or 0),
+                                campaign=run.campaign, budget_class=job.budget_class,
+                                values=stats.run_statistics(c),
+                                bucket_us=c.histogram.bucket_us if c.histogram else None,
+                                histogram=c.histogram, commit=sha,
+                                censored=stats.censored_statistics(c),
+                                params=run_parameters(m), cycles=int(c.cycles))
+                side.keys.setdefault(k, []).append(rep)
+        if not run.jobs:
+            side.dropped.setdefault(MeasurementKey("*", "*", "*", "*"), []).append(
+                f"{run.run_id}: no jobs")
+    return side
+
+
+def run_parameters(m) -> dict[str, Any]:
+    """What a run was made with, as run.json records it: the suite's
+    parameters (``Measurement.params``: duration, interval, histogram
+    buckets, priority, load options, CPUs), and what the output itself says
+    (threads, the CPUs measured, the histogram's range)."""
+    out: dict[str, Any] = {k: v for k, v in (m.params or {}).items()}
+    threads = m.output.threads
+    out["threads"] = len(threads)
+    cpus = sorted(t.cpu for t in threads if t.cpu is not None)
+    if cpus:
+        out["measured cpus"] = cpus
+    h = threads[0].histogram if threads else None
+    if h is not None and h.size:
+        out["histogram range us"] = h.size * h.bucket_us
+    return out
+
+
+def parameter_differences(reps: list[Replicate]) -> list[str]:
+    """Parameters the runs disagree on (each named, with its values and
+    runs); a parameter some runs do not record is compared where recorded.
+    Where some runs record duration and interval and others do not (a store
+    baseline), the samples per run stand in for them: 1.5x apart is
+    differently made (a kernel stalling 400 ms in every 900 ms under TCG
+    lost 28 % of its samples: that is a regression, not another duration)."""
+    out = []
+    names = sorted({k for r in reps for k in r.params})
+    for name in names:
+        by: dict[str, list[str]] = {}
+        for r in reps:
+            if name in r.params:
+                by.setdefault(json.dumps(r.params[name], sort_keys=True), []).append(r.label)
+        if len(by) > 1:
+            out.append(f"run parameter {name} differs: " + "; ".join(
+                f"{v} in {', '.join(sorted(ls))}" for v, ls in sorted(by.items())))
+    timed = ["duration_s" in r.params and "interval_us" in r.params for r in reps]
+    if any(timed) and not all(timed):
+        cyc = [r.cycles for r in reps if r.cycles]
+        if cyc and max(cyc) > 1.5 * min(cyc):
+            lo = min(reps, key=lambda r: r.cycles or math.inf)
+            hi = max(reps, key=lambda r: r.cycles)
+            out.append(f"run parameter samples per run differs (duration or interval): {lo.cycles} in "
+                       f"{lo.label}, {hi.cycles} in {hi.label}")
+    return out
+
+
+# -- results ----------------------------------------------------------------
+@dataclass
+class StatComparison:
+    name: str
+    baseline: list[float]
+    candidate: list[float]
+    test: Optional[stats.ShiftTest] = None
+    p_adjusted: Optional[float] = None
+    gates: bool = True
+    big_enough: bool = False
+    #: per run: the value is the histogram's range and the statistic at
+    #: least that (right-censored); the medians are then lower bounds
+    baseline_censored: list[bool] = field(default_factory=list)
+    candidate_censored: list[bool] = field(default_factory=list)
+    #: every look at this statistic, in order (runs, estimate, bound)
+    looks: list["Look"] = field(default_factory=list)
+    #: the nominal one-sided level of each look (Pocock, Bonferroni-shared)
+    level: Optional[float] = None
+
+    def sync(self) -> None:
+        """After the key stopped at a look: the shown test is that look's."""
+        if self.looks:
+            lk = self.looks[-1]
+            self.test, self.big_enough, self.p_adjusted = lk.test, lk.big, lk.p_adjusted
+
+    @property
+    def base_median(self) -> float:
+        return stats.median(self.baseline)
+
+    @property
+    def cand_median(self) -> float:
+        return stats.median(self.candidate)
+
+    @property
+    def any_censored(self) -> bool:
+        return any(self.baseline_censored) or any(self.candidate_censored)
+
+    @staticmethod
+    def _median_censored(values: list[float], censored: list[bool]) -> bool:
+        order = sorted(zip([math.inf if c else v for v, c in zip(values, censored)], censored))
+        n = len(order)
+        return bool(n) and (order[n // 2][1] or (n % 2 == 0 and order[n // 2 - 1][1]))
+
+    def medians_text(self) -> str:
+        def one(m: float, cens: bool) -> str:
+            return (">=" if cens else "") + _us(m)
+        return (f"{one(self.base_median, self._median_censored(self.baseline, self.baseline_censored))} -> "
+                f"{one(self.cand_median, self._median_censored(self.candidate, self.candidate_censored))} us")
+
+    def to_json(self) -> dict[str, Any]:
+        t = self.test
+
+        def fin(x: Optional[float]) -> Optional[float]:
+            return x if x is not None and math.isfinite(x) else None
+        return {"statistic": self.name, "baseline": self.baseline, "candidate": self.candidate,
+                "baseline_censored": self.baseline_censored, "candidate_censored": self.candidate_censored,
+                "baseline_median": self.base_median, "candidate_median": self.cand_median,
+                "gates": self.gates, "big_enough": self.big_enough,
+                "p": t.p if t else None, "p_adjusted": self.p_adjusted,
+                "ratio": t.ratio if t else None,
+                "ratio_interval": [fin(t.ratio_low), fin(t.ratio_high)] if t else None,
+                "method": t.method if t else None, "level": self.level,
+                "looks": [lk.to_json() for lk in self.looks]}
+
+
+@dataclass
+class Look:
+    """One look at one statistic: after `runs` candidate runs."""
+
+    runs: int
+    test: "stats.ShiftTest"
+    big: bool
+    p_adjusted: float
+    #: the upper bound of the ratio NO-REGRESSION needs below 1 + minimum effect
+    upper: float
+    regress: bool
+    no_regression: bool
+
+    def to_json(self) -> dict[str, Any]:
+        return {"runs": self.runs, "ratio": self.test.ratio, "p": self.test.p, "p_adjusted": self.p_adjusted,
+                "upper": self.upper if math.isfinite(self.upper) else None,
+                "decision": REGRESSION if self.regress else NO_REGRESSION if self.no_regression else "continue"}
+
+
+def _pct(x: float) -> str:
+    if math.isinf(x):
+        return "+inf %"
+    v = (x - 1) * 100
+    return f"{v:+.0f} %" if abs(v) >= 1 or v == 0 else f"{v:+.1f} %"
+
+
+def _us(v: float) -> str:
+    return f"{v:.3g}" if v < 10 else f"{v:,.0f}"
+
+
+@dataclass
+class KeyComparison:
+    key: MeasurementKey
+    outcome: str = UNDECIDED
+    budget_class: str = ""
+    n_baseline: int = 0
+    n_candidate: int = 0
+    stats: list[StatComparison] = field(default_factory=list)
+    #: why undecided (naming runs), or notes
+    reasons: list[str] = field(default_factory=list)
+    baseline: list[Replicate] = field(default_factory=list)
+    candidate: list[Replicate] = field(default_factory=list)
+    #: candidate runs at the look that decided (None: undecided)
+    decided_at: Optional[int] = None
+    #: undecided for want of runs: more candidate runs can decide it
+    #: (``rtlab run --repeat-until-decided`` schedules them)
+    more: bool = False
+
+    @property
+    def deciding(self) -> Optional[StatComparison]:
+        """The statistic the line shows: a regressing one, else the gating
+        one closest to significance."""
+        gating = [s for s in self.stats if s.gates and s.test is not None]
+        if not gating:
+            return None
+        reg = [s for s in gating if self._regresses(s)]
+        pool = reg or gating
+        return min(pool, key=lambda s: (s.p_adjusted if s.p_adjusted is not None else 1.0, -s.test.ratio))
+
+    alpha: float = 0.05
+
+    def _regresses(self, s: StatComparison) -> bool:
+        return bool(s.looks) and s.looks[-1].regress
+
+    def line(self) -> str:
+        head = f"{self.key.label()}: "
+        s = self.deciding
+        tail = {REGRESSION: "REGRESSION", NO_REGRESSION: "ok", UNDECIDED: "UNDECIDED"}[self.outcome]
+        if s is None:
+            return head + "~ (" + "; ".join(self.reasons or ["nothing to compare"]) + f"): {tail}"
+        t = s.test
+        p = t.p
+        n_c = s.looks[-1].runs if s.looks else self.n_candidate
+        text = (f"{s.name} {_pct(t.ratio)} [{_pct(t.ratio_low)}, {_pct(t.ratio_high)}] "
+                f"({s.medians_text()}), "
+                f"{n_c} runs vs {self.n_baseline}, p={p:.2g}" + (f" (< {s.level:.2g} decides)" if s.level else ""))
+        if s.looks:
+            lk = s.looks[-1]
+            text += (f", look {len(s.looks)} at {lk.runs} runs"
+                     + (f", upper bound {_pct(lk.upper)}" if math.isfinite(lk.upper) else ""))
+        if self.reasons:
+            text += " (" + "; ".join(self.reasons) + ")"
+        elif self.outcome == NO_REGRESSION and s.looks and s.looks[-1].test.p < (s.level or 0) and not s.big_enough:
+            text += " (below the minimum effect)"
+        return head + text + f": {tail}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"key": self.key.__dict__, "label": self.key.label(), "outcome": self.outcome,
+                "budget_class": self.budget_class, "n_baseline": self.n_baseline,
+                "n_candidate": self.n_candidate, "reasons": self.reasons, "line": self.line(),
+                "statistics": [s.to_json() for s in self.stats],
+                "decided_at": self.decided_at, "more_runs_can_decide": self.more,
+                "baseline_runs": [r.label for r in self.baseline],
+                "candidate_runs": [r.label for r in self.candidate]}
+
+
+@dataclass
+class Comparison:
+    keys: list[KeyComparison] = field(default_factory=list)
+    #: problems of the whole comparison (no runs, mixed campaigns): undecided
+    problems: list[str] = field(default_factory=list)
+    policy: Policy = field(default_factory=Policy)
+    baseline_source: str = ""
+    candidate_source: str = ""
+    baseline_runs: list[str] = field(default_factory=list)
+    candidate_runs: list[str] = field(default_factory=list)
+    #: what changed in the boards' systems, baseline -> candidate (their
+    #: snapshot.json, rtlab.report.snapshot.run_differences): context, never a verdict
+    system_changes: list[str] = field(default_factory=list)
+    #: per statistic: the sessions' share of the baseline's variance
+    #: (stats.session_ratio) and whether the pool clusters by session
+    sessions: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @property
+    def outcome(self) -> str:
+        outs = {k.outcome for k in self.keys}
+        if REGRESSION in outs:
+            return REGRESSION
+        if self.problems or UNDECIDED in outs or not self.keys:
+            return UNDECIDED
+        return NO_REGRESSION
+
+    @property
+    def exit_code(self) -> int:
+        return OUTCOME_EXIT[self.outcome]
+
+    def lines(self) -> list[str]:
+        out = [f"baseline: {self.baseline_source or ', '.join(self.baseline_runs)} "
+               f"({_runs_text(self.baseline_runs, [r for k in self.keys for r in k.baseline])})",
+               f"candidate: {self.candidate_source or ', '.join(self.candidate_runs)} "
+               f"({_runs_text(self.candidate_runs, [r for k in self.keys for r in k.candidate])})"]
+        out += [f"error: {p}" for p in self.problems]
+        out += [k.line() for k in self.keys]
+        out += [f"system changed: {c}" for c in self.system_changes]
+        for name, sess in sorted(self.sessions.items()):
+            out.append(f"sessions ({name}): between-session variance {sess['tau2_over_sigma2']:.2g} x the "
+                       f"within (upper bound {sess['upper_bound']:.2g}, used), p={sess['p']:.2g}: "
+                       + ("the baseline clusters by session" if sess["clusters"] else "no clustering found"))
+        n = {o: sum(1 for k in self.keys if k.outcome == o) for o in OUTCOME_EXIT}
+        tests = sum(1 for k in self.keys for s in k.stats if s.looks)
+        out.append(f"policy: {self.policy.source}")
+        out.append(f"compare: {self.outcome.upper()} ({n[REGRESSION]} regressed, {n[NO_REGRESSION]} ok, "
+                   f"{n[UNDECIDED]} undecided of {len(self.keys)} keys; "
+                   f"false alarms held at {self.policy.alpha:g} per comparison: Bonferroni over {tests} "
+                   f"tests, Pocock over looks at {', '.join(map(str, self.policy.schedule()))} candidate runs)")
+        return out
+
+    @property
+    def more_runs(self) -> list[MeasurementKey]:
+        """Keys more candidate runs can decide (the rest is decided or
+        cannot be decided by measuring more)."""
+        return [k.key for k in self.keys if k.outcome == UNDECIDED and k.more]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"outcome": self.outcome, "exit_code": self.exit_code, "problems": self.problems,
+                "policy": self.policy.to_json(),
+                "baseline": {"source": self.baseline_source, "runs": self.baseline_runs},
+                "candidate": {"source": self.candidate_source, "runs": self.candidate_runs},
+                "keys": [k.to_json() for k in self.keys], "system_changes": self.system_changes,
+                "sessions": self.sessions, "policy_source": self.policy.source}
+
+
+def _runs_text(runs: list[str], replicates: list["Replicate"]) -> str:
+    """How many runs a side has, counted as the statistics count them: each
+    repeat of a repeating campaign is one (a run dir with repeat: 5 is 5)."""
+    n = len({r.label for r in replicates}) or len(runs)
+    text = f"{n} run{'s' * (n != 1)}"
+    if n != len(runs):
+        text += f" from {len(runs)} run dir{'s' * (len(runs) != 1)}"
+    return text
+
+
+# -- the comparison ---------------------------------------------------------
+def compare_runs(baseline: list[RunResult], candidate: list[RunResult],
+                 policy: Optional[Policy] = None, *, baseline_source: str = "",
+                 candidate_source: str = "") -> Comparison:
+    return compare_sides(side_from_runs(baseline, baseline_source),
+                         side_from_runs(candidate, candidate_source), policy)
+
+
+def compare_sides(base: Side, cand: Side, policy: Optional[Policy] = None) -> Comparison:
+    policy = policy or Policy()
+    cmp = Comparison(policy=policy, baseline_source=base.source, candidate_source=cand.source,
+                     baseline_runs=list(base.runs), candidate_runs=list(cand.runs))
+    both = sorted(set(base.runs) & set(cand.runs))
+    if both:
+        # a run against itself shows nothing but agreement: refused
+        cmp.problems.append(f"run {', '.join(both)} is on both sides: a candidate is never its own baseline")
+        return cmp
+    if not base.runs:
+        cmp.problems.append("empty baseline: no runs to compare against")
+    if not cand.runs:
+        cmp.problems.append("empty candidate: no runs to judge")
+    by_campaign: dict[str, list[str]] = {}
+    for side in (base, cand):
+        for run_id, name in side.campaign_of.items():
+            by_campaign.setdefault(name, []).append(run_id)
+    if len(by_campaign) > 1:
+        cmp.problems.append("runs of different campaigns: " + "; ".join(
+            f"campaign {name or '?'}: runs {', '.join(ids)}" for name, ids in sorted(by_campaign.items())))
+    for where, side in (("baseline", base), ("candidate", cand)):
+        for why in side.dropped.get(MeasurementKey("*", "*", "*", "*"), []):
+            cmp.problems.append(f"{where} run {why}")
+
+    all_keys = sorted(set(base.keys) | set(cand.keys) | set(base.dropped) | set(cand.dropped),
+                      key=lambda k: k.label())
+    all_keys = [k for k in all_keys if k.board != "*"]
+    #: what gates: (key, statistic, histogram floor, minimum effect)
+    gated: list[tuple[KeyComparison, StatComparison, float, MinEffect]] = []
+    for key in all_keys:
+        kc = KeyComparison(key=key, alpha=policy.alpha)
+        cmp.keys.append(kc)
+        b, c = base.keys.get(key, []), cand.keys.get(key, [])
+        kc.baseline, kc.candidate = b, c
+        kc.n_baseline, kc.n_candidate = len(b), len(c)
+        kc.budget_class = (c or b)[0].budget_class if (c or b) else ""
+        if not b and not base.dropped.get(key):
+            kc.reasons.append(f"no baseline: only in candidate runs {', '.join(sorted({r.run_id for r in c}))}")
+            continue
+        if not c and not cand.dropped.get(key):
+            kc.reasons.append(f"not measured by the candidate: only in baseline runs "
+                              f"{', '.join(sorted({r.run_id for r in b}))}")
+            continue
+        for where, reps, side in (("baseline", b, base), ("candidate", c, cand)):
+            if len(reps) < policy.min_runs:
+                why = f"{len(reps)} valid {where} run{'s' * (len(reps) != 1)}, need {policy.min_runs}"
+                if side.dropped.get(key):
+                    why += " (left out: " + "; ".join(side.dropped[key]) + ")"
+                kc.reasons.append(why)
+        buckets = {(r.bucket_us, r.label) for r in b + c if r.bucket_us is not None}
+        if len({bu for bu, _ in buckets}) > 1:
+            by: dict[Any, list] = {}
+            for bu, label in buckets:
+                by.setdefault(bu, []).append(label)
+            kc.reasons.append("histogram bucket sizes differ: " + "; ".join(
+                f"{bu:g} us in {', '.join(sorted(ls))}" for bu, ls in sorted(by.items())))
+        # runs made differently (a 2 s candidate against 5 s runs, another
+        # histogram range) measure something else: never compared
+        kc.reasons += parameter_differences(b + c)
+        if kc.reasons:
+            continue
+        floor = 0.5 * min((r.bucket_us for r in b + c if r.bucket_us), default=1.0)
+        gating = policy.statistics_for(kc.budget_class)
+        for name in stats.RUN_STATISTICS:
+            # a value beyond the histogram's range is censored at the range
+            # (known to be at least that), read from the overflow count
+            bv, cv = [r.value(name) for r in b], [r.value(name) for r in c]
+            gates = name in gating
+            if any(v is None for v in bv + cv):
+                if gates:
+                    who = [r.label for r, v in zip(b + c, bv + cv) if v is None]
+                    kc.reasons.append(f"{name} unknowable (beyond a histogram of unknown range) in {', '.join(who)}")
+                continue
+            sc = StatComparison(name=name, baseline=[float(v) for v in bv],
+                                candidate=[float(v) for v in cv], gates=gates,
+                                baseline_censored=[name in r.censored for r in b],
+                                candidate_censored=[name in r.censored for r in c])
+            kc.stats.append(sc)
+            if gates:  # only what gates is tested: the rest is shown
+                gated.append((kc, sc, floor, policy.effect_for(kc.budget_class, name)))
+    _sequential(cmp, gated, policy)
+    return cmp
+
+
+def _sequential(cmp: Comparison, gated: list, policy: Policy) -> None:
+    """The looks (policy.looks: candidate run counts) of every gating
+    statistic, then per key the first look that decides.
+
+    False alarms: every gating statistic of the campaign gets alpha / m
+    (Bonferroni over m tests), spent over the looks with a Pocock bound
+    (stats.pocock_level): P(any false REGRESSION in the campaign) <= alpha
+    whatever look the keys stop at. NO-REGRESSION is shown, never assumed:
+    the upper bound of the ratio (level 1 - beta, Pocock over the looks) is
+    below the minimum effect."""
+    m = max(1, len(gated))
+    # the sessions' share of the variance, per statistic, from every key's
+    # baseline pool at once (the host's sessions are the same for all keys)
+    rho: dict[str, float] = {}
+    for name in {sc.name for _, sc, _, _ in gated}:
+        pools = [(stats._logs(sc.baseline, fl), [r.session for r in kc.baseline])
+                 for kc, sc, fl, _ in gated if sc.name == name and not any(sc.baseline_censored)]
+        upper, est, p = stats.session_ratio(pools)
+        rho[name] = upper
+        if est is not None:
+            cmp.sessions[name] = {"tau2_over_sigma2": est, "upper_bound": upper, "p": p,
+                                  "clusters": p < 0.05}
+    for kc, sc, floor, eff in gated:
+        nb, nc = len(sc.baseline), len(sc.candidate)
+        schedule = policy.schedule()
+        looks = [n for n in schedule if n <= nc]
+        if not looks:
+            kc.reasons.append(f"{nc} candidate runs: the first look is at {schedule[0]}")
+            continue
+        pa = stats.pocock_level(policy.alpha / m, schedule, nb)
+        pb = stats.pocock_level(policy.beta, schedule, nb)
+        sc.level = pa
+        blog = stats._logs(sc.baseline, floor)
+        base_level = math.exp(float(blog.mean()))
+        for n in looks:
+            if sc.any_censored:
+                # a rank test: it can find a regression, never show none
+                t = stats.censored_shift_test(sc.baseline, sc.baseline_censored,
+                                              sc.candidate[:n], sc.candidate_censored[:n])
+                ucb = math.inf
+                big = (t.ratio >= 1 + eff.relative
+                       and stats.median(sc.candidate[:n]) - stats.median(sc.baseline) >= eff.abs_us)
+            else:
+                L = stats.look_statistics(blog, stats._logs(sc.candidate[:n], floor),
+                                          [r.session for r in kc.baseline], [r.session for r in kc.candidate[:n]],
+                                          rho=rho.get(sc.name, 0.0))
+                e, p = float(L.estimate), float(L.p())
+                if not (math.isfinite(p) and float(L.se) > 0):
+                    # no spread at all (quantised values): the exact rank test
+                    mw = stats.shift_test_exact(sc.baseline, sc.candidate[:n])
+                    t, ucb = mw, math.inf
+                else:
+                    lo, hi = float(L.bound(0.975, upper=False)), float(L.bound(0.975))
+                    t = stats.ShiftTest(p=p, ratio=math.exp(e), ratio_low=math.exp(lo),
+                                        ratio_high=math.exp(hi), method=L.method)
+                    ucb = math.exp(float(L.bound(1 - pb)))
+                big = t.ratio >= 1 + eff.relative and base_level * (t.ratio - 1) >= eff.abs_us
+            regress = t.p < pa and big
+            # no regression worth gating: below the relative OR the absolute minimum
+            shown_none = ucb < 1 + max(eff.relative, 0.0) or base_level * (ucb - 1) < eff.abs_us
+            sc.looks.append(Look(runs=n, test=t, big=big, p_adjusted=min(1.0, t.p * policy.alpha / pa),
+                                 upper=ucb, regress=regress, no_regression=shown_none and not regress))
+            sc.sync()
+    for kc in cmp.keys:
+        _decide(kc, policy)
+
+
+def _decide(kc: KeyComparison, policy: Policy) -> None:
+    gating = [s for s in kc.stats if s.gates and s.looks]
+    if not kc.reasons and not gating:
+        kc.reasons.append("no statistic to judge")
+    runs = sorted({lk.runs for s in gating for lk in s.looks})
+    for n in runs:
+        at = [next((lk for lk in s.looks if lk.runs == n), None) for s in gating]
+        if any(lk is not None and lk.regress for lk in at):
+            # definitive even where another statistic could not be read
+            kc.outcome, kc.decided_at = REGRESSION, n
+            for s in gating:
+                s.looks = [lk for lk in s.looks if lk.runs <= n]
+                s.sync()
+            return
+        if not kc.reasons and all(lk is not None and lk.no_regression for lk in at):
+            kc.outcome, kc.decided_at = NO_REGRESSION, n
+            for s in gating:
+                s.looks = [lk for lk in s.looks if lk.runs <= n]
+                s.sync()
+            return
+    kc.outcome = UNDECIDED
+    if kc.reasons or not gating:
+        return
+    censored = [s.name for s in gating if s.any_censored]
+    if censored:
+        kc.reasons.append(f"{', '.join(censored)} beyond the histogram range in some run: "
+                          f"a censored statistic cannot show that nothing regressed")
+    last = max(runs)
+    if kc.n_candidate < policy.schedule()[-1]:
+        kc.more = True
+        nxt = next(n for n in policy.schedule() if n > last)
+        kc.reasons.append(f"not decided at {last} candidate runs: measure more (next look at {nxt}, "
+                          f"at most {policy.schedule()[-1]})")
+    else:
+        kc.reasons.append(f"not decided at the maximum of {last} candidate runs")
+
+
+def load_runs(run_dirs: Iterable[Path]) -> list[RunResult]:
+    runs, seen = [], set()
+    for d in run_dirs:
+        run = load_run(d)
+        if run.run_id in seen:
+            raise InputError(d, f"run {run.run_id} given twice")
+        seen.add(run.run_id)
+        runs.append(run)
+    return runs
