@@ -38,6 +38,21 @@ def suite_for(tool: str) -> Any:
     return next((s for s in SUITES.values() if s.tool == tool), None)
 
 
+def layout_reader(tool: str, kind: str, layouts: dict[str, Any], path: Any, no_layout: str) -> Any:
+    """The reader of *tool*'s output layout of *kind* ("json" or "text": the
+    suite's ``json_layout``/``text_layout``) among *layouts* (the format
+    parser's table); InputError naming *path* when the suite names none
+    (*no_layout* says why) or one this parser does not know."""
+    suite = suite_for(tool)
+    layout = getattr(suite, f"{kind}_layout", None) if suite is not None else None
+    if layout is None:
+        raise InputError(path, no_layout)
+    if layout not in layouts:  # a suite naming a layout this parser does not know
+        raise InputError(path, f"{tool}: no rt-tests {kind.upper() if kind == 'json' else kind} layout "
+                               f"{layout!r} known here (known: {', '.join(sorted(layouts))})")
+    return layouts[layout]
+
+
 def known_tools() -> tuple[str, ...]:
     """Every tool some suite has a parser for, in registry order."""
     return tuple(tool for tool, parser in _tools().items() if parser is not None)

@@ -33,7 +33,7 @@ from ._common import (
     parse_optstring, program, scan_options, us,
 )
 from ..registry import SUITES
-from .registry import known_tools, suite_for
+from .registry import known_tools, layout_reader
 from .rtbench import parse_benchmarks
 
 # ---------------------------------------------------------------------------
@@ -161,13 +161,8 @@ def _cmdline(doc: dict[str, Any]) -> str:
 
 def parse(doc: dict[str, Any], path, tool: Optional[str]) -> ToolOutput:
     tool = tool or detect(doc, path)
-    suite = suite_for(tool)
-    layout = suite.json_layout if suite is not None else None
-    if layout is None:
-        raise InputError(path, f"{tool} has no JSON output (its suite names no rt-tests JSON layout)")
-    if layout not in LAYOUTS:  # a suite naming a layout this parser does not know
-        raise InputError(path, f"{tool}: no rt-tests JSON layout {layout!r} known here "
-                               f"(known: {', '.join(sorted(LAYOUTS))})")
+    read_layout = layout_reader(tool, "json", LAYOUTS, path,
+                                f"{tool} has no JSON output (its suite names no rt-tests JSON layout)")
     top = JsonPath(path, doc)
     out = ToolOutput(path=str(path), tool=tool)
     if top.has("return_code"):
@@ -177,7 +172,7 @@ def parse(doc: dict[str, Any], path, tool: Optional[str]) -> ToolOutput:
     version = doc.get("rt_test_version:", doc.get("rt_test_version"))
     if isinstance(version, str):
         out.sysinfo.setdefault("rt_test_version", version)
-    LAYOUTS[layout](out, top, doc, _cmdline(doc), path)
+    read_layout(out, top, doc, _cmdline(doc), path)
     return out
 
 

@@ -55,7 +55,7 @@ from ..errors import InputError
 from ..core.model import Histogram, ThreadResult, ToolOutput
 from ..registry import SUITES
 from ._common import float_field, int_field, strip_ansi, us
-from .registry import suite_for
+from .registry import layout_reader
 from .rtjson import oslat_histogram
 
 # ---------------------------------------------------------------------------
@@ -114,15 +114,9 @@ def _same_text(suites: list, lines: list[str], path) -> str:
 def parse(text: str, path, tool: Optional[str], nsecs: Optional[bool] = None) -> ToolOutput:
     lines = [strip_ansi(line) for line in text.splitlines()]
     tool = tool or detect(lines, path)
+    read_layout = layout_reader(tool, "text", LAYOUTS, path, f"{tool} writes JSON only; this file is not JSON")
     out = ToolOutput(path=str(path), tool=tool)
-    suite = suite_for(tool)
-    layout = suite.text_layout if suite is not None else None
-    if layout is None:
-        raise InputError(path, f"{tool} writes JSON only; this file is not JSON")
-    if layout not in LAYOUTS:  # a suite naming a layout this parser does not know
-        raise InputError(path, f"{tool}: no rt-tests text layout {layout!r} known here "
-                               f"(known: {', '.join(sorted(LAYOUTS))})")
-    LAYOUTS[layout](out, lines, path, nsecs)
+    read_layout(out, lines, path, nsecs)
     return out
 
 
