@@ -135,7 +135,8 @@ def get_or_none(name: str) -> Optional[Arch]:
     a = ARCHES.get(name)
     if a is not None:
         return a
-    return next((a for a in ARCHES.values() if name in a.aliases), None)
+    # the Debian name too, so a new entry needs no alias for it
+    return next((a for a in ARCHES.values() if name in a.aliases or name == a.debian), None)
 
 
 def get(name: str) -> Arch:
