@@ -15,7 +15,8 @@ all: run
 
 setup: $(STAMPS)/host $(VENV)/.installed
 
-$(STAMPS)/host: env/apt-packages.txt env/setup-host.sh
+# rtlab/targets/arch.py: each architecture's QEMU and cross packages
+$(STAMPS)/host: env/apt-packages.txt env/setup-host.sh rtlab/targets/arch.py
 	@bash env/setup-host.sh
 	@mkdir -p $(STAMPS) && touch $@
 
@@ -24,9 +25,11 @@ $(VENV)/.installed: pyproject.toml | $(STAMPS)/host
 	@$(PY) -m pip install -q --disable-pip-version-check -e '.[dev]'
 	@touch $@
 
-# rtbench (our POSIX primitive benchmarks), native and cross-built for boards
+# rtbench (our POSIX primitive benchmarks), native and cross-built for every
+# architecture of rtlab/targets/arch.py (its build/<rtbench_arch>/rtbench)
 rtbench: setup
-	@if [ -f rtbench/Makefile ]; then $(MAKE) -s -C rtbench && $(MAKE) -s -C rtbench ARCH=aarch64 && $(MAKE) -s -C rtbench ARCH=armhf; fi
+	@if [ -f rtbench/Makefile ]; then $(MAKE) -s -C rtbench && \
+	  for a in $$($(PY) -m rtlab.targets.arch --field rtbench_arch); do $(MAKE) -s -C rtbench ARCH=$$a || exit 1; done; fi
 
 # board images: Debian's pinned kernels + an initramfs per arch (cached by content)
 images: setup rtbench

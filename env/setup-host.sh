@@ -5,13 +5,27 @@ set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 export DEBIAN_FRONTEND=noninteractive
 
+# The architectures (rtlab/targets/arch.py, one entry each) say which QEMU
+# and cross-toolchain packages and which foreign dpkg architectures this host
+# needs: read with the system python3 and its stdlib (no venv yet, the
+# Makefile makes it after this script). A host without python3 gets it first.
+if ! command -v python3 >/dev/null 2>&1; then
+  echo "setup: installing python3 (to read rtlab/targets/arch.py)"
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends python3 >/dev/null
+fi
+arch_query() { python3 -I "$here/../rtlab/targets/arch.py" "$@"; }
+# assignments, not process substitutions: a failing query stops the script (set -e)
+foreign_archs=$(arch_query --foreign)
+arch_pkgs=$(arch_query --host-packages)
+
 need_update=0
-# arm64 (and armhf for 32-bit boards) packages are fetched for board images
+# the other arches' packages (arm64, armhf) are fetched for board images
 # read once, then matched: `dpkg ... | grep -q` under pipefail is false
 # whenever grep's early exit gives dpkg a SIGPIPE, which re-added arm64 and
 # forced an apt-get update on every other run
 foreign=$(dpkg --print-foreign-architectures)
-for arch in arm64 armhf; do
+for arch in $foreign_archs; do
   if ! grep -qx "$arch" <<< "$foreign"; then
     echo "setup: adding dpkg architecture $arch"
     dpkg --add-architecture "$arch"
@@ -20,17 +34,20 @@ for arch in arm64 armhf; do
 done
 
 mapfile -t pkgs < <(grep -vE '^\s*(#|$)' "$here/apt-packages.txt" | awk '{print $1}')
+mapfile -t more <<< "$arch_pkgs"
+pkgs+=("${more[@]}")
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
 
 # an apt index older than a day, or none for a foreign arch, is refreshed once
-if [ ! -d /var/lib/apt/lists ] || [ -z "$(ls /var/lib/apt/lists/*_Packages* 2>/dev/null)" ] \
-   || ! ls /var/lib/apt/lists/*binary-arm64_Packages* >/dev/null 2>&1 \
-   || ! ls /var/lib/apt/lists/*binary-armhf_Packages* >/dev/null 2>&1; then
+if [ ! -d /var/lib/apt/lists ] || [ -z "$(ls /var/lib/apt/lists/*_Packages* 2>/dev/null)" ]; then
   need_update=1
 fi
+for arch in $foreign_archs; do
+  ls /var/lib/apt/lists/*binary-"$arch"_Packages* >/dev/null 2>&1 || need_update=1
+done
 if [ ${#missing[@]} -gt 0 ] || [ $need_update = 1 ]; then
   echo "setup: apt-get update"
   # a mirror caught mid-sync fails one index ("File has unexpected size",

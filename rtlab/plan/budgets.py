@@ -94,17 +94,19 @@ class Budgets:
                 suite = SUITES.get(run.suite)
                 if suite is not None and suite.result_kind == METRICS:
                     continue  # a whole-run number: shown, never budgeted (rtlab.judge.gate)
-                if self.lookup(*key) is not None or self.unbudgeted(cls, run.name):
-                    continue
-                # suites with several outputs are budgeted per output (<name>-irq, <name>-thread)
-                if any(str(sk).startswith(f"{run.name}-") for vk in (job.variant.name, WILDCARD)
-                       for sk in self.table.get(cls, {}).get(vk, {})):
-                    continue
-                where = (f"budgets.{cls}" if cls not in self.table
-                         else f"budgets.{cls}.{job.variant.name}.{run.name}.{run.load}")
-                raise InputError(self.path, f"{where}: no budget for board {job.board.name} ({cls}), variant "
-                                            f"{job.variant.name}, suite {run.name}, load {run.load}: add one, "
-                                            f"or list the suite under unbudgeted: (found before any boot)")
+                # the names the gate judges: suites with several outputs are
+                # budgeted per output (<name>-irq, <name>-thread); any key
+                # merely starting with <name>- is not one of them
+                names = suite.measurement_names(run.name) if suite is not None else [run.name]
+                for name in names:
+                    if self.lookup(cls, job.variant.name, name, run.load) is not None \
+                            or self.unbudgeted(cls, name):
+                        continue
+                    where = (f"budgets.{cls}" if cls not in self.table
+                             else f"budgets.{cls}.{job.variant.name}.{name}.{run.load}")
+                    raise InputError(self.path, f"{where}: no budget for board {job.board.name} ({cls}), variant "
+                                                f"{job.variant.name}, suite {name}, load {run.load}: add one, "
+                                                f"or list the suite under unbudgeted: (found before any boot)")
 
 
 def load_budgets(path) -> Budgets:

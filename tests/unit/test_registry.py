@@ -101,5 +101,5 @@ def test_parsers_read_the_suites_registry():
 
 
 def test_architectures_and_boards_are_registered_once():
-    assert set(ARCHES) == {"x86_64", "aarch64", "armv7l"}
+    assert set(ARCHES) >= {"x86_64", "aarch64", "armv7l"}  # a new one is one entry (test_recipes.py)
     assert "local" in load_boards() and "qemu-x86_64" in load_boards()
