@@ -32,6 +32,7 @@ from ..core.params import LOAD_OPTION_SPECS, Args, Bool, Cpus, Int, Num, ParamEr
 from ..parsers import FormatParser, parse_file, rt_tests
 from ..registry import SUITES as _SUITES
 from ..core.fsutil import read_json
+from ..core.rundir import MeasurementDir
 
 #: every suite, by name (rtlab.registry: filled by Suite.__init_subclass__,
 #: every module of this package imported on first read)
@@ -377,7 +378,7 @@ class Cyclictest(Suite):
 
     def breached(self, host_dir: Path, run: SuiteRun) -> bool:
         try:
-            return "# Break thread:" in (host_dir / "stdout.txt").read_text(errors="replace")
+            return "# Break thread:" in MeasurementDir(host_dir).stdout.read_text(errors="replace")
         except OSError:
             return False
 
