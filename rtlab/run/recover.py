@@ -29,11 +29,11 @@ def recover_run(run_dir: Path) -> RunResult | None:
     before the job finished" (a breach in its kept samples still FAILs).
     None when the directory holds no job spec."""
     from ..core.model import JobResult, MeasurementKey
-    from .results import JOB_SPEC, JobSpec, collect
+    from .results import JobSpec, collect
     from ..suites import SUITES
 
     run_dir = Path(run_dir)
-    specs = sorted(run_dir.rglob(JOB_SPEC))
+    specs = RunDir(run_dir).job_specs()
     if not specs:
         return None
     run = RunResult(run_id=run_dir.name, started=_started(run_dir), campaign="")

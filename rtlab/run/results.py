@@ -34,7 +34,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
-from ..core.rundir import JOB_SPEC  # noqa: F401  (re-exported: the layout owner's name)
 from ..core import modelcheck
 from ..core.fsutil import read_bounded, result_max_bytes, tail_text
 from ..targets.boards import Board
@@ -100,7 +99,7 @@ class JobSpec:
 
     @property
     def path(self) -> Path:
-        return self.job_dir / JOB_SPEC
+        return JobDir(self.job_dir).job_spec
 
     def write(self) -> Path:
         self.path.write_text(json.dumps(self.to_json(), indent=2) + "\n")

@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, ContextManager, Optional
 
-from ..core.rundir import NOT_AVAILABLE as NOT_AVAILABLE_FILE  # noqa: F401  (re-exported)
 from ..targets.boards import Board
 from ..core.config import format_cpulist
 from ..loads import LOADS
@@ -50,7 +49,7 @@ METRICS = "metrics"
 def not_available(host_dir: Path) -> str | None:
     """The reason recorded on the board that the suite could not run, or None."""
     try:
-        return str(read_json(host_dir / NOT_AVAILABLE_FILE)["reason"])
+        return str(read_json(MeasurementDir(host_dir).not_available)["reason"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
