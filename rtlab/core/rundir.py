@@ -3,12 +3,13 @@ a job and a measurement directory, owned here (the bottom layer) so that
 the runner, LAVA ingest, the gate, the report and the fetchers agree on
 them without importing each other.
 
-    <results>/<run id>/          run.json, campaign.yaml, budgets.yaml,
-                                 run-started.json (until run.json exists)
-      <job>/                     job.json, job-spec.json, kernel.json
-        <board>/<suite>@<load>/  exit.json, stdout.txt, stderr.txt,
-                                 command.txt, not_available.json, the
-                                 tool's own files
+    <results>/<run id>/               run.json, campaign.yaml, budgets.yaml,
+                                      run-started.json (until run.json exists)
+      <board>/<variant>[/r<N>]/       a job: job.json, job-spec.json, kernel.json
+        <suite>@<load>/               a measurement: exit.json, stdout.txt,
+                                      stderr.txt, command.txt,
+                                      not_available.json, the tool's own files
+                                      (exit_code: the board side's $?)
 
 The names are constants (for globs and for lists of files to fetch) and
 :class:`RunDir` / :class:`JobDir` / :class:`MeasurementDir` give the paths,
@@ -106,10 +107,6 @@ class JobDir:
     def measurement(self, suite_run_id: str) -> MeasurementDir:
         """The directory of one suite run, by its id (``<suite>@<load>``)."""
         return MeasurementDir(self.path / suite_run_id)
-
-    def measurements(self) -> list[MeasurementDir]:
-        """The suite runs that left an exit code, in name order."""
-        return [MeasurementDir(p.parent) for p in sorted(self.path.glob(f"*/{EXIT_JSON}"))]
 
 
 @dataclass(frozen=True)
