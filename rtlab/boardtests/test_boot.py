@@ -7,12 +7,13 @@ from rtlab.report import snapshot
 from rtlab.run.results import variant_problems
 from rtlab.suites.board import boot_batch
 from rtlab.suites.events import phase
+from ..core.rundir import JobDir
 
 
 def test_boot(request, job, job_dir, board_shell):
     with phase(request.config, "kernel_facts"):  # and the snapshot's commands, in one batch
         facts, replay = boot_batch(board_shell, snapshot.batch_commands(snapshot.COMMANDS))
-    (job_dir / "kernel.json").write_text(json.dumps(facts, indent=2) + "\n")
+    JobDir(job_dir).kernel_json.write_text(json.dumps(facts, indent=2) + "\n")
     # the system as it measures (rtlab.report.snapshot); counters again after the suites
     problems = variant_problems(job, facts)  # the same check as LAVA ingest's
     with phase(request.config, "snapshot"):

@@ -17,7 +17,8 @@ from rtlab.report import snapshot
 from rtlab.loads import LOADS
 from rtlab.run.results import tool_exit_problem
 from rtlab.soak.checkpoint import checkpoint_event
-from rtlab.suites import NOT_AVAILABLE_FILE, SUITES
+from rtlab.core.rundir import MeasurementDir
+from rtlab.suites import SUITES
 from rtlab.suites.board import SuiteFailure, run_tool
 from rtlab.suites.events import emit, phase
 
@@ -38,7 +39,7 @@ def test_suite(request, suite_run, job, job_dir, board_shell, target):
         why = suite.host_unavailable(target, suite_run) or suite.unavailable(board_shell)
     if why is not None:  # not run, not judged: the host records it as not available
         host_dir.mkdir(parents=True, exist_ok=True)
-        (host_dir / NOT_AVAILABLE_FILE).write_text(json.dumps({"reason": why}) + "\n")
+        MeasurementDir(host_dir).not_available.write_text(json.dumps({"reason": why}) + "\n")
         emit(request.config, event="suite_not_available", id=suite_run.id, reason=why)
         return
     emit(request.config, event="suite", id=suite_run.id, duration_s=duration)

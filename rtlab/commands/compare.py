@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 from ..plan.policy import Policy, load_policy
+from ..core.rundir import RunDir
 
 
 def register(sub):
@@ -87,7 +88,7 @@ def policy_for(args, candidate_dirs, pin_doc=None):
                                Path(f"pin {pin_doc.get('name')}"))
         return dataclasses.replace(pol, source=f"baseline pin {pin_doc.get('name')}: {pin_doc.get('policy_source', '')}")
     if getattr(args, "baseline", None):
-        f = Path(args.baseline[0]) / "budgets.yaml"
+        f = RunDir(Path(args.baseline[0])).budgets_copy
         if f.exists():
             pol = load_policy(f)
             return dataclasses.replace(pol, source=f"baseline run {args.baseline[0]}: {pol.source}")
@@ -185,7 +186,7 @@ def baseline_pin(args) -> int:
     keys, campaigns = bl.keys_of(load_runs(args.like))
     if len(campaigns) != 1:
         raise InputError(args.like[0], f"runs of several campaigns: {', '.join(sorted(campaigns))}")
-    budgets = args.budgets or Path(args.like[0]) / "budgets.yaml"
+    budgets = args.budgets or RunDir(Path(args.like[0])).budgets_copy
     regression = None
     if Path(budgets).exists():
         load_policy(budgets)  # typed and ranged before it is pinned

@@ -17,6 +17,7 @@ from pathlib import Path
 from ..errors import InputError
 from ..store.local import LocalInfluxd
 from ..store.publish import PublishReport, Session, load_run, publish_run, summarize
+from ..core.rundir import RUN_JSON, RunDir
 
 __all__ = ["register", "run", "publish_run", "PublishReport"]
 
@@ -44,11 +45,11 @@ def _run_dirs(paths) -> list[Path]:
     out: list[Path] = []
     for raw in paths:
         p = Path(raw)
-        if (p / "run.json").is_file() or (p.is_file() and p.name.endswith(".json")):
+        if RunDir(p).run_json.is_file() or (p.is_file() and p.name.endswith(".json")):
             out.append(p)
         elif p.is_dir():
             # results/latest is a symlink to a run already in the list
-            found = sorted(q.parent for q in p.glob("*/run.json") if not q.parent.is_symlink())
+            found = sorted(q.parent for q in p.glob(f"*/{RUN_JSON}") if not q.parent.is_symlink())
             if not found:
                 raise InputError(p, "no run.json here nor in its subdirectories")
             out.extend(found)

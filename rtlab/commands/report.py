@@ -15,6 +15,7 @@ from ..run.recover import recover_checkpointed
 from ..run.results import load_run
 from ..report.vendor import DEFAULT_THRESHOLDS, merge_runs, parse_thresholds, vendor_tables, write_vendor_html
 from .compare import add_baseline_args, run_comparison, write_outputs
+from ..core.rundir import RunDir
 
 
 def register(sub):
@@ -77,7 +78,7 @@ def gate(args) -> int:
         killed = None if recovered is not None else killed_run(run_dir)
         run = recovered or killed or load_run(run_dir)
         if killed is None:
-            judge_run(run, load_budgets(args.budgets or Path(run_dir) / "budgets.yaml"))
+            judge_run(run, load_budgets(args.budgets or RunDir(Path(run_dir)).budgets_copy))
         print(comparison_table(run))
         verdicts.append(run.verdict)
         if not any(not j.only_not_available for j in run.jobs):  # INFRA with nothing below to say why

@@ -18,6 +18,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator, Optional
 
+from .rundir import EXIT_JSON
+
 PHASE = "phase"
 RUN_TIMING_FILE = "timing.jsonl"
 
@@ -106,7 +108,7 @@ def job_parts(job_dir: Path) -> dict[str, float]:
             add(str(name), s)
             if name not in ("stage", "lock", "collect", "judge"):  # the host's, outside pytest
                 board_side += s
-    for ex in sorted(job_dir.glob("*/exit.json")):
+    for ex in sorted(job_dir.glob(f"*/{EXIT_JSON}")):
         try:
             e = json.loads(ex.read_text())
         except (OSError, ValueError):

@@ -42,6 +42,7 @@ from ..errors import InputError
 from ..registry import SUITES
 from ..parsers.rtla import parse_timerlat_hist
 from ..core.fsutil import read_json
+from ..core.rundir import MeasurementDir
 
 TRACEFS = "/sys/kernel/tracing"
 EVIDENCE_DIR = "evidence"
@@ -422,8 +423,8 @@ def analyse_timerlat_trace(text: str, run_evidence: dict[str, float],
 def _timerlat_worst(host_dir: Path, run) -> Optional[tuple[str, int, float]]:
     """(kind, cpu, max_us) of the worst column over its threshold in rtla's summary."""
     try:
-        irq, thread = parse_timerlat_hist((host_dir / "stdout.txt").read_text(errors="replace"),
-                                          host_dir / "stdout.txt")
+        irq, thread = parse_timerlat_hist(MeasurementDir(host_dir).stdout.read_text(errors="replace"),
+                                          MeasurementDir(host_dir).stdout)
     except (OSError, InputError):
         return None
     over = [(t.max_us / run.evidence[f"{kind}_us"], kind, t.cpu, t.max_us)

@@ -192,11 +192,11 @@ def killed_run(run_dir) -> Optional[RunResult]:
     import json
     from pathlib import Path
 
-    from ..core.rundir import RUN_STARTED
+    from ..core.rundir import RUN_STARTED, RunDir
     from ..core.model import JobResult
     from ..core.procutil import process_start
     d = Path(run_dir)
-    if not d.is_dir() or (d / "run.json").exists() or not (d / RUN_STARTED).is_file():
+    if not d.is_dir() or RunDir(d).run_json.exists() or not RunDir(d).run_started.is_file():
         return None
     try:
         started = json.loads((d / RUN_STARTED).read_text(errors="replace")[:65536])

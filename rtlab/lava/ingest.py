@@ -58,6 +58,7 @@ from . import loads as lava_loads
 from . import onboard
 from .logs import LavaLog, RawBlock, job_outcome, raw_blocks, results_from_server
 from .render import NOT_AVAILABLE_TEXT, spec_of
+from ..core.rundir import BUDGETS_COPY, CAMPAIGN_COPY, JobDir, MeasurementDir
 
 LOG_NAMES = ("lava-run.log", "log.yaml")
 
@@ -248,10 +249,10 @@ def ingest_records(records: list[LavaRecord], results_root: Path, *, run_id: Opt
         rd = ResultsDir.create(results_root, run_id)
     else:
         rd = ResultsDir.create(results_root, new_run_id(started.replace(tzinfo=dt.timezone.utc)), suffix="-lava")
-    rd.keep(budgets_file, "budgets.yaml")
+    rd.keep(budgets_file, BUDGETS_COPY)
     campaign_file = ROOT / spec0.get("campaign_file", "")
     if spec0.get("campaign_file") and campaign_file.is_file():
-        rd.keep(campaign_file, "campaign.yaml")
+        rd.keep(campaign_file, CAMPAIGN_COPY)
 
     run = RunResult(run_id=rd.run_id, started=started.isoformat() + "Z",
                     campaign=spec0.get("campaign", ""), commit=commit or {})
@@ -291,7 +292,7 @@ def _ingest_one(rec: LavaRecord, jr: JobResult, spec: JobSpec) -> list[Measureme
     suite_dir = job_dir / run.id
     suite_dir.mkdir(parents=True, exist_ok=True)
     _copy_evidence(rec, suite_dir / "lava")
-    (suite_dir / "command.txt").write_text(s["command"] + "\n")
+    MeasurementDir(suite_dir).command.write_text(s["command"] + "\n")
     blocks = raw_blocks(rec.log.target_lines()) if rec.log is not None else {}
 
     infra: list[str] = []
@@ -302,10 +303,10 @@ def _ingest_one(rec: LavaRecord, jr: JobResult, spec: JobSpec) -> list[Measureme
     if rec.log is not None:
         facts, fact_problems = replay_facts(s, blocks)
         if facts is not None:
-            (suite_dir / "kernel.json").write_text(json.dumps(facts, indent=2) + "\n")
+            MeasurementDir(suite_dir).kernel_json.write_text(json.dumps(facts, indent=2) + "\n")
             if not jr.kernel:
                 jr.kernel = facts
-                (job_dir / "kernel.json").write_text(json.dumps(facts, indent=2) + "\n")
+                JobDir(job_dir).kernel_json.write_text(json.dumps(facts, indent=2) + "\n")
             infra += variant_problems(spec, facts)  # the boot test's check
         elif rec.health == "Complete":
             infra += fact_problems
@@ -323,10 +324,10 @@ def _ingest_one(rec: LavaRecord, jr: JobResult, spec: JobSpec) -> list[Measureme
             (suite_dir / name).write_bytes(blk.data)
         elif blk.error:
             transfer.append(f"{name} {blk.error}")
-    if (suite_dir / "exit_code").is_file():  # exit.json, as run_tool writes it on the labgrid path
-        text = (suite_dir / "exit_code").read_text().strip()
+    if MeasurementDir(suite_dir).exit_code.is_file():  # exit.json, as run_tool writes it on the labgrid path
+        text = MeasurementDir(suite_dir).exit_code.read_text().strip()
         rc = int(text) if text.lstrip("-").isdigit() else None
-        (suite_dir / "exit.json").write_text(json.dumps({"exit_code": rc}) + "\n")
+        MeasurementDir(suite_dir).exit_json.write_text(json.dumps({"exit_code": rc}) + "\n")
     na = suite_dir / NOT_AVAILABLE_TEXT
     if na.is_file():  # the board could not run it (rtla without the tracer): not judged
         jr.not_available.append({"suite": run.name, "load": run.load,

@@ -36,6 +36,7 @@ from fractions import Fraction
 from typing import Sequence
 
 from ..core.model import PERCENTILES
+from ..core.rundir import EXIT_CODE, STDERR
 from ..targets.boards import BOARD_WORKDIR
 from ..suites.board import tool_wrapper
 
@@ -110,15 +111,15 @@ rtlab_cmdline_has() {
     return 0
 }
 
-# rtlab_exit_case NAME: pass when ./exit_code holds 0
+# rtlab_exit_case NAME: pass when ./__EXIT_CODE__ holds 0
 rtlab_exit_case() {
     { set +x; } 2>/dev/null
-    _rc=$(cat exit_code 2>/dev/null)
+    _rc=$(cat __EXIT_CODE__ 2>/dev/null)
     if [ "$_rc" = 0 ]; then
         lava-test-case "$1" --result pass
     else
         echo "rtlab: $1 exited with ${_rc:-nothing recorded}"
-        tail -n 5 stderr.txt 2>/dev/null
+        tail -n 5 __STDERR__ 2>/dev/null
         lava-test-case "$1" --result fail
     fi
     set -x
@@ -206,7 +207,8 @@ rtlab_rt_cases() {
     set -x
 }
 """.replace("__WORKDIR__", WORKDIR).replace("__BEGIN__", MARK_BEGIN).replace(
-    "__END__", MARK_END).replace("__ABSENT__", MARK_ABSENT)
+    "__END__", MARK_END).replace("__ABSENT__", MARK_ABSENT).replace(
+    "__EXIT_CODE__", EXIT_CODE).replace("__STDERR__", STDERR)
 
 # LAVA rewrites run steps that contain these ($1 -> \$1); the helpers must not
 assert "--shell" not in HELPER_SCRIPT and "--cmd" not in HELPER_SCRIPT

@@ -40,6 +40,7 @@ from ..plan.campaign import Campaign, Job
 from ..core.config import format_cpulist, load_yaml
 from ..errors import InputError, RtlabError
 from ..core.fsutil import atomic_write, sha256_file
+from ..core.rundir import EXIT_CODE, STDERR, STDOUT
 from ..images.apt import AptSource
 from ..images.build import ensure_images
 from ..images.cache import DEFAULT_CACHE, DebCache
@@ -83,13 +84,13 @@ def suite_steps(suite: Suite, run: SuiteRun, board: Optional[Board],
     start, stop = lava_loads.start_steps(list(loads)), lava_loads.stop_steps(list(loads), run.id)
     wd = f"{BOARD_WORKDIR}/{run.id}"
     argv = suite.command(run, board=board)
-    outputs = ["stdout.txt", "stderr.txt", *suite.outputs(run), "exit_code"]
+    outputs = [STDOUT, STDERR, *suite.outputs(run), EXIT_CODE]
     tool = onboard.tool_step(argv)
     check = suite.board_check()
     if check:  # a board that cannot run it says why (not_available.txt), never a failure
         outputs.append(NOT_AVAILABLE_TEXT)
         tool = (f"if why=$( {check} ); then {tool}; "
-                f"else echo \"$why\" > {NOT_AVAILABLE_TEXT}; echo 0 > exit_code; fi")
+                f"else echo \"$why\" > {NOT_AVAILABLE_TEXT}; echo 0 > {EXIT_CODE}; fi")
     steps = [onboard.load_step(), f"rm -rf {shlex.quote(wd)} && mkdir -p {shlex.quote(wd)} && cd {shlex.quote(wd)}",
              *start, onboard.announce_step(run.id, shell_line(argv)), tool, *stop]
     steps += [f"rtlab_emit {shlex.quote(run.id)} {shlex.quote(f)} {shlex.quote(f)}" for f in outputs]

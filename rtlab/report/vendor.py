@@ -32,6 +32,7 @@ from typing import Iterable, Optional, Union
 
 from ..errors import InputError
 from ..core.fsutil import read_bounded
+from ..core.rundir import COMMAND, RunDir
 from ..core.model import (
     Histogram, JobResult, Measurement, RunResult, ThreadResult, ToolOutput, Verdict, combine_verdicts,
 )
@@ -271,11 +272,9 @@ def _read_command(run_dir: RunDirs, job: JobResult, m: Measurement) -> Optional[
     base = run_dir.get(id(job)) if isinstance(run_dir, dict) else run_dir
     if base is None:
         return None
-    job_dir = Path(base, job.board, job.variant)
-    if job.repeat:  # a repeating campaign's job: <board>/<variant>/r<N> (rtlab/run/results.py)
-        job_dir = job_dir / f"r{job.repeat}"
+    job_dir = RunDir(Path(base)).job(job.board, job.variant, job.repeat).path
     for rel in m.raw:
-        if rel.endswith("command.txt"):
+        if rel.endswith(COMMAND):
             try:  # run.json's raw list and the files are the run dir's: no symlink or '..' out of the job
                 data = read_bounded(job_dir / rel, COMMAND_MAX_BYTES, root=job_dir)
             except InputError:

@@ -9,6 +9,7 @@ from pathlib import Path
 from ..core.model import RunResult
 from ..soak.checkpoint import CHECKPOINT_FILE
 from ..core.fsutil import read_json
+from ..core.rundir import JobDir, RunDir
 
 
 def recover_checkpointed(run_dir: Path) -> RunResult | None:
@@ -16,7 +17,7 @@ def recover_checkpointed(run_dir: Path) -> RunResult | None:
     writing run.json and a soak left checkpoints; None otherwise (a finished
     run, or a killed one with nothing checkpointed: rtlab.judge.gate.killed_run)."""
     p = Path(run_dir)
-    if not p.is_dir() or (p / "run.json").is_file() or not any(p.rglob(CHECKPOINT_FILE)):
+    if not p.is_dir() or RunDir(p).run_json.is_file() or not any(p.rglob(CHECKPOINT_FILE)):
         return None
     return recover_run(p)
 
@@ -28,18 +29,18 @@ def recover_run(run_dir: Path) -> RunResult | None:
     before the job finished" (a breach in its kept samples still FAILs).
     None when the directory holds no job spec."""
     from ..core.model import JobResult, MeasurementKey
-    from .results import JOB_SPEC, JobSpec, collect
+    from .results import JobSpec, collect
     from ..suites import SUITES
 
     run_dir = Path(run_dir)
-    specs = sorted(run_dir.rglob(JOB_SPEC))
+    specs = RunDir(run_dir).job_specs()
     if not specs:
         return None
     run = RunResult(run_id=run_dir.name, started=_started(run_dir), campaign="")
     for sp in specs:
         spec = JobSpec.read(sp)
         job_dir = sp.parent
-        done = job_dir / "job.json"
+        done = JobDir(job_dir).job_json
         if done.is_file():
             run.jobs.append(JobResult.from_json(read_json(done)))
             continue
@@ -48,7 +49,7 @@ def recover_run(run_dir: Path) -> RunResult | None:
                        infra_error=f"rtlab stopped before the job finished (no job.json in {job_dir}): "
                                    "kept up to the last checkpoint")
         try:
-            jr.kernel = read_json(job_dir / "kernel.json")
+            jr.kernel = read_json(JobDir(job_dir).kernel_json)
         except (OSError, ValueError):
             pass
         for r in spec.suites:

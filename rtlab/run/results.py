@@ -34,7 +34,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
-from ..core.rundir import JOB_SPEC  # noqa: F401  (re-exported: the layout owner's name)
 from ..core import modelcheck
 from ..core.fsutil import read_bounded, result_max_bytes, tail_text
 from ..targets.boards import Board
@@ -49,6 +48,7 @@ from ..suites import Suite, SuiteRun
 from ..suites.board import check_variant
 from ..targets.variants import Variant
 from ..report.vendor import write_vendor_html
+from ..core.rundir import JobDir, MeasurementDir, RunDir
 
 #: exit.json and the like: a few hundred bytes when honest
 SMALL_FILE_MAX_BYTES = 1024 * 1024
@@ -99,7 +99,7 @@ class JobSpec:
 
     @property
     def path(self) -> Path:
-        return self.job_dir / JOB_SPEC
+        return JobDir(self.job_dir).job_spec
 
     def write(self) -> Path:
         self.path.write_text(json.dumps(self.to_json(), indent=2) + "\n")
@@ -129,7 +129,7 @@ def variant_problems(spec: JobSpec, facts: dict) -> list[str]:
 def read_exit_code(host_dir: Path) -> Optional[int]:
     """The tool's exit code from exit.json (written with the raw files), None if absent."""
     try:
-        rc = json.loads(read_bounded(host_dir / "exit.json", SMALL_FILE_MAX_BYTES)).get("exit_code")
+        rc = json.loads(read_bounded(MeasurementDir(host_dir).exit_json, SMALL_FILE_MAX_BYTES)).get("exit_code")
     except (InputError, ValueError, AttributeError):
         return None
     return rc if isinstance(rc, int) else None
@@ -140,7 +140,7 @@ def read_elapsed(host_dir: Path, json_file: Optional[str] = None) -> Optional[fl
     the labgrid path), else the tool's own JSON start_time/end_time (rt-tests;
     whole seconds, so +1 s: an upper bound), None if neither says."""
     try:
-        v = json.loads(read_bounded(host_dir / "exit.json", SMALL_FILE_MAX_BYTES)).get("elapsed_s")
+        v = json.loads(read_bounded(MeasurementDir(host_dir).exit_json, SMALL_FILE_MAX_BYTES)).get("elapsed_s")
         if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
             return float(v)
     except (InputError, ValueError, AttributeError):
@@ -162,7 +162,7 @@ def tool_exit_problem(suite: Suite, rc: int, host_dir: Path) -> Optional[str]:
     suite says is the kernel's (pi_stress deadlock), judged from the raw files."""
     if rc == 0 or suite.accepts_exit(rc, host_dir):
         return None
-    err = host_dir / "stderr.txt"
+    err = MeasurementDir(host_dir).stderr
     try:  # the last lines say why; a runaway stderr is not read whole
         tail = tail_text(err, SMALL_FILE_MAX_BYTES).strip().splitlines()[-3:] if err.is_file() else []
     except InputError:
@@ -261,8 +261,7 @@ class ResultsDir:
 
     def job_dir(self, board: str, variant: str, repeat: int = 0) -> Path:
         """``<board>/<variant>``, plus ``r<N>`` for repeat N of a repeating campaign."""
-        d = self.path / board / variant
-        return d / f"r{repeat}" if repeat else d
+        return RunDir(self.path).job(board, variant, repeat).path
 
     def new_job_dir(self, board: str, variant: str, repeat: int = 0) -> Path:
         """An empty directory for the job (what an earlier attempt left is gone)."""
@@ -281,13 +280,13 @@ class ResultsDir:
         judge_run(RunResult(self.run_id, "", "", jobs=[jr]), budgets)
         d = self.job_dir(jr.board, jr.variant, jr.repeat)
         d.mkdir(parents=True, exist_ok=True)
-        (d / "job.json").write_text(json.dumps(jr.to_json(), indent=2) + "\n")
+        JobDir(d).job_json.write_text(json.dumps(jr.to_json(), indent=2) + "\n")
         return jr
 
     def finish(self, run: RunResult) -> Path:
         """run.json, report.html, vendor.html (the vendor reports' tables,
         `rtlab report --vendor`), and ``latest`` pointing here."""
-        (self.path / "run.json").write_text(json.dumps(run.to_json(), indent=2) + "\n")
+        RunDir(self.path).run_json.write_text(json.dumps(run.to_json(), indent=2) + "\n")
         write_html_report(run, self.path / "report.html")
         write_vendor_html(run, self.path / "vendor.html", run_dir=self.path)
         self.point_latest()
@@ -315,7 +314,7 @@ def load_run(run_dir: Path) -> RunResult:
     never through a symlink out of the run directory, every value checked
     for type and range (rtlab.core.modelcheck) before the model sees it."""
     p = Path(run_dir)
-    path = p if p.is_file() else p / "run.json"
+    path = p if p.is_file() else RunDir(p).run_json
     if not path.is_file() and not path.is_symlink():
         raise InputError(path, "no run.json: not a results directory (expected results/<run_id>/run.json)")
     doc = modelcheck.load_checked(path, modelcheck.run, what="run result")

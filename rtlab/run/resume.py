@@ -21,11 +21,12 @@ from ..errors import InputError
 from ..core.model import JobResult, RunResult
 from .results import ResultsDir
 from ..soak.checkpoint import incomplete
+from ..core.rundir import JOB_JSON, JobDir, RunDir
 
 
 def _finished(job_dir: Path) -> Optional[JobResult]:
     try:
-        jr = JobResult.from_json(json.loads((job_dir / "job.json").read_text()))
+        jr = JobResult.from_json(json.loads(JobDir(job_dir).job_json.read_text()))
     except (OSError, ValueError, KeyError, TypeError):
         return None
     if jr.infra_error or any(incomplete(m.output) for m in jr.measurements):
@@ -39,15 +40,15 @@ def resume_run(run_dir: Path, progress: Callable[[str], None] = print) -> tuple[
     from ..suites.rtbench import image_overlays
 
     run_dir = Path(run_dir).absolute()
-    if not (run_dir / "campaign.yaml").is_file() or not (run_dir / "budgets.yaml").is_file():
+    if not RunDir(run_dir).campaign_copy.is_file() or not RunDir(run_dir).budgets_copy.is_file():
         raise InputError(run_dir, "--resume: not a run directory (no campaign.yaml and budgets.yaml kept in it)")
     # the budgets the run was made with, kept beside it (the campaign's own
     # relative budgets path pointed from where the campaign file was)
-    campaign = load_campaign(run_dir / "campaign.yaml", budgets=run_dir / "budgets.yaml")
+    campaign = load_campaign(RunDir(run_dir).campaign_copy, budgets=RunDir(run_dir).budgets_copy)
     budgets = load_budgets(campaign.budgets)
     rd = ResultsDir(run_dir.parent, run_dir.name)
     try:
-        old = json.loads((run_dir / "run.json").read_text())
+        old = json.loads(RunDir(run_dir).run_json.read_text())
         started, commit = old["started"], old.get("commit", {})
     except (OSError, ValueError, KeyError):
         started = dt.datetime.now(dt.timezone.utc).replace(microsecond=0).isoformat().replace("+00:00", "Z")
@@ -70,7 +71,7 @@ def resume_run(run_dir: Path, progress: Callable[[str], None] = print) -> tuple[
             run.jobs.append(kept)
             continue
         if jd.is_dir():  # the broken-off attempt's record, kept beside the new one
-            for name in ("events.jsonl", "pytest.log", "job.json"):
+            for name in ("events.jsonl", "pytest.log", JOB_JSON):
                 if (jd / name).exists():
                     (jd / name).rename(jd / f"{name}.before-resume")
         progress(f"{label} resuming" + (" from its checkpoints" if jd.is_dir() else ""))

@@ -41,6 +41,7 @@ from .results import JobSpec, ResultsDir, collect, new_run_id, read_exit_code, t
 from ..suites import SUITES, not_available
 from ..suites.rtbench import image_overlays  # rtbench in the board image
 from ..core.fsutil import read_json
+from ..core.rundir import BUDGETS_COPY, CAMPAIGN_COPY, JobDir
 
 #: the board-side pytest files (shipped in the package, so an installed rtlab runs them)
 SUITES_DIR = Path(__file__).resolve().parent.parent / "boardtests"
@@ -311,14 +312,14 @@ def _run_board_tests(job: Job, rd: ResultsDir, job_dir: Path, spec_path: Path, l
             progress(f"{label} kept {len(kept)} raw file(s) the board tests did not fetch")
     result.duration_s = round(time.monotonic() - t0, 3)
     if cancelled is not None:
-        kernel_json = job_dir / "kernel.json"
+        kernel_json = JobDir(job_dir).kernel_json
         if kernel_json.exists():
             result.kernel = read_json(kernel_json)
         why = "SIGTERM" if isinstance(cancelled, Cancelled) else "SIGINT"
         result.infra_error = f"board {board.name}: cancelled ({why}); raw files kept in {job_dir}"
         cancelled.job_result = collect_suites(job, job_dir, events, result)  # type: ignore[attr-defined]
         raise cancelled
-    kernel_json = job_dir / "kernel.json"
+    kernel_json = JobDir(job_dir).kernel_json
     if kernel_json.exists():
         result.kernel = read_json(kernel_json)
     outcomes = _outcomes(events)
@@ -508,8 +509,8 @@ def run_campaign(campaign: Campaign, *, results_root: Path = RESULTS_DIR,
     rd = ResultsDir.create(results_root, run_id or new_run_id(started))
     run_id, run_dir = rd.run_id, rd.path
     joblife.mark_run_started(run_dir, run_id, campaign.name)  # run.json ends it; without one: killed
-    rd.keep(campaign.path, "campaign.yaml")
-    rd.keep(campaign.budgets, "budgets.yaml")  # what this run was judged by
+    rd.keep(campaign.path, CAMPAIGN_COPY)
+    rd.keep(campaign.budgets, BUDGETS_COPY)  # what this run was judged by
     jobs = campaign.jobs()
     # stop and trace at the budget (rtlab.judge.evidence), per board
     armed = sorted({j.board.name for j in jobs if arms(j, evidence, campaign.evidence)})

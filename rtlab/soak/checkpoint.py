@@ -38,6 +38,7 @@ from typing import Any, Callable, Optional
 
 from ..core.model import Histogram, Measurement, ThreadResult, ToolOutput, Verdict
 from ..core.fsutil import read_json
+from ..core.rundir import MeasurementDir
 
 CHECKPOINT_FILE = "checkpoint.json"
 SEGMENTS_DIR = "segments"
@@ -122,7 +123,7 @@ def add_segment(state: dict, index: int, seg: ToolOutput, *, duration_s: float, 
 def save(host_dir: Path, state: dict) -> None:
     write_atomic(Path(host_dir) / CHECKPOINT_FILE, json.dumps(state) + "\n")
     # the run's exit record for the host's collect: the checkpointed segments ran (exit 0)
-    write_atomic(Path(host_dir) / "exit.json", json.dumps({
+    write_atomic(MeasurementDir(Path(host_dir)).exit_json, json.dumps({
         "exit_code": 0, "elapsed_s": round(sum(s["elapsed_s"] for s in state["segments"]), 3),
         "segments": len(state["segments"]), "checkpointed": True}) + "\n")
 

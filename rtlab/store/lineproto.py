@@ -36,9 +36,6 @@ def escape_measurement(s: str) -> str:
     return s.replace("\\", "\\\\").replace(",", "\\,").replace("\n", " ").replace(" ", "\\ ")
 
 
-escape_tag = _escape_key
-
-
 def escape_string_field(s: str) -> str:
     # a newline inside a quoted string is legal but would split a point over
     # two physical lines of a spool file; reasons and subjects lose nothing

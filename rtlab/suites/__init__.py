@@ -22,7 +22,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, ContextManager, Optional
 
-from ..core.rundir import NOT_AVAILABLE as NOT_AVAILABLE_FILE  # noqa: F401  (re-exported)
 from ..targets.boards import Board
 from ..core.config import format_cpulist
 from ..loads import LOADS
@@ -32,6 +31,7 @@ from ..core.params import LOAD_OPTION_SPECS, Args, Bool, Cpus, Int, Num, ParamEr
 from ..parsers import FormatParser, parse_file, rt_tests
 from ..registry import SUITES as _SUITES
 from ..core.fsutil import read_json
+from ..core.rundir import MeasurementDir
 
 #: every suite, by name (rtlab.registry: filled by Suite.__init_subclass__,
 #: every module of this package imported on first read)
@@ -49,7 +49,7 @@ METRICS = "metrics"
 def not_available(host_dir: Path) -> str | None:
     """The reason recorded on the board that the suite could not run, or None."""
     try:
-        return str(read_json(host_dir / NOT_AVAILABLE_FILE)["reason"])
+        return str(read_json(MeasurementDir(host_dir).not_available)["reason"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -377,7 +377,7 @@ class Cyclictest(Suite):
 
     def breached(self, host_dir: Path, run: SuiteRun) -> bool:
         try:
-            return "# Break thread:" in (host_dir / "stdout.txt").read_text(errors="replace")
+            return "# Break thread:" in MeasurementDir(host_dir).stdout.read_text(errors="replace")
         except OSError:
             return False
 

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from ..core.config import parse_cpulist
+from ..core.rundir import EXIT_CODE, STDERR, STDOUT, MeasurementDir
 from ..targets.variants import Variant
 
 # the job's work dir on the board lives with the board (rtlab.targets.boards): loads
@@ -447,7 +448,7 @@ def shell_line(argv: Sequence[str]) -> str:
 def tool_wrapper(argv: Sequence[str]) -> str:
     """How every tool runs on a board, labgrid console or LAVA definition:
     its outputs and exit code in files of its work dir."""
-    return f"{{ {shell_line(argv)} ; }} > stdout.txt 2> stderr.txt; echo $? > exit_code"
+    return f"{{ {shell_line(argv)} ; }} > {STDOUT} 2> {STDERR}; echo $? > {EXIT_CODE}"
 
 
 #: what pexpect puts first in its errors (the spawn object's repr): never shown
@@ -488,7 +489,7 @@ def run_tool(sh: BoardShell, run_id: str, argv: Sequence[str], host_dir: Path,
     host_dir.mkdir(parents=True, exist_ok=True)
     wd = f"{job_workdir()}/{run_id}"
     command = shell_line(argv)
-    (host_dir / "command.txt").write_text(command + "\n")
+    MeasurementDir(host_dir).command.write_text(command + "\n")
     # a console starved by a load (50 hackbench tasks per TCG CPU) may take a while
     t_prep = time.monotonic()
     sh.check(f"rm -rf {shlex.quote(wd)} && mkdir -p {shlex.quote(wd)}", timeout=120)
@@ -520,21 +521,21 @@ def run_tool(sh: BoardShell, run_id: str, argv: Sequence[str], host_dir: Path,
     finally:
         elapsed = time.monotonic() - t0
     t_fetch = time.monotonic()
-    names = ["stdout.txt", "stderr.txt", *outputs]
+    names = [STDOUT, STDERR, *outputs]
     try:
         # every raw file and the exit code in as few round trips as it takes
-        got = sh.fetch_dir(wd, [*names, "exit_code"])
+        got = sh.fetch_dir(wd, [*names, EXIT_CODE])
         for name in names:
             if name in got:
                 (host_dir / name).write_bytes(got[name])
     except Exception as e:  # noqa: BLE001 - one line here, the console's dump in the log
         log.warning("fetching raw files failed: %r", e)
         raise SuiteFailure(f"fetching raw files from {wd} failed: {error_line(e)}") from None
-    code_text = got.get("exit_code", b"").decode(errors="replace").strip()
+    code_text = got.get(EXIT_CODE, b"").decode(errors="replace").strip()
     rc = int(code_text) if code_text.lstrip("-").isdigit() else -1
-    fetched = {name: sh.transfers.files[f"{wd}/{name}"] for name in ["stdout.txt", "stderr.txt", *outputs]
+    fetched = {name: sh.transfers.files[f"{wd}/{name}"] for name in [STDOUT, STDERR, *outputs]
                if f"{wd}/{name}" in sh.transfers.files}
-    (host_dir / "exit.json").write_text(json.dumps({
+    MeasurementDir(host_dir).exit_json.write_text(json.dumps({
         "exit_code": rc, "elapsed_s": round(elapsed, 3), "fetched": fetched,
         # rtlab's own cost around the tool (rtlab.core.timing)
         "prep_s": round(prep, 3), "fetch_s": round(time.monotonic() - t_fetch, 3)}) + "\n")

@@ -47,6 +47,7 @@ from ..core.params import Text
 from . import PRIORITY, Int, ParamError, Suite, SuiteRun
 from .rtbench import rtbench_binary
 from ..core.fsutil import read_json
+from ..core.rundir import MeasurementDir
 
 log = logging.getLogger("rtlab.irqresponse")
 
@@ -213,7 +214,7 @@ def _rtbench(board: Optional[Board]) -> str:
 
 def _exit_code(host_dir: Path) -> Optional[int]:
     try:
-        return int(read_json(host_dir / "exit.json")["exit_code"])
+        return int(read_json(MeasurementDir(host_dir).exit_json)["exit_code"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
 

@@ -28,6 +28,7 @@ from ..core.model import ToolOutput
 from ..parsers import read_text
 from ..parsers.rtla import parse_osnoise_hist, parse_timerlat_hist
 from . import DURATION_S, PRIORITY, Int, ParamError, Suite, SuiteRun, _load_metrics
+from ..core.rundir import MeasurementDir
 
 TRACEFS = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
 #: rtla timerlat's saved trace when evidence is armed and a threshold hit
@@ -152,8 +153,8 @@ class Timerlat(_Rtla):
 
     def parse_outputs(self, job_dir: Path, run: SuiteRun) -> dict[str, ToolOutput]:
         host_dir = job_dir / run.id
-        text = (host_dir / "stdout.txt").read_text(errors="replace")
-        outs = self.hist(text, str(host_dir / "stdout.txt"), bucket=int(run.params["bucket_us"]),
+        text = MeasurementDir(host_dir).stdout.read_text(errors="replace")
+        outs = self.hist(text, str(MeasurementDir(host_dir).stdout), bucket=int(run.params["bucket_us"]),
                          entries=int(run.params["entries"]))
         load = _load_metrics(host_dir)
         for out in outs.values():
@@ -200,6 +201,6 @@ class Osnoise(_Rtla):
         return {"": parse_osnoise_hist(text, path, bucket=bucket, entries=entries)}
 
     def parse_output(self, host_dir: Path, run: SuiteRun) -> ToolOutput:
-        return self.hist((host_dir / "stdout.txt").read_text(errors="replace"),
-                         str(host_dir / "stdout.txt"), bucket=int(run.params["bucket_us"]),
+        return self.hist(MeasurementDir(host_dir).stdout.read_text(errors="replace"),
+                         str(MeasurementDir(host_dir).stdout), bucket=int(run.params["bucket_us"]),
                          entries=int(run.params["entries"]))[""]

@@ -46,6 +46,7 @@ from ..core.model import ToolFailure, ToolOutput
 from ..parsers import parse_file, rt_tests
 from . import DURATION_S, INTERVAL_US, METRICS, PRIORITY, Args, Bool, Int, Suite, SuiteRun
 from ..core.fsutil import read_json
+from ..core.rundir import MeasurementDir
 
 #: svsematest makes its SysV IPC keys with ftok() on its own path, taken from
 #: $_ (which only bash sets) or argv[0]: this fixed script gives it the full
@@ -73,7 +74,7 @@ def _read(path: Path) -> str:
 
 def _exit_code(host_dir: Path) -> Optional[int]:
     try:
-        return int(read_json(host_dir / "exit.json")["exit_code"])
+        return int(read_json(MeasurementDir(host_dir).exit_json)["exit_code"])
     except (OSError, ValueError, KeyError, TypeError):
         return None
 
@@ -189,7 +190,7 @@ class PiStress(Suite):
     @staticmethod
     def failure(host_dir: Path) -> Optional[str]:
         """What pi_stress said when priority inheritance failed, else None."""
-        text = _read(host_dir / "stderr.txt") + "\n" + _read(host_dir / "stdout.txt")
+        text = _read(MeasurementDir(host_dir).stderr) + "\n" + _read(MeasurementDir(host_dir).stdout)
         m = _PI_DEADLOCK.search(text)
         if m:
             line = next((l.strip() for l in text.splitlines() if m.group(0) in l), m.group(0))
@@ -209,9 +210,9 @@ class PiStress(Suite):
             out = super().parse_output(host_dir, run)
             out.metrics["failed"] = 0
             return out
-        out = ToolOutput(path=str(host_dir / "stderr.txt"), tool=self.tool, return_code=rc,
+        out = ToolOutput(path=str(MeasurementDir(host_dir).stderr), tool=self.tool, return_code=rc,
                          metrics={"failed": 1}, failure=ToolFailure(why))
-        m = re.search(r"Total inversion performed:\s*(\d+)", _read(host_dir / "stdout.txt"))
+        m = re.search(r"Total inversion performed:\s*(\d+)", _read(MeasurementDir(host_dir).stdout))
         if m:
             out.metrics["inversions"] = int(m.group(1))
         return out
@@ -328,11 +329,11 @@ class RtMigrateTest(Suite):
                 f"--json={self.json_file}", *p["extra_args"]]
 
     def accepts_exit(self, rc: int, host_dir: Path) -> bool:
-        return rc == 0 or "Failed!" in _read(host_dir / "stdout.txt")
+        return rc == 0 or "Failed!" in _read(MeasurementDir(host_dir).stdout)
 
     def parse_output(self, host_dir: Path, run: SuiteRun) -> ToolOutput:
         out = super().parse_output(host_dir, run)
-        if "Failed!" in _read(host_dir / "stdout.txt"):
+        if "Failed!" in _read(MeasurementDir(host_dir).stdout):
             out.return_code = _exit_code(host_dir)
             out.metrics["failed"] = 1
             out.failure = ToolFailure("rt-migrate-test -c: a lower-priority task ran "

@@ -21,6 +21,7 @@ from ..core.model import ToolOutput
 from ..parsers import parse_file
 from . import Cyclictest, Int, SuiteRun
 from ..core.fsutil import read_json
+from ..core.rundir import MeasurementDir
 
 log = logging.getLogger("rtlab.soak.checkpoint")
 
@@ -70,7 +71,7 @@ class CyclictestSoak(Cyclictest):
             state = soak.new_state(int(run.params["duration_s"]), int(run.params["checkpoint_s"]),
                                    float(run.params["interval_us"]), command)
         state["stopped"] = None
-        (host_dir / "command.txt").write_text(command + "\n")
+        MeasurementDir(host_dir).command.write_text(command + "\n")
         done = {s["index"] for s in state["segments"]}
         t_prev_end: Optional[float] = None
         for i, seconds in enumerate(lengths):
@@ -111,7 +112,7 @@ class CyclictestSoak(Cyclictest):
 
 def _exit_info(seg_dir: Path) -> dict:
     try:
-        return read_json(seg_dir / "exit.json")
+        return read_json(MeasurementDir(seg_dir).exit_json)
     except (OSError, ValueError):
         return {}
 

@@ -22,7 +22,7 @@ PAYLOADS = {
 
 
 def _suite(params="", name=None, loads=None, overrides=None):
-    lines = ["suites:", f"  - suite: cyclictest"]
+    lines = ["suites:", "  - suite: cyclictest"]
     if name is not None:
         lines.append(f"    name: {json.dumps(name)}")
     if loads is not None:

@@ -62,7 +62,7 @@ def campaign(tmp_path):
               qemu-tcg: {"*": {"*": {"*": {max_us: 10000000}}}}
               local: {"*": {"*": {"*": {max_us: 10000000}}}}
         """))
-        lines = [f"name: test", f"budgets: {budgets_file}", f"boards: {list(map(str, boards))}"]
+        lines = ["name: test", f"budgets: {budgets_file}", f"boards: {list(map(str, boards))}"]
         if variants:
             lines.append(f"variants: {variants}")
         lines.append("suites:")

@@ -4,7 +4,6 @@ a branch, a pinned baseline that drift cannot move, a store that is down
 import dataclasses
 import json
 import sys
-from pathlib import Path
 
 import pytest
 

@@ -18,13 +18,13 @@ from pathlib import Path
 
 import pytest
 
-#: minutes of real coordinator restarts and lease expiry: `make test-long`, not make test
-pytestmark = pytest.mark.long
-
 from rtlab import ROOT
 from rtlab.lab import places as P
 from rtlab.lab.coordinator import Coordinator, CoordinatorError
 from rtlab.core.procutil import free_port
+
+#: minutes of real coordinator restarts and lease expiry: `make test-long`, not make test
+pytestmark = pytest.mark.long
 
 BIN = Path(sys.executable).parent
 T = 6.0

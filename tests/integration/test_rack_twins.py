@@ -19,7 +19,10 @@ from pathlib import Path
 import pytest
 
 
-from test_rack_service import BUDGETS, assert_no_locks, boots, pdu_log, rack, run_rtlab  # noqa: F401 (rack: fixture)
+import test_rack_service
+from test_rack_service import BUDGETS, assert_no_locks, boots, pdu_log, run_rtlab
+
+rack = test_rack_service.rack  # the module's fixture, by the name the tests ask for
 
 #: env board -> (rack board, CPUs, uname -m, console, boot path)
 TWINS = {

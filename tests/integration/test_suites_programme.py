@@ -97,7 +97,7 @@ def test_every_suite_and_every_load_on_a_qemu_guest(tmp_path):
     run_dir = run_dir_of(res)
     ms = measurements(run_dir)
     job = run_dir / "qemu-x86_64" / "rt-iso"
-    for (board, variant, suite, load), m in ms.items():
+    for (_, _, suite, load), m in ms.items():
         if suite == "cyclictest-dies":
             assert m["verdict"] == "infra"
             continue
@@ -131,7 +131,7 @@ def test_every_suite_on_the_local_board(tmp_path):
     assert res.returncode == 0, res.stdout + res.stderr
     ms = measurements(run_dir_of(res))
     assert {s for (_, _, s, _) in ms} == {e["name"] for e in PROGRAMME["suites"]}
-    for (_, variant, suite, load), m in ms.items():
+    for (_, _, suite, load), m in ms.items():
         assert m["verdict"] == "pass", (suite, load, m["reasons"])
         assert has_block(res.stdout, "local", suite, load, "host"), (suite, load)
     assert ms[("local", "host", "pi_stress", "idle")]["output"]["metrics"]["inversions"] > 0

@@ -4,7 +4,6 @@ stand-in comparison on run sets with known answers, restoring the tree."""
 from __future__ import annotations
 
 import subprocess
-from pathlib import Path
 
 import pytest
 

@@ -126,7 +126,7 @@ def test_campaign_wide_false_alarm_rate_on_synthetic_a_a():
     rng = np.random.default_rng(6)
     keys = [MeasurementKey("b", "v", f"s{i}", "idle") for i in range(10)]
     alarms = 0
-    for c in range(100):
+    for _ in range(100):
         def side(prefix):
             out = []
             for i in range(5):

@@ -5,7 +5,6 @@ commands armed suites run, and the gate / JUnit / report lines."""
 from __future__ import annotations
 
 import gzip
-import xml.etree.ElementTree as ET
 from pathlib import Path
 
 from rtlab.plan.budgets import Budget, load_budgets

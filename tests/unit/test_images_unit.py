@@ -320,8 +320,9 @@ class FakeSource:
             self.debs[name] = (im.Pkg(name, version, "amd64", im.sha256_file(deb), deb.stat().st_size,
                                       section, "amd64"), deb)
 
-    def show(self, names, arch, pins={}):
+    def show(self, names, arch, pins=None):
         self.calls.append("show")
+        pins = pins or {}
         return {n: self.debs[n][0] for n in names
                 if n in self.debs and pins.get(n, self.debs[n][0].version) == self.debs[n][0].version}
 

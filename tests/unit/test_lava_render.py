@@ -85,7 +85,7 @@ def test_qemu_jobs_boot_what_labgrid_boots_and_run_the_same_command(rendered):
     out, index = rendered
     campaign = load_campaign()
     lg_jobs = {(j.board.name, j.variant.name): j for j in campaign.jobs()}
-    for (board, variant, suite_id), (path, job, spec) in jobs_of(out, index).items():
+    for (board, variant, suite_id), (_, job, spec) in jobs_of(out, index).items():
         lb = load_lava_boards()[board]
         if lb.lab:
             continue
@@ -133,7 +133,7 @@ def test_uboot_job_for_a_real_board(rendered):
 
 def test_declared_cases_in_metadata_not_in_expected(rendered):
     out, index = rendered
-    for (board, variant, suite_id), (path, job, spec) in jobs_of(out, index).items():
+    for (path, job, spec) in jobs_of(out, index).values():
         text = path.read_text()
         assert "\nexpected:" not in text and " expected:" not in text
         declared = job["metadata"]["rtlab.expected"].split(",")
@@ -294,7 +294,7 @@ def test_rtla_suites_render_as_lava_jobs(tmp_path):
                                                         ("osnoise", "idle"))}
     verdicts, _ = validate_texts([(p.name, p.read_text()) for p, _, _ in jobs.values()])
     assert verdicts and all(v is None for v in verdicts.values()), verdicts
-    for (board, variant, suite_id), (path, job, spec) in jobs.items():
+    for (board, variant, suite_id), (_, job, spec) in jobs.items():
         steps = job["actions"][2]["test"]["definitions"][1]["repository"]["run"]["steps"]
         assert spec["command"].startswith(f"rtla {suite_id.split('@')[0]} hist ")
         run = next(r for j in campaign.jobs() if (j.board.name, j.variant.name) == (board, variant)

@@ -1,6 +1,8 @@
 """Guard rails over rtlab/: ruff (pyflakes, pycodestyle errors, bugbear) and
 mypy, configured in pyproject.toml. A new unused import, undefined name or
-type error fails make test here, naming the file and line."""
+type error fails make test here, naming the file and line. ruff also reads
+tests/ and bench/: a test that shadows a fixture or swallows any exception
+hides the failure it is there to show."""
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +19,11 @@ def run(tool, *args):
 
 def test_ruff_finds_nothing_in_rtlab():
     res = run("ruff", "check", "--no-cache", "rtlab")
+    assert res.returncode == 0, res.stdout + res.stderr
+
+
+def test_ruff_finds_nothing_in_tests_and_bench():
+    res = run("ruff", "check", "--no-cache", "tests", "bench")
     assert res.returncode == 0, res.stdout + res.stderr
 
 

@@ -8,6 +8,7 @@ import urllib.error
 import urllib.request
 
 import pytest
+import requests
 from labgrid.driver.power import rest, simplerest
 
 from rtlab.rack.pdu import PDUServer, PowerController
@@ -94,7 +95,7 @@ def test_errors_are_http_errors_labgrid_raises_on(pdu):
     assert _req(srv.url + "/relay/7/1")[0] == 404          # no such outlet
     assert _req(srv.url + "/relay/0/2")[0] == 400          # not 0/1
     assert _req(srv.url + "/relay/0/value", "PUT", "yes")[0] == 400
-    with pytest.raises(Exception):
+    with pytest.raises(requests.HTTPError):  # labgrid's driver: raise_for_status
         simplerest.power_set(srv.url + "/relay/{index}/{value}", None, 9, True)
 
 

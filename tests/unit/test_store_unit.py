@@ -261,7 +261,7 @@ def test_local_influxd_config(tmp_path):
     assert 'level = "warn"' in text and "store-enabled = false" in text and "auth-enabled = false" in text
     assert not srv.running()
     with pytest.raises(Exception, match="not started"):
-        srv.url
+        _ = srv.url
 
 
 # ------------------------------------------------------------------ HTTP clients
