@@ -118,7 +118,9 @@ def _create(args):
 
 
 def test_runs_started_in_the_same_second_never_share_a_directory(tmp_path):
-    with multiprocessing.Pool(4) as pool:
+    # spawned, not forked: a fork copies whatever lock another thread of the
+    # test process holds at that moment, and the child waits on it forever
+    with multiprocessing.get_context("spawn").Pool(4) as pool:
         ids = pool.map(_create, [(str(tmp_path), "20261123T101010Z")] * 24)
     assert len(set(ids)) == 24 and "20261123T101010Z" in ids and "20261123T101010Z-2" in ids
     assert sorted(os.listdir(tmp_path)) == sorted(ids)
