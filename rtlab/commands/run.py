@@ -49,6 +49,14 @@ def register(sub):
     p.add_argument("--full", action="store_true",
                    help="soaks at the report's own length: each suite's full_duration_s instead of "
                         "its scaled duration_s")
+    # the regression verdict's repeats, spent where they decide something
+    p.add_argument("--repeat-until-decided", action="store_true",
+                   help="repeat until the regression verdict against the baseline (--baseline RUN_DIR... | "
+                        "--baseline-store | --pin NAME) decides every key: the first look's repeats, then "
+                        "more repeats only of the keys still undecided, up to the last look (regression: "
+                        "looks:); exit 0 budgets held and nothing regressed, 1 either failed, 2 undecided/infra")
+    from .compare import add_baseline_args
+    add_baseline_args(p)
     p.set_defaults(func=run)
 
 
@@ -70,6 +78,10 @@ def run(args) -> int:
     # parent dies, so a cancelled or finished job leaves nothing running
     become_subreaper()
     progress = Progress()
+    from .until_decided import check_args, run_until_decided
+    if check_args(args):
+        return run_until_decided(args, campaign, progress,
+                                 lambda batch: _run_published(args, batch, progress))
     if args.resume is not None:
         from ..run.resume import resume_run
         run, run_dir = resume_run(args.resume, progress=progress)
@@ -96,3 +108,20 @@ def run(args) -> int:
             except Exception as e:  # noqa: BLE001 - a store outage never changes the verdict
                 progress(f"publish failed, results kept on disk ({type(e).__name__}: {e})")
     return EXIT_CODE[run.verdict]
+
+
+def _run_published(args, campaign, progress):
+    """One batch of --repeat-until-decided: run and publish as a plain run."""
+    run, run_dir = run_campaign(campaign, results_root=args.results or RESULTS_DIR,
+                                progress=progress, commit=commit_from_env(),
+                                places=args.places, kernel_tree=args.kernel_tree,
+                                lock_timeout=args.lock_timeout, evidence=args.evidence)
+    if not args.no_publish:
+        try:
+            from ..store.publish import publish_run
+            publish_run(run_dir, progress=progress)
+        except ImportError:
+            pass
+        except Exception as e:  # noqa: BLE001 - a store outage never changes the verdict
+            progress(f"publish failed, results kept on disk ({type(e).__name__}: {e})")
+    return run, run_dir
