@@ -159,9 +159,11 @@ def run_until_decided(args, campaign, progress, run_once) -> int:
     """`run_once(campaign) -> (RunResult, run_dir)` runs and publishes one
     batch as plain `rtlab run` does."""
     import argparse
+    import dataclasses
 
     from .compare import policy_for, run_comparison, write_outputs
     from ..core.model import Verdict, combine_verdicts
+    from ..plan.policy import Policy
     from ..errors import RtlabError
     from ..verdict.sequential import measure_until_decided
 
@@ -170,10 +172,6 @@ def run_until_decided(args, campaign, progress, run_once) -> int:
     cargs = argparse.Namespace(baseline=args.baseline, baseline_store=args.baseline_store,
                                branch=args.branch, last=args.last, pin=args.pin, budgets=None,
                                json=None, html=None)
-    if args.baseline_store or args.pin:
-        schedule = _store_schedule(cargs)  # a store that is down: exit 2 before any boot
-    else:
-        schedule = policy_for(cargs, []).schedule()
     verdicts: list[Verdict] = []
 
     def run_batch(batch):
@@ -187,6 +185,21 @@ def run_until_decided(args, campaign, progress, run_once) -> int:
     def judge(dirs):
         return run_comparison(cargs, dirs)
 
+    if args.baseline_store or args.pin:
+        try:
+            schedule = _store_schedule(cargs)
+        except RtlabError as e:
+            # the store is down: the first look's repeats are still measured
+            # (kept, publishable, gated on budgets), the verdict is undecided
+            first = Policy().schedule()[0]
+            progress(f"baseline unavailable ({e}): measuring the first look's {first} repeats only")
+            run_batch(dataclasses.replace(campaign, repeat=first))
+            budgets = combine_verdicts(verdicts)
+            print(f"regression verdict: cannot decide: {e}")
+            print(f"verdict: budgets {budgets.value.upper()}, regression verdict UNDECIDED")
+            return 1 if budgets == Verdict.FAIL else 2
+    else:
+        schedule = policy_for(cargs, []).schedule()
     try:
         cmp, dirs = measure_until_decided(campaign, schedule, run_batch, judge, progress=progress)
     except RtlabError as e:
