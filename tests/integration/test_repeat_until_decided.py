@@ -83,3 +83,25 @@ def test_only_undecided_keys_are_measured_again(tmp_path, campaign):
     assert 3 in looks and 6 in looks
     assert json.loads((first / "compare.json").read_text()) == verdict
     assert f"batch 2: {dirs[1].name}: " in out
+
+
+def test_a_store_that_is_down_still_gets_the_first_look_measured(tmp_path, campaign):
+    import socket
+    from pathlib import Path
+    with socket.socket() as s:  # a free port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    c = campaign(["local"], suites="""
+        - name: cyclictest
+          params: {interval_us: 1000, duration_s: 1, histogram_us: 20000}
+    """)
+    res = rtlab("run", "--campaign", c, "--results", tmp_path / "cand", "--no-publish",
+                "--repeat-until-decided", "--baseline-store", timeout=900,
+                env={"RTLAB_INFLUX_URL": f"http://127.0.0.1:{port}"})
+    out = res.stdout + res.stderr
+    assert res.returncode == 2, out
+    assert "regression verdict: cannot decide: " in out and "regression verdict UNDECIDED" in out, out
+    (d,) = [Path(x) for x in results_of(res)]
+    run = json.loads((d / "run.json").read_text())
+    # the built-in policy's first look: 5 repeats, kept on disk for the gate and the store
+    assert sorted(j["repeat"] for j in run["jobs"]) == [1, 2, 3, 4, 5]
