@@ -7,6 +7,9 @@
     python bench/bench_verdict.py ... --keep DIR                      # keep the pools
     python bench/bench_verdict.py ... --pools BASE_RUN BAD_RUN        # re-judge kept pools
     python bench/bench_verdict.py ... --alternative p99,max           # also tally other gating statistics
+    python bench/bench_verdict.py --sessions                          # as CI uses it: across sessions, 40 keys,
+                                                                      #   --repeat-until-decided (hours)
+    python bench/bench_verdict.py --sessions --short                  # the same, small: ~20-30 min
 
 Kernel trees with a planted regression: tests/integration/kernel_project.py
 (make_kernel_project: branch `latency`, the 400 ms kthread).
@@ -25,6 +28,21 @@ What it does:
    of the campaign at once: a campaign-level rate);
 4. power: COMPARISONS random N-subsets of the baseline against random
    N-subsets of the regressed pool: the share that says "regression".
+
+``--sessions``: the verdict **as CI uses it** (issue #23 item 7), never
+subsets of one pool: a baseline of BASE_SESSIONS separate ``rtlab run
+--repeat R`` invocations GAP seconds apart (the store's baseline: the last 5
+runs of 3 repeats each), then CAMPAIGNS candidate campaigns, each its own
+``rtlab run --repeat-until-decided --baseline ...`` invocation (batches of
+repeats only of the undecided keys) with whatever the machine does in
+between; KEYS keys (cyclictest entries k01..kKK on the local board).
+Prints the per-campaign false alarms (A/A: nothing changed), the power at
+p99 x1.3, x1.5 and x2 injected (every candidate campaign's own runs with
+every latency scaled, re-judged by the sequential rule against the same
+baseline: a lower bound where a scaled key would have needed more runs than
+the unchanged one got), and the board-minutes per decided key against
+today's 5 + 15 runs. ``--short``: 4 keys, 3 campaigns, 2 s runs, looks up to
+15 (the shipped looks: to 30): what a loaded shared machine allows.
 
 Subsets of one pool are not independent comparisons (they share runs): the
 rates are estimates for this host at this time, with that caveat; the pools
@@ -127,14 +145,18 @@ def scaled(run: RunResult, factor: float) -> RunResult:
             h = t.histogram
             if h is not None:
                 counts: dict[int, int] = {}
+                over = h.overflows
                 for i, c in h.counts.items():
                     j = int(round(i * factor))
+                    if h.size and j >= h.size:
+                        over += c  # beyond the tool's range: an overflow, as the tool would count it
+                        continue
                     counts[j] = counts.get(j, 0) + c
-                size = int(h.size * factor) if h.size else None
-                h = Histogram(counts=counts, bucket_us=h.bucket_us, size=size, overflows=h.overflows)
+                # the range is a run parameter (compare.run_parameters): kept
+                h = Histogram(counts=counts, bucket_us=h.bucket_us, size=h.size, overflows=over)
             ts.append(ThreadResult(thread=t.thread, cpu=t.cpu, cycles=t.cycles, min_us=t.min_us * factor,
                                    avg_us=t.avg_us * factor, max_us=t.max_us * factor,
-                                   overflows=t.overflows, histogram=h))
+                                   overflows=h.overflows if h is not None else t.overflows, histogram=h))
         m.output.threads = ts
     return r
 
@@ -143,6 +165,129 @@ def p99s(runs: list[RunResult]) -> list:
     """p99 per repeat, sorted; beyond the histogram range shown as ">range"."""
     vals = [m.output.combined().percentiles_us["99"] for r in runs for m in r.measurements()]
     return sorted(v for v in vals if v is not None) + [">range"] * sum(v is None for v in vals)
+
+
+# -- across sessions, as CI uses it ------------------------------------------
+def sessions_campaign(tmp: Path, keys: int, duration: int, max_look: int | None) -> Path:
+    """KEYS cyclictest keys on the local board, judged by the shipped
+    budgets and regression policy (its looks cut at MAX_LOOK for --short)."""
+    import yaml
+
+    doc = yaml.safe_load((ROOT / "budgets" / "default.yaml").read_text())
+    # every key the shipped local cyclictest idle budget (a host breach is INFRA and retried)
+    for i in range(1, keys + 1):
+        doc["budgets"]["local"]["*"][f"k{i:02d}"] = doc["budgets"]["local"]["*"]["cyclictest"]
+    if max_look:
+        doc["regression"]["looks"] = [n for n in doc["regression"]["looks"] if n <= max_look]
+    (tmp / "budgets.yaml").write_text(yaml.safe_dump(doc, sort_keys=False))
+    entries = "".join(f"""
+          - name: k{i:02d}
+            suite: cyclictest
+            params: {{interval_us: 1000, duration_s: {duration}, histogram_us: 20000}}""" for i in range(1, keys + 1))
+    p = tmp / "campaign.yaml"
+    p.write_text(textwrap.dedent("""
+        name: bench-verdict-sessions
+        budgets: budgets.yaml
+        boards: [local]
+        suites:""") + entries + "\n")
+    return p
+
+
+def rtlab_cli(*args) -> tuple[subprocess.CompletedProcess, float, list[Path]]:
+    t0 = time.monotonic()
+    res = subprocess.run([sys.executable, "-m", "rtlab.cli", *map(str, args)], cwd=ROOT,
+                         capture_output=True, text=True)
+    dirs = [Path(ln.split("results: ", 1)[1].strip()) for ln in res.stdout.splitlines()
+            if ln.startswith("results: ")]
+    return res, time.monotonic() - t0, dirs
+
+
+def across_sessions(a) -> int:
+    from rtlab.verdict.compare import NO_REGRESSION, load_runs
+
+    keys, sessions, per, campaigns = a.keys, a.base_sessions, a.base_repeat, a.campaigns
+    load0 = os.getloadavg()
+    out = Path(a.keep or tempfile.mkdtemp(prefix="bench-verdict-sessions-"))
+    out.mkdir(parents=True, exist_ok=True)
+    camp = sessions_campaign(out, keys, a.duration, a.max_look)
+    policy = load_policy(out / "budgets.yaml")
+    print(f"campaign {camp}: {keys} keys, cyclictest {a.duration} s, looks {list(policy.schedule())}; "
+          f"results under {out}", flush=True)
+    base_dirs: list[Path] = []
+    for i in range(sessions):
+        if i:
+            time.sleep(a.gap)
+        res, wall, dirs = rtlab_cli("run", "--campaign", camp, "--results", out / "base", "--no-publish",
+                                    "--repeat", per)
+        if not dirs:
+            sys.exit(f"baseline session {i + 1}: rtlab run exit {res.returncode}\n{res.stdout[-1500:]}{res.stderr[-1500:]}")
+        base_dirs += dirs
+        print(f"baseline session {i + 1}/{sessions}: {dirs[0]} ({wall:.0f} s, exit {res.returncode})", flush=True)
+    base_runs = load_runs(base_dirs)
+    rows = []
+    for c in range(campaigns):
+        time.sleep(a.gap)
+        res, wall, dirs = rtlab_cli("run", "--campaign", camp, "--results", out / f"cand{c + 1}", "--no-publish",
+                                    "--repeat-until-decided", "--baseline", *base_dirs)
+        if not dirs or not (dirs[-1] / "compare.json").is_file():
+            print(f"campaign {c + 1}: no verdict (exit {res.returncode}): {res.stdout[-800:]}{res.stderr[-800:]}")
+            continue
+        v = json.loads((dirs[-1] / "compare.json").read_text())
+        outs = [k["outcome"] for k in v["keys"]]
+        key_runs = sum(k["n_candidate"] for k in v["keys"])
+        cand = load_runs(dirs)
+        power = {}
+        for f in a.factors:
+            cmp = compare_runs(base_runs, [scaled(r, f) for r in cand], policy)
+            found = [k for k in cmp.keys if k.outcome == REGRESSION]
+            power[f] = (len(found), len(cmp.keys), [k.decided_at for k in found])
+        rows.append({"campaign": c + 1, "exit": res.returncode, "wall_s": wall, "batches": len(dirs),
+                     "regression": outs.count(REGRESSION), "ok": outs.count(NO_REGRESSION),
+                     "undecided": outs.count(UNDECIDED), "key_runs": key_runs,
+                     "runs_per_key": [k["n_candidate"] for k in v["keys"]], "power": power})
+        print(f"campaign {c + 1}: exit {res.returncode}, {len(dirs)} batches, {wall / 60:.1f} min; "
+              f"{rows[-1]['regression']} regressed, {rows[-1]['ok']} ok, {rows[-1]['undecided']} undecided of "
+              f"{keys} keys; candidate runs per key {rows[-1]['runs_per_key']}; power "
+              + ", ".join(f"x{f:g} {n}/{m}" for f, (n, m, _) in power.items()), flush=True)
+    if not rows:
+        sys.exit("no candidate campaign gave a verdict")
+    load1 = os.getloadavg()
+    n = len(rows)
+    fa = sum(1 for r in rows if r["regression"])
+    decided = sum(r["ok"] for r in rows)
+    key_runs = sum(r["key_runs"] for r in rows)
+    wall = sum(r["wall_s"] for r in rows)
+    per_key_run_min = wall / 60 / key_runs  # board-minutes of one run of one key (batches share boots)
+    base_keys_runs = sessions * per * keys
+    print()
+    print(f"across sessions: baseline {sessions} sessions x {per} repeats ({len(base_runs)} run dirs), "
+          f"{n} candidate campaigns of {keys} keys, each its own rtlab run --repeat-until-decided, "
+          f"{a.gap:g} s apart; policy {policy.source}, looks {list(policy.schedule())}")
+    print(f"A/A false alarms per campaign: {fa}/{n} = {fa / n:.0%}   target <= 5 % per campaign of 40 keys"
+          + ("" if keys == 40 else f" (here {keys} keys)"))
+    und = sum(r["undecided"] for r in rows)
+    print(f"A/A keys: {decided} shown unchanged, {und} undecided, "
+          f"{sum(r['regression'] for r in rows)} false REGRESSION of {n * keys}")
+    for f in a.factors:
+        found = sum(r["power"][f][0] for r in rows)
+        at = [x for r in rows for x in r["power"][f][2] if x]
+        print(f"power at p99 x{f:g} (injected, re-judged): {found}/{n * keys} keys = {found / (n * keys):.0%}"
+              + (f", found at {sum(at) / len(at):.1f} candidate runs on average" if at else "")
+              + "   (lower bound: only the runs the unchanged campaign measured)")
+    if decided:
+        print(f"board-minutes per decided unchanged key: {wall / 60 / max(1, decided):.2f} "
+              f"({key_runs / max(1, decided):.1f} key-runs; {per_key_run_min * 60:.1f} s per run of one key)")
+    for f in a.factors:
+        at = [x for r in rows for x in r["power"][f][2] if x]
+        if at:
+            print(f"board-minutes per decided key at x{f:g}: {sum(at) / len(at) * per_key_run_min:.2f}")
+    print(f"today's 5 candidate + 15 baseline runs per key: {20 * per_key_run_min:.2f} board-minutes per key "
+          f"(the baseline here: {base_keys_runs} key-runs, measured once for all campaigns)")
+    print(f"host load average (1 min) {load0[0]:.1f} at start, {load1[0]:.1f} at end, on {os.cpu_count()} CPUs")
+    (out / "bench-sessions.json").write_text(json.dumps(
+        {"rows": rows, "keys": keys, "base_dirs": [str(d) for d in base_dirs],
+         "load": [load0, load1]}, indent=2, default=str))
+    return 0 if fa / n <= 0.05 else 1
 
 
 def main(argv=None) -> int:
@@ -170,7 +315,25 @@ def main(argv=None) -> int:
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--pools", type=Path, nargs=2, metavar=("BASE_RUN", "BAD_RUN"),
                     help="re-use two kept pools (run dirs) instead of measuring: other N, same runs")
+    ap.add_argument("--sessions", action="store_true",
+                    help="as CI uses it: baseline and candidates from separate rtlab run invocations, "
+                         "candidates --repeat-until-decided (see the module's doc)")
+    ap.add_argument("--keys", type=int, default=40, help="--sessions: keys per campaign (default 40)")
+    ap.add_argument("--base-sessions", type=int, default=5, help="--sessions: baseline sessions (the store's 5)")
+    ap.add_argument("--base-repeat", type=int, default=3, help="--sessions: repeats per baseline session")
+    ap.add_argument("--campaigns", type=int, default=20, help="--sessions: candidate campaigns (A/A)")
+    ap.add_argument("--gap", type=float, default=120, help="--sessions: seconds between invocations")
+    ap.add_argument("--max-look", type=int, help="--sessions: cut the policy's looks at this many runs")
+    ap.add_argument("--factors", type=lambda t: [float(x) for x in t.split(",")], default=[1.3, 1.5, 2.0],
+                    help="--sessions: injected p99 factors (default 1.3,1.5,2)")
+    ap.add_argument("--short", action="store_true",
+                    help="--sessions, small: 4 keys, 3 campaigns, 2 s runs, 20 s apart, looks up to 15")
     a = ap.parse_args(argv)
+    if a.short:
+        a.sessions = True
+        a.keys, a.campaigns, a.duration, a.gap, a.max_look = 4, 3, 2, 20, a.max_look or 15
+    if a.sessions:
+        return across_sessions(a)
     if a.small:
         a.n, a.duration = 3, 2
     pool = a.pool or 2 * a.n

@@ -49,6 +49,14 @@ def register(sub):
     p.add_argument("--full", action="store_true",
                    help="soaks at the report's own length: each suite's full_duration_s instead of "
                         "its scaled duration_s")
+    # the regression verdict's repeats, spent where they decide something
+    p.add_argument("--repeat-until-decided", action="store_true",
+                   help="repeat until the regression verdict against the baseline (--baseline RUN_DIR... | "
+                        "--baseline-store | --pin NAME) decides every key: the first look's repeats, then "
+                        "more repeats only of the keys still undecided, up to the last look (regression: "
+                        "looks:); exit 0 budgets held and nothing regressed, 1 either failed, 2 undecided/infra")
+    from .compare import add_baseline_args
+    add_baseline_args(p)
     p.set_defaults(func=run)
 
 
@@ -70,6 +78,9 @@ def run(args) -> int:
     # parent dies, so a cancelled or finished job leaves nothing running
     become_subreaper()
     progress = Progress()
+    if check_args(args):
+        return run_until_decided(args, campaign, progress,
+                                 lambda batch: _run_published(args, batch, progress))
     if args.resume is not None:
         from ..run.resume import resume_run
         run, run_dir = resume_run(args.resume, progress=progress)
@@ -96,3 +107,128 @@ def run(args) -> int:
             except Exception as e:  # noqa: BLE001 - a store outage never changes the verdict
                 progress(f"publish failed, results kept on disk ({type(e).__name__}: {e})")
     return EXIT_CODE[run.verdict]
+
+
+def _run_published(args, campaign, progress):
+    """One batch of --repeat-until-decided: run and publish as a plain run."""
+    run, run_dir = run_campaign(campaign, results_root=args.results or RESULTS_DIR,
+                                progress=progress, commit=commit_from_env(),
+                                places=args.places, kernel_tree=args.kernel_tree,
+                                lock_timeout=args.lock_timeout, evidence=args.evidence)
+    if not args.no_publish:
+        try:
+            from ..store.publish import publish_run
+            publish_run(run_dir, progress=progress)
+        except ImportError:
+            pass
+        except Exception as e:  # noqa: BLE001 - a store outage never changes the verdict
+            progress(f"publish failed, results kept on disk ({type(e).__name__}: {e})")
+    return run, run_dir
+
+
+# -- --repeat-until-decided -------------------------------------------------
+# A first batch of repeats up to the regression verdict's first look, the
+# comparison with the baseline, then batches of repeats of only the keys more
+# runs can still decide (rtlab.verdict.sequential), each its own run dir.
+# Exit codes as `rtlab gate` with a baseline: 1 a budget broke or a key
+# regressed, 2 a key undecided, infra, or no baseline (store down), 0 only
+# when both passed.
+def check_args(args) -> bool:
+    """Whether this run measures until decided; bad combinations are input
+    errors (exit 2) before anything boots."""
+    from ..errors import InputError
+
+    given = bool(args.baseline or args.baseline_store or args.pin)
+    if not args.repeat_until_decided:
+        if given:
+            raise InputError("--baseline", "a baseline for `rtlab run` only with --repeat-until-decided "
+                                           "(else judge with `rtlab compare`/`rtlab gate`)")
+        return False
+    if not given:
+        raise InputError("--repeat-until-decided", "needs the baseline: --baseline RUN_DIR..., "
+                                                   "--baseline-store or --pin NAME")
+    if args.resume is not None:
+        raise InputError("--repeat-until-decided", "not with --resume")
+    if args.repeat is not None:
+        raise InputError("--repeat", "not with --repeat-until-decided: the verdict's looks: set the "
+                                     "repeats (the first batch is its first look)")
+    return True
+
+
+def run_until_decided(args, campaign, progress, run_once) -> int:
+    """`run_once(campaign) -> (RunResult, run_dir)` runs and publishes one
+    batch as plain `rtlab run` does."""
+    import argparse
+    import dataclasses
+
+    from .compare import policy_for, run_comparison, write_outputs
+    from ..core.model import Verdict, combine_verdicts
+    from ..plan.policy import Policy
+    from ..errors import RtlabError
+    from ..verdict.sequential import measure_until_decided
+
+    # the policy (looks, alpha, minimum effects) is the baseline's, as in
+    # `rtlab compare`: the run's own --budgets judges its absolute budgets only
+    cargs = argparse.Namespace(baseline=args.baseline, baseline_store=args.baseline_store,
+                               branch=args.branch, last=args.last, pin=args.pin, budgets=None,
+                               json=None, html=None)
+    verdicts: list[Verdict] = []
+
+    def run_batch(batch):
+        run, run_dir = run_once(batch)
+        print()
+        print(comparison_table(run))
+        print(f"\nresults: {run_dir}")
+        verdicts.append(run.verdict)
+        return run_dir
+
+    def judge(dirs):
+        return run_comparison(cargs, dirs)
+
+    if args.baseline_store or args.pin:
+        try:
+            schedule = _store_schedule(cargs)
+        except RtlabError as e:
+            # the store is down: the first look's repeats are still measured
+            # (kept, publishable, gated on budgets), the verdict is undecided
+            first = Policy().schedule()[0]
+            progress(f"baseline unavailable ({e}): measuring the first look's {first} repeats only")
+            run_batch(dataclasses.replace(campaign, repeat=first))
+            budgets = combine_verdicts(verdicts)
+            print(f"regression verdict: cannot decide: {e}")
+            print(f"verdict: budgets {budgets.value.upper()}, regression verdict UNDECIDED")
+            return 1 if budgets == Verdict.FAIL else 2
+    else:
+        schedule = policy_for(cargs, []).schedule()
+    try:
+        cmp, dirs = measure_until_decided(campaign, schedule, run_batch, judge, progress=progress)
+    except RtlabError as e:
+        budgets = combine_verdicts(verdicts) if verdicts else Verdict.INFRA
+        print(f"regression verdict: cannot decide: {e}")
+        print(f"verdict: budgets {budgets.value.upper()}, regression verdict UNDECIDED")
+        return 1 if budgets == Verdict.FAIL else 2
+    for line in cmp.lines():
+        print(line)
+    write_outputs(cmp, cargs, dirs)
+    budgets = combine_verdicts(verdicts)
+    if budgets == Verdict.FAIL or cmp.exit_code == 1:
+        rc = 1
+    elif budgets == Verdict.INFRA or cmp.exit_code == 2:
+        rc = 2
+    else:
+        rc = EXIT_CODE[Verdict.PASS]
+    print(f"verdict: budgets {budgets.value.upper()} over {len(dirs)} batch{'es' * (len(dirs) != 1)}, "
+          f"regression verdict {cmp.outcome.upper()} (exit {rc})", flush=True)
+    return rc
+
+
+def _store_schedule(cargs):
+    """The looks of the policy a store baseline brings (a pin's own, else
+    built-in), read before anything runs: a store that is down fails here,
+    before the board is spent (exit 2)."""
+    from .compare import policy_for
+    from ..verdict import baseline as bl
+
+    doc = bl.read_pin(bl.open_store(), cargs.pin) if cargs.pin else None
+    return policy_for(cargs, [], doc).schedule()
+

@@ -351,6 +351,9 @@ class Comparison:
     #: per statistic: the sessions' share of the baseline's variance
     #: (stats.session_ratio) and whether the pool clusters by session
     sessions: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: ``rtlab run --repeat-until-decided``: the candidate's batches of
+    #: repeats, each with the keys it measured (rtlab.verdict.sequential)
+    batches: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def outcome(self) -> str:
@@ -377,6 +380,10 @@ class Comparison:
             out.append(f"sessions ({name}): between-session variance {sess['tau2_over_sigma2']:.2g} x the "
                        f"within (upper bound {sess['upper_bound']:.2g}, used), p={sess['p']:.2g}: "
                        + ("the baseline clusters by session" if sess["clusters"] else "no clustering found"))
+        for i, b in enumerate(self.batches, 1):
+            keys = b.get("keys") or []
+            out.append(f"batch {i}: {b.get('run_id')}: {b.get('repeats')} repeats of {len(keys)} "
+                       f"key{'s' * (len(keys) != 1)} ({', '.join(keys)})")
         n = {o: sum(1 for k in self.keys if k.outcome == o) for o in OUTCOME_EXIT}
         tests = sum(1 for k in self.keys for s in k.stats if s.looks)
         out.append(f"policy: {self.policy.source}")
@@ -398,7 +405,8 @@ class Comparison:
                 "baseline": {"source": self.baseline_source, "runs": self.baseline_runs},
                 "candidate": {"source": self.candidate_source, "runs": self.candidate_runs},
                 "keys": [k.to_json() for k in self.keys], "system_changes": self.system_changes,
-                "sessions": self.sessions, "policy_source": self.policy.source}
+                "sessions": self.sessions, "policy_source": self.policy.source,
+                "batches": self.batches}
 
 
 def _runs_text(runs: list[str], replicates: list["Replicate"]) -> str:
@@ -478,6 +486,9 @@ def compare_sides(base: Side, cand: Side, policy: Optional[Policy] = None) -> Co
         # runs made differently (a 2 s candidate against 5 s runs, another
         # histogram range) measure something else: never compared
         kc.reasons += parameter_differences(b + c)
+        # too few candidate runs (repeats lost to INFRA) and nothing else
+        # wrong: more candidate runs can decide it (--repeat-until-decided)
+        kc.more = len(kc.reasons) == 1 and len(b) >= policy.min_runs and len(c) < policy.min_runs
         if kc.reasons:
             continue
         floor = 0.5 * min((r.bucket_us for r in b + c if r.bucket_us), default=1.0)
@@ -531,6 +542,8 @@ def _sequential(cmp: Comparison, gated: list, policy: Policy) -> None:
         looks = [n for n in schedule if n <= nc]
         if not looks:
             kc.reasons.append(f"{nc} candidate runs: the first look is at {schedule[0]}")
+            # only fewer runs than the first look (repeats lost to INFRA): measure more
+            kc.more = kc.more or len(kc.reasons) == 1
             continue
         pa = stats.pocock_level(policy.alpha / m, schedule, nb)
         pb = stats.pocock_level(policy.beta, schedule, nb)
