@@ -17,7 +17,6 @@ import pytest
 
 from conftest import ROOT, rtlab, rtlab_retry_infra
 
-from rtlab.lava.lab import LocalLavaLab
 
 # make test runs as root with env/apt-packages.txt installed: a missing part
 # is a broken set-up, so a failure, never a skip
@@ -27,21 +26,11 @@ for tool in ("lava-server", "lava-worker", "lavacli", "lava-run"):
 
 
 @pytest.fixture(scope="module")
-def lab():
-    """The lab up for this module (idempotent: a lab already up is reused),
-    down afterwards: nothing of it may be left running."""
-    res = rtlab("lava", "lab", "up", timeout=1200)
-    assert res.returncode == 0, res.stdout + res.stderr
-    lab = LocalLavaLab()
-    st = lab.read_state()
-    yield lab, st
-    res = rtlab("lava", "lab", "down", timeout=300)
-    assert res.returncode == 0, res.stdout + res.stderr
-    left = [p for p in lab.read_state().pids]
-    assert not left
-    for service, (pid, _) in st.pids.items():
-        assert not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split(") ")[1][0] == "Z", \
-            f"{service} (pid {pid}) still runs after `rtlab lava lab down`"
+def lab(lava_lab):
+    """The session's lab (conftest.lava_lab: shared with the LAVA pipeline of
+    test_gitlab_ci.py, down at the end of the session, checked that nothing
+    of it is left running)."""
+    return lava_lab
 
 
 def lavacli(st, *args, timeout=120):
