@@ -139,6 +139,25 @@ def test_pipeline_shape():
         assert ci["variables"][v] == "", v
 
 
+def test_lava_pipeline_shape():
+    """RTLAB_LAB=lava: test-lava replaces build and test, the same publish and
+    gate take its artifacts; a kernel project's commit (KERNEL_REPO) is
+    refused there (LAVA jobs boot Debian's pinned kernels), while KERNEL_SHA,
+    which ci/kernel-tree.sh sets for the pinned source too, is not the test."""
+    ci = yaml.safe_load((ROOT / ".gitlab-ci.yml").read_text())
+    assert ci["variables"]["RTLAB_LAB"] == "labgrid" and ci["variables"]["RTLAB_LAVA_URI"] == ""
+    lava_rule = {"if": '$RTLAB_LAB == "lava"', "when": "never"}
+    assert lava_rule in ci[".kernel-pipeline"]["rules"]
+    job = ci["test-lava"]
+    assert job["rules"][-1] == {"if": '$RTLAB_LAB == "lava"'} and job["stage"] == "test"
+    assert job["allow_failure"] == {"exit_codes": [1]} and job["retry"]["exit_codes"] == [2]
+    script = "\n".join(job["script"])
+    assert 'if [ -n "$KERNEL_REPO" ]' in script and '"$KERNEL_SHA"' not in script
+    assert "--local-lab" in script and '--uri "$RTLAB_LAVA_URI"' in script
+    for later in ("publish", "gate"):
+        assert {"job": "test-lava", "artifacts": True, "optional": True} in ci[later]["needs"], later
+
+
 def verdict_env(**env) -> dict:
     """What ci/verdict.sh decides for these CI variables (bash, as the jobs source it)."""
     r = subprocess.run(["bash", "-c", f'. "{ROOT}/ci/verdict.sh" && env'], capture_output=True, text=True,
