@@ -46,6 +46,7 @@ import os
 import shutil
 import subprocess
 import textwrap
+import time
 from pathlib import Path
 from typing import Optional
 
@@ -446,6 +447,13 @@ def test_lava_lab_runs_the_test_stage_and_the_same_gate_judges_it(lava_lab, tmp_
     from conftest import rtlab, rtlab_retry_infra
 
     lab, st = lava_lab
+    # the board's device passed its health check (the lab's first job on it):
+    # a Bad device would leave the pipeline's job queued until --wait gives up
+    deadline = time.monotonic() + 1500
+    while (health := lab.api(st, f"devices/{BOARD}-01/")["health"]) not in ("Good", "Bad"):
+        assert time.monotonic() < deadline, f"{BOARD}-01 still {health} after 1500 s"
+        time.sleep(5)
+    assert health == "Good", f"{BOARD}-01 failed its health check: see {lab.dir / 'log'}"
     proj = make_ci_project(tmp_path_factory.mktemp("rtlab-ci-lava") / "lava", "rt", budget_us=LAVA_BUDGET_US)
     # the same job for lava-run: the CI project's campaign, rendered as test-lava renders it
     jobs = tmp_path / "lava-run-jobs"
