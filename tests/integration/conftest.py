@@ -93,3 +93,34 @@ def board_file(tmp_path, monkeypatch):
         (env_dir / f"{name}.yaml").write_text(text)
         return name
     return make
+
+
+@pytest.fixture(scope="session")
+def lava_lab():
+    """The local LAVA lab (`rtlab lava lab up`: PostgreSQL, lava-server,
+    scheduler, lava-worker, devices and their health checks), up once for the
+    session: bringing it up and health-checking the boards costs minutes, so
+    test_lava_server.py and the LAVA pipeline of test_gitlab_ci.py share it.
+    Idempotent (a lab already up is reused; $RTLAB_LAVA_LAB_DIR picks its
+    directory); down afterwards, and nothing of it may be left running.
+    Yields (LocalLavaLab, LabState)."""
+    import shutil
+
+    from rtlab.lava.lab import LocalLavaLab
+
+    # make test runs as root with env/apt-packages.txt installed: a missing
+    # part is a broken set-up, so a failure, never a skip
+    assert os.geteuid() == 0, "lava-run and the lab's postgres (runuser) need root"
+    for tool in ("lava-server", "lava-worker", "lavacli", "lava-run"):
+        assert shutil.which(tool), f"{tool} is not installed (env/apt-packages.txt)"
+    res = rtlab("lava", "lab", "up", timeout=1200)
+    assert res.returncode == 0, res.stdout + res.stderr
+    lab = LocalLavaLab()
+    st = lab.read_state()
+    yield lab, st
+    res = rtlab("lava", "lab", "down", timeout=300)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert not lab.read_state().pids
+    for service, (pid, _) in st.pids.items():
+        assert not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split(") ")[1][0] == "Z", \
+            f"{service} (pid {pid}) still runs after `rtlab lava lab down`"

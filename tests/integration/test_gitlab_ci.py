@@ -46,6 +46,7 @@ import os
 import shutil
 import subprocess
 import textwrap
+import time
 from pathlib import Path
 from typing import Optional
 
@@ -139,6 +140,25 @@ def test_pipeline_shape():
         assert ci["variables"][v] == "", v
 
 
+def test_lava_pipeline_shape():
+    """RTLAB_LAB=lava: test-lava replaces build and test, the same publish and
+    gate take its artifacts; a kernel project's commit (KERNEL_REPO) is
+    refused there (LAVA jobs boot Debian's pinned kernels), while KERNEL_SHA,
+    which ci/kernel-tree.sh sets for the pinned source too, is not the test."""
+    ci = yaml.safe_load((ROOT / ".gitlab-ci.yml").read_text())
+    assert ci["variables"]["RTLAB_LAB"] == "labgrid" and ci["variables"]["RTLAB_LAVA_URI"] == ""
+    lava_rule = {"if": '$RTLAB_LAB == "lava"', "when": "never"}
+    assert lava_rule in ci[".kernel-pipeline"]["rules"]
+    job = ci["test-lava"]
+    assert job["rules"][-1] == {"if": '$RTLAB_LAB == "lava"'} and job["stage"] == "test"
+    assert job["allow_failure"] == {"exit_codes": [1]} and job["retry"]["exit_codes"] == [2]
+    script = "\n".join(job["script"])
+    assert 'if [ -n "$KERNEL_REPO" ]' in script and '"$KERNEL_SHA"' not in script
+    assert "--local-lab" in script and '--uri "$RTLAB_LAVA_URI"' in script
+    for later in ("publish", "gate"):
+        assert {"job": "test-lava", "artifacts": True, "optional": True} in ci[later]["needs"], later
+
+
 def verdict_env(**env) -> dict:
     """What ci/verdict.sh decides for these CI variables (bash, as the jobs source it)."""
     r = subprocess.run(["bash", "-c", f'. "{ROOT}/ci/verdict.sh" && env'], capture_output=True, text=True,
@@ -176,16 +196,17 @@ def kernel_project(tmp_path_factory):
     return {**make_kernel_project(src.path, dest), "_path": str(dest)}
 
 
-def make_ci_project(proj: Path, variant: str) -> Path:
+def make_ci_project(proj: Path, variant: str, budget_us: int = BUDGET_MAX_US) -> Path:
     """The rtlab CI project: .gitlab-ci.yml narrowed to one board × variant."""
     proj.mkdir(parents=True)
     ci = yaml.safe_load((ROOT / ".gitlab-ci.yml").read_text())
     ci["build"]["parallel"]["matrix"] = [{"ARCH": [ARCH], "VARIANT": [variant]}]
     ci["test"]["parallel"]["matrix"] = [{"BOARD": [BOARD], "VARIANT": [variant]}]
+    ci["test-lava"]["parallel"]["matrix"] = [{"BOARD": [BOARD], "VARIANT": [variant]}]
     (proj / ".gitlab-ci.yml").write_text(yaml.safe_dump(ci, sort_keys=False))
     (proj / "budgets.yaml").write_text(textwrap.dedent(f"""
         budgets:
-          qemu-tcg: {{"*": {{"*": {{"*": {{max_us: {BUDGET_MAX_US}}}}}}}}}
+          qemu-tcg: {{"*": {{"*": {{"*": {{max_us: {budget_us}}}}}}}}}
     """))
     (proj / "campaign.yaml").write_text(textwrap.dedent(f"""
         name: ci-test
@@ -405,3 +426,91 @@ def test_dropped_preempt_rt_fails_the_gate_as_build_error(kernel_project, ci_pro
 
 def _repo(kernel_project: dict) -> Path:
     return Path(kernel_project["_path"])
+
+
+#: a budget every TCG measurement breaks: the gate's FAIL then shows that the
+#: measurements reached it through the results path (a pass could also be an
+#: empty judgement), and lava-run's verdict on the same job is FAIL as well
+LAVA_BUDGET_US = 1
+
+
+def test_lava_lab_runs_the_test_stage_and_the_same_gate_judges_it(lava_lab, tmp_path_factory, tmp_path):
+    """RTLAB_LAB=lava (rtlab's own pipeline, "Run pipeline" in the web UI):
+    no kernel build and no labgrid test job; test-lava renders the campaign's
+    jobs, submits them through lavacli to the runner's local LAVA lab
+    (RTLAB_LAVA_URI empty: --local-lab), waits, fetches and ingests them into
+    results/<board>/<variant>/, and the gate judges them as it judges
+    labgrid's. The same job run by lava-run here, beside the pipeline, must
+    get the same verdict."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from conftest import rtlab, rtlab_retry_infra
+
+    lab, st = lava_lab
+    # the board's device passed its health check (the lab's first job on it):
+    # a Bad device would leave the pipeline's job queued until --wait gives up
+    deadline = time.monotonic() + 1500
+    while (health := lab.api(st, f"devices/{BOARD}-01/")["health"]) not in ("Good", "Bad"):
+        assert time.monotonic() < deadline, f"{BOARD}-01 still {health} after 1500 s"
+        time.sleep(5)
+    assert health == "Good", f"{BOARD}-01 failed its health check: see {lab.dir / 'log'}"
+    proj = make_ci_project(tmp_path_factory.mktemp("rtlab-ci-lava") / "lava", "rt", budget_us=LAVA_BUDGET_US)
+    # the same job for lava-run: the CI project's campaign, rendered as test-lava renders it
+    jobs = tmp_path / "lava-run-jobs"
+    res = rtlab("lava", "render", "--campaign", proj / "campaign.yaml", "--board", BOARD, "--variant", "rt",
+                "--no-lab-boards", "--out", jobs)
+    assert res.returncode == 0, res.stdout + res.stderr
+    with ThreadPoolExecutor(1) as pool:
+        local = pool.submit(rtlab_retry_infra, "lava", "run", jobs, "--out", tmp_path / "records", "--results",
+                            tmp_path / "lava-run-results", timeout=1800)
+        r, clone, logs = run_pipeline(proj, None, None, "lava", tmp_path, CI_PIPELINE_SOURCE="web",
+                                      RTLAB_LAB="lava", RTLAB_LAVA_LAB_DIR=str(lab.dir))
+        via_run = local.result()
+    out = r.stdout[-6000:] + r.stderr[-2000:]
+    # the test stage was LAVA's: no kernel built, no labgrid job
+    assert not [k for k in logs if k.startswith("build") or k.startswith("test ") or k.startswith("test:")
+                or k == "test"], (sorted(logs), out)
+    test_log = next((v for k, v in logs.items() if k.startswith("test-lava")), None)
+    assert test_log is not None, (sorted(logs), out)
+    assert "rtlab lava submit exit 1" in test_log, test_log[-4000:]
+    # the gate judged what came back: FAIL on the budget, never INFRA, exit 1
+    assert r.returncode != 0, out
+    lines = gate_lines(logs)
+    fails = [ln for ln in lines if ln.startswith("gate: FAIL")]
+    assert fails and not [ln for ln in lines if ln.startswith("gate: INFRA")], lines
+    assert any(f"{BOARD}/rt/cyclictest/idle" in ln and f">= budget {LAVA_BUDGET_US} us" in ln for ln in fails), lines
+    assert "gate exit 1" in logs["gate"], logs["gate"][-3000:]
+    # the one results path: results/<board>/<variant>/<run>/run.json, whose
+    # measurement's evidence is the server's own record of the job
+    arts = clone / ".gitlab-ci-local" / "artifacts"
+    runs = [p for p in arts.rglob("run.json") if "latest" not in p.parts]
+    assert len(runs) == 1, runs
+    run = json.loads(runs[0].read_text())
+    (job,) = run["jobs"]
+    (m,) = job["measurements"]
+    assert run["verdict"] == job["verdict"] == m["verdict"] == "fail" and job["infra_error"] is None, job
+    assert (job["board"], job["variant"]) == (BOARD, "rt") and job["kernel"]["realtime"]
+    evidence = json.loads(next(runs[0].parent.rglob("lava/job.json")).read_text())
+    jid = str(evidence["id"])
+    records = list(arts.rglob(f"lava-records/job-{jid}/job.json"))
+    assert records, f"no lava-records/job-{jid} in the test-lava artifacts"
+    # the job is the server's: lavacli shows it, Finished on the lab's device
+    show = subprocess.run(["lavacli", "--uri", st.uri, "jobs", "show", jid, "--json"], capture_output=True,
+                          text=True, timeout=120)
+    assert show.returncode == 0, show.stdout + show.stderr
+    server_job = json.loads(show.stdout)
+    assert (server_job["state"], server_job["health"]) == ("Finished", "Complete"), server_job
+    assert server_job["device"] == f"{BOARD}-01"
+    assert server_job["description"].startswith(f"rtlab ci-test {BOARD} rt cyclictest@idle"), server_job
+    cases = {c["name"]: c for c in lab.api(st, f"jobs/{jid}/tests/?limit=200")["results"]}
+    assert float(cases["t0-max-latency"]["measurement"]) == \
+        pytest.approx(m["output"]["threads"][0]["max_us"], abs=1)
+    # lava-run gives the same verdict on the same job, for the same reason
+    assert via_run.returncode == 1, via_run.stdout[-3000:] + via_run.stderr[-2000:]
+    local_run = json.loads((Path(via_run.stdout.split("results: ")[-1].split()[0]) / "run.json").read_text())
+    (l_job,) = local_run["jobs"]
+    (l_m,) = l_job["measurements"]
+    assert (l_job["verdict"], l_m["verdict"]) == (job["verdict"], m["verdict"])
+    assert l_job["kernel"]["version"] == job["kernel"]["version"]
+    assert [t["cpu"] for t in l_m["output"]["threads"]] == [t["cpu"] for t in m["output"]["threads"]]
+    assert l_m["budget"]["max_us"] == m["budget"]["max_us"] == LAVA_BUDGET_US

@@ -9,6 +9,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 import textwrap
 import time
 from pathlib import Path
@@ -17,7 +18,6 @@ import pytest
 
 from conftest import ROOT, rtlab, rtlab_retry_infra
 
-from rtlab.lava.lab import LocalLavaLab
 
 # make test runs as root with env/apt-packages.txt installed: a missing part
 # is a broken set-up, so a failure, never a skip
@@ -27,21 +27,11 @@ for tool in ("lava-server", "lava-worker", "lavacli", "lava-run"):
 
 
 @pytest.fixture(scope="module")
-def lab():
-    """The lab up for this module (idempotent: a lab already up is reused),
-    down afterwards: nothing of it may be left running."""
-    res = rtlab("lava", "lab", "up", timeout=1200)
-    assert res.returncode == 0, res.stdout + res.stderr
-    lab = LocalLavaLab()
-    st = lab.read_state()
-    yield lab, st
-    res = rtlab("lava", "lab", "down", timeout=300)
-    assert res.returncode == 0, res.stdout + res.stderr
-    left = [p for p in lab.read_state().pids]
-    assert not left
-    for service, (pid, _) in st.pids.items():
-        assert not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split(") ")[1][0] == "Z", \
-            f"{service} (pid {pid}) still runs after `rtlab lava lab down`"
+def lab(lava_lab):
+    """The session's lab (conftest.lava_lab: shared with the LAVA pipeline of
+    test_gitlab_ci.py, down at the end of the session, checked that nothing
+    of it is left running)."""
+    return lava_lab
 
 
 def lavacli(st, *args, timeout=120):
@@ -98,8 +88,16 @@ def test_server_job_equals_lava_run(lab, jobs, tmp_path):
     # the health checks (an rtlab boot job per board) passed: the device is Good
     assert wait_health(lab_, st, "qemu-aarch64-01", {"Good", "Bad"}) == "Good"
     job_file = jobs["cyclictest@idle"]
+    # the real lavacli, its command lines recorded on the way
+    calls_log = tmp_path / "lavacli-calls.log"
+    recorder = tmp_path / "lavacli"
+    recorder.write_text(f"#!{sys.executable}\nimport json, os, sys\n"
+                        f"open({str(calls_log)!r}, 'a').write(json.dumps(sys.argv[1:]) + '\\n')\n"
+                        f"os.execv({shutil.which('lavacli')!r}, ['lavacli', *sys.argv[1:]])\n")
+    recorder.chmod(0o755)
     via_server = rtlab_retry_infra("lava", "submit", job_file, "--local-lab", "--wait", "--out",
-                                   tmp_path / "fetched", "--results", tmp_path / "server", timeout=1800)
+                                   tmp_path / "fetched", "--results", tmp_path / "server", timeout=1800,
+                                   env={"RTLAB_LAVACLI": str(recorder)})
     assert via_server.returncode == 0, via_server.stdout + via_server.stderr
     via_run = rtlab_retry_infra("lava", "run", job_file, "--out", tmp_path / "records", "--results",
                                 tmp_path / "local", timeout=1200)
@@ -118,8 +116,22 @@ def test_server_job_equals_lava_run(lab, jobs, tmp_path):
     # what came from the server: its own record (definition, log, results)
     jid = via_server.stdout.split()[0]
     rec = tmp_path / "fetched" / f"job-{jid}"
+    assert {p.name for p in rec.iterdir()} == {"job.json", "job.yaml", "results.yaml", "log.yaml"}
     show = json.loads((rec / "job.json").read_text())
     assert show["state"] == "Finished" and show["health"] == "Complete"
+    # what rtlab asked the server (the last attempt): submit, --wait's polls of
+    # `jobs show` (never `jobs wait`, whose long call a loaded gunicorn drops),
+    # then the record's three exports
+    calls = [json.loads(line) for line in calls_log.read_text().splitlines()]
+    calls = calls[max(i for i, c in enumerate(calls) if c[2:4] == ["jobs", "submit"]):]
+    assert all(c[:2] == ["--uri", st.uri] for c in calls)
+    calls = [c[2:] for c in calls]
+    assert calls[0] == ["jobs", "submit", str(job_file)]
+    polls = calls[1:-3]
+    assert polls and all(c == ["jobs", "show", jid, "--json"] for c in polls), polls
+    assert calls[-3:] == [["jobs", "definition", jid], ["results", jid, "--yaml"],
+                          ["jobs", "logs", jid, "--raw", "--no-follow"]]
+    assert "Verdict: PASS" in via_server.stdout
     assert show["device"] == "qemu-aarch64-01"
     # a LAVA admin sees the job by campaign, board, variant, suite and commit
     assert show["description"] == "rtlab lava-server qemu-aarch64 rt cyclictest@idle 0123456789ab"
@@ -128,6 +140,24 @@ def test_server_job_equals_lava_run(lab, jobs, tmp_path):
     assert cases["cyclictest"]["result"] == "pass"
     assert float(cases["t0-max-latency"]["measurement"]) == \
         pytest.approx(s_m["output"]["threads"][0]["max_us"], abs=1)
+
+
+def test_a_job_the_server_refuses_is_an_error_not_a_job_id(lab, jobs, tmp_path):
+    """The real server refuses a job for a device type it does not have
+    (lavacli prints "Unable to submit" and still exits 0): rtlab's submit is
+    an error (exit 2) naming the server's reason, with nothing waited for."""
+    lab_, st = lab
+    bad = tmp_path / "refused.yaml"
+    text = jobs["cyclictest@idle"].read_text()
+    assert "\ndevice_type: qemu\n" in text
+    bad.write_text(text.replace("\ndevice_type: qemu\n", "\ndevice_type: rtlab-no-such-type\n"))
+    # submitted jobs (the scheduler adds health checks on its own)
+    before = lab_.api(st, "jobs/?limit=1&health_check=false")["count"]
+    res = rtlab("lava", "submit", bad, "--local-lab", "--wait", "--out", tmp_path / "fetched", timeout=300)
+    assert res.returncode == 2, res.stdout + res.stderr
+    assert "Unable to submit" in res.stderr and "rtlab-no-such-type" in res.stderr, res.stderr
+    assert not (tmp_path / "fetched").exists()
+    assert lab_.api(st, "jobs/?limit=1&health_check=false")["count"] == before  # no job was queued
 
 
 def test_job_cancelled_on_the_server_is_infra(lab, jobs, tmp_path):

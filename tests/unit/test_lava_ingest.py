@@ -402,11 +402,19 @@ def test_server_results_sample_parses():
 
 # ------------------------------------------------------------ lavacli (no server here)
 
-#: only for what a real server does not do on demand (a refused submission,
-#: canned records byte for byte); the real round trip through lava-server and
-#: lava-worker is tests/integration/test_lava_server.py
+#: A fake lavacli, only for what needs a server that is not here: unit tests
+#: run without the LAVA lab, and this one checks a refused submission (lavacli
+#: prints "Unable to submit" and still exits 0) without it. The real lab
+#: refuses on demand too (a device type it does not have:
+#: tests/integration/test_lava_server.py::test_a_job_the_server_refuses_is_an_error_not_a_job_id);
+#: everything a server does with a job it accepts (submit, the polls of
+#: --wait, the record's exports, ingest) is only tested against the real lab
+#: (test_server_job_equals_lava_run records lavacli's real command lines);
+#: a server that is down is the real lavacli against a loopback port nobody
+#: listens on (below).
 FAKE_LAVACLI = r'''#!/usr/bin/env python3
-"""Stands in for lavacli: records argv, answers like a LAVA server would."""
+"""Stands in for lavacli: records argv; a server that refuses every job
+(it prints the refusal and still exits 0, as the real lavacli does)."""
 import json, os, sys
 d = os.environ["FAKE_LAVA_DIR"]
 with open(os.path.join(d, "argv.log"), "a") as f:
@@ -416,15 +424,8 @@ if args[:2] == ["--uri", "https://ci:token@lava.example/RPC2"] or args[:2] == ["
     args = args[2:]
 else:
     print("Unknown identity 'default'"); sys.exit(1)
-def out(name): sys.stdout.write(open(os.path.join(d, name)).read())
 if args[:2] == ["jobs", "submit"]:
-    print("4242" if "bad" not in args[2] else "Unable to submit %s: job validation failed" % args[2])
-elif args[:2] == ["jobs", "wait"]:
-    print("Submitted\nRunning\nFinished")
-elif args[:2] == ["jobs", "show"] and args[3:] == ["--json"]: out("job.json")
-elif args[:2] == ["jobs", "definition"]: out("job.yaml")
-elif args[:1] == ["results"] and args[2:] == ["--yaml"]: out("results.yaml")
-elif args[:2] == ["jobs", "logs"] and "--raw" in args: out("log.yaml")
+    print("Unable to submit %s: job validation failed" % args[2])
 else:
     print("unexpected: %r" % args, file=sys.stderr); sys.exit(2)
 '''
@@ -436,55 +437,36 @@ def test_lavacli_command_lines():
     assert lavacli_cmd("results", "7", "--yaml", identity="lab") == ["lavacli", "--identity", "lab", "results", "7", "--yaml"]
 
 
-def test_submit_wait_fetch_ingest_through_lavacli(jobs, tmp_path):
+def test_a_submission_the_server_refuses_is_an_error_not_a_job_id(jobs, tmp_path):
     server = tmp_path / "server"
     server.mkdir()
-    b = Board(jobs["rt"], tmp_path)
-    server_record(b, server, log=True)
-    (server / "job.yaml").write_text(jobs["rt"].read_text())
     fake = tmp_path / "lavacli"
     fake.write_text(FAKE_LAVACLI)
     fake.chmod(0o755)
     env = {**os.environ, "RTLAB_LAVACLI": str(fake), "FAKE_LAVA_DIR": str(server)}
-    res = subprocess.run([sys.executable, "-m", "rtlab.cli", "lava", "submit", str(jobs["rt"]), "--uri",
-                          "https://ci:token@lava.example/RPC2", "--wait", "--out", str(tmp_path / "fetched"),
-                          "--results", str(tmp_path / "results")],
-                         cwd=ROOT, capture_output=True, text=True, env=env, timeout=300)
-    assert res.returncode == 0, res.stdout + res.stderr
-    assert "Verdict: PASS" in res.stdout
-    calls = [json.loads(l) for l in (server / "argv.log").read_text().splitlines()]
-    uri = ["--uri", "https://ci:token@lava.example/RPC2"]
-    # --wait polls `jobs show` (a real server's `jobs wait` can drop its
-    # long call: tests/integration/test_lava_server.py runs the real thing)
-    assert calls == [uri + ["jobs", "submit", str(jobs["rt"])],
-                     uri + ["jobs", "show", "4242", "--json"],
-                     uri + ["jobs", "show", "4242", "--json"],
-                     uri + ["jobs", "definition", "4242"],
-                     uri + ["results", "4242", "--yaml"],
-                     uri + ["jobs", "logs", "4242", "--raw", "--no-follow"]]
-    rec = tmp_path / "fetched" / "job-4242"
-    assert {p.name for p in rec.iterdir()} == {"job.json", "job.yaml", "results.yaml", "log.yaml"}
-    # a submission the server refuses is an error, not a job id
-    bad = tmp_path / "bad.yaml"
-    bad.write_text(jobs["rt"].read_text())
-    res = subprocess.run([sys.executable, "-m", "rtlab.cli", "lava", "submit", str(bad), "-i", "lab"],
-                         cwd=ROOT, capture_output=True, text=True, env=env, timeout=120)
-    assert res.returncode == 2 and "Unable to submit" in res.stderr
+    for how in (["-i", "lab"], ["--uri", "https://ci:token@lava.example/RPC2"]):
+        res = subprocess.run([sys.executable, "-m", "rtlab.cli", "lava", "submit", str(jobs["rt"]), *how, "--wait"],
+                             cwd=ROOT, capture_output=True, text=True, env=env, timeout=120)
+        assert res.returncode == 2 and "Unable to submit" in res.stderr, res.stdout + res.stderr
+    calls = [json.loads(line) for line in (server / "argv.log").read_text().splitlines()]
+    # refused: nothing waited for, fetched or ingested
+    assert calls == [["--identity", "lab", "jobs", "submit", str(jobs["rt"])],
+                     ["--uri", "https://ci:token@lava.example/RPC2", "jobs", "submit", str(jobs["rt"])]]
 
 
-def test_wait_gives_up_on_a_server_that_stops_answering(tmp_path, monkeypatch):
-    """A server that answers no poll (down, or refusing): five failed polls
-    in a row end the wait with an error (exit 2 at the CLI), never a pass
-    and never a hang."""
+def test_wait_gives_up_on_a_server_that_is_down():
+    """The real lavacli against a loopback port nobody listens on (a server
+    that is down): five failed polls in a row end the wait with an error
+    (exit 2 at the CLI), never a pass and never a hang."""
+    import shutil
+
+    from rtlab.core.procutil import free_port
     from rtlab.errors import RtlabError
     from rtlab.lava import dispatch
 
-    down = tmp_path / "lavacli"
-    down.write_text("#!/bin/sh\necho \"Unable to connect: [Errno 111] Connection refused\" >&2\nexit 1\n")
-    down.chmod(0o755)
-    monkeypatch.setattr(dispatch, "LAVACLI", str(down))
-    with pytest.raises(RtlabError, match="did not answer 5 polls in a row"):
-        dispatch.wait("7", uri="http://x:y@127.0.0.1:9/RPC2", polling=0)
+    assert shutil.which(dispatch.LAVACLI), "lavacli is not installed (env/apt-packages.txt)"
+    with pytest.raises(RtlabError, match="did not answer 5 polls in a row.*Connection refused"):
+        dispatch.wait("7", uri=f"http://rtlab:token@127.0.0.1:{free_port()}/RPC2", polling=0)
 
 
 def test_wait_allowance_is_the_jobs_own_timeout_plus_the_queue():
