@@ -332,6 +332,7 @@ class _Builder:
                 # percentile among the overflows is at least the range
                 vf["hist_size"] = _int(allt.histogram.size) if allt.histogram else None
                 vf["overflows"] = _int(allt.histogram.overflows) if allt.histogram else None
+            vf.update(_pwcet_fields((m.output.metrics or {}).get("pwcet")))
             yield Point(VERDICT, dict(mtags, scope="measurement"), vf, ctx.time)
 
         metrics = {_field_name(k): _num(v) for k, v in (m.output.metrics or {}).items()
@@ -436,7 +437,9 @@ FIELDS: dict[str, dict[str, Any]] = {
               "max_us": float, **_PCT, "share_over_budget": float, **_BUDGET, **_RUN,
               "campaign": str, "branch": str, "repeat": int, "budget_class": str, "cycles": int,
               "bucket_us": float, "hist_size": int, "overflows": int,
-              "host_steal_ms": float, "host_steal_burst_ms": float, "host_max_gap_ms": float},
+              "host_steal_ms": float, "host_steal_burst_ms": float, "host_max_gap_ms": float,
+              "pwcet_us": float, "pwcet_lo_us": float, "pwcet_hi_us": float, "pwcet_hour_us": float,
+              "pwcet_hour_lo_us": float, "pwcet_hour_hi_us": float, "pwcet_method": str, "pwcet_refused": str},
     JOB: {"infra": int, "error": str, "verdict": str, "duration_s": float, "measurements": int,
           "failed": int, "infra_measurements": int, "kernel_version": str, "place_wait_s": float, **_RUN},
     EVENTS: {"title": str, "text": str, "tags": str, "verdict": str, "started": str, "jobs": int,
@@ -455,6 +458,24 @@ def field_type(measurement: str, name: str):
         if pattern.endswith("*") and name.startswith(pattern[:-1]):
             return t
     return None
+
+
+def _pwcet_fields(est: Any) -> dict[str, Any]:
+    """A soak's worst case, estimated (rtlab.soak.pwcet), beside the observed
+    ``max_us``: the levels at 1e-9 per sample and per hour with their
+    interval, or ``pwcet_refused`` ("cannot estimate: <reason>")."""
+    if not isinstance(est, dict):
+        return {}
+    out: dict[str, Any] = {"pwcet_method": str(est.get("method") or "") or None}
+    if est.get("refused") or est.get("per_sample_us") is None:
+        out["pwcet_refused"] = str(est.get("refused") or "cannot estimate")[:500]
+        return out
+    lo, hi = (est.get("per_sample_ci_us") or (None, None))[:2]
+    hlo, hhi = (est.get("per_hour_ci_us") or (None, None))[:2]
+    out.update({"pwcet_us": _num(est.get("per_sample_us")), "pwcet_lo_us": _num(lo), "pwcet_hi_us": _num(hi),
+                "pwcet_hour_us": _num(est.get("per_hour_us")), "pwcet_hour_lo_us": _num(hlo),
+                "pwcet_hour_hi_us": _num(hhi)})
+    return out
 
 
 def _verdict_ints(v: str) -> dict[str, int]:
