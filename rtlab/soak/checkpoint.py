@@ -215,8 +215,16 @@ def checkpoint_event(run, state: dict) -> dict:
     line = (f"checkpoint {len(segs)}/{state['segments_planned']}: {hms(done)} of {hms(planned)}"
             f", ETA {hms(eta) if eta is not None else '?'}, {samples} samples, max {cur:g} us"
             if cur is not None else f"checkpoint {len(segs)}/{state['segments_planned']}")
-    return {"event": "checkpoint", "id": run.id, "line": line, "done_s": done, "planned_s": planned,
-            "samples": samples, "max_us": cur, "segments": len(segs)}
+    gaps = [s["gap_before_s"] for s in segs if s.get("gap_before_s") is not None]
+    # per thread, as merged so far: what the live points (rtlab.store.live) carry
+    threads = [{"thread": t.get("thread"), "cpu": t.get("cpu"), "samples": t.get("cycles"),
+                "max_us": t.get("max_us")} for t in state.get("threads") or []]
+    return {"event": "checkpoint", "id": run.id, "suite": getattr(run, "name", None),
+            "load": getattr(run, "load", None), "line": line, "done_s": done, "planned_s": planned,
+            "eta_s": None if eta is None else round(eta, 1), "wall_s": round(wall, 3),
+            "samples": samples, "max_us": cur, "segments": len(segs),
+            "segments_planned": state["segments_planned"], "gap_max_s": max(gaps) if gaps else None,
+            "threads": threads}
 
 
 def full_length(campaign):
