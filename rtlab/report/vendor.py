@@ -35,7 +35,7 @@ from ..core.fsutil import read_bounded
 from ..core.model import (
     Histogram, JobResult, Measurement, RunResult, ThreadResult, ToolOutput, Verdict, combine_verdicts,
 )
-from .plot import histogram_svg
+from .plot import histogram_svg, return_level_svg
 from ..suites import Suite
 
 #: the reports' thresholds: 10 µs (interrupt response), 70 µs (periodic
@@ -688,6 +688,14 @@ def write_vendor_html(run: RunResult, path: Path, thresholds: Iterable[float] = 
                 lines = [(lab, t.histogram) for lab, t in c.threads.items() if t.histogram is not None]
                 if lines:
                     per_thread.append(histogram_svg(lines, f"{b.title} · {v} · per thread", marks=marks))
+        for v, c in b.cells.items():  # a soak's worst case, estimated: its return-level plot
+            if isinstance(c, Cell):
+                for i, m in enumerate(c.measurements):
+                    est = m.output.metrics.get("pwcet")
+                    if isinstance(est, dict):
+                        nth = f" run {i + 1}" if len(c.measurements) > 1 else ""
+                        parts.append("<div>" + return_level_svg(est, f"{b.title} · {v}{nth} · pWCET return level")
+                                     + "</div>")
         if per_thread:
             parts.append("<details><summary>per thread (CPU)</summary>" + "".join(
                 f"<div>{svg}</div>" for svg in per_thread) + "</details>")

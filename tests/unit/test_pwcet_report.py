@@ -19,7 +19,7 @@ from rtlab.core.model import (Histogram, JobResult, Measurement, MeasurementKey,
                               ToolOutput, Verdict)
 from rtlab.report.plot import return_level_svg, write_html_report
 from rtlab.report.table import comparison_table
-from rtlab.report.vendor import vendor_tables
+from rtlab.report.vendor import vendor_tables, write_vendor_html
 from rtlab.soak import checkpoint as soak
 from rtlab.store.schema import VERDICT, field_type, points_for_run
 
@@ -86,6 +86,12 @@ def test_vendor_tables_show_the_estimate_and_the_refusal(run):
     (hour,) = [ln for ln in text.splitlines() if ln.startswith("pWCET 1e-9/hour (90%)")]
     assert f"{est['per_hour_us']:.1f}" in hour
     assert "note: pWCET none: cannot estimate: stationarity" in text
+
+
+def test_vendor_html_has_the_rows_and_a_return_level_plot_per_soak(run, tmp_path):
+    page = write_vendor_html(run, tmp_path / "vendor.html").read_text()
+    assert "<th>pWCET 1e-9/sample (90%)</th>" in page and "<td>cannot estimate</td>" in page
+    assert page.count('class="return-level"') == 2 and "local (x86_64) · cyclictest-soak · idle · rt · pWCET return level" in page
 
 
 def test_store_verdict_point_carries_the_estimate_or_the_refusal(run):
