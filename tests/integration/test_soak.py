@@ -129,11 +129,17 @@ def test_console_lost_mid_soak_is_infra_with_the_checkpointed_samples(tmp_path, 
     try:
         _, st = _wait_segments(tmp_path, proc, 2)
         # the console's shell (the parent of the running cyclictest) dies: the console is lost
-        shells = set()
-        for line in processes_of(marker):
-            pid = int(line.split()[0])
-            if "cyclictest" in line:
-                shells.add(int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]))
+        # (right after a checkpoint the next segment's cyclictest may not have started: look again)
+        shells: set[int] = set()
+        t0 = time.monotonic()
+        while not shells and time.monotonic() - t0 < 30 and proc.poll() is None:
+            for line in processes_of(marker):
+                pid = int(line.split()[0])
+                if "cyclictest" in line:
+                    try:
+                        shells.add(int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]))
+                    except OSError:  # the segment ended meanwhile
+                        pass
         assert shells, processes_of(marker)
         for pid in shells:
             os.kill(pid, signal.SIGKILL)
