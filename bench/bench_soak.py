@@ -109,7 +109,8 @@ def _mem_available_kib() -> int:
     return 0
 
 
-def measure_flat(seconds: int, checkpoint_s: int, board: str, work: Path, out: Path | None) -> int:
+def measure_flat(seconds: int, checkpoint_s: int, board: str, work: Path, out: Path | None,
+                 histogram_us: int = 2000) -> int:
     """A soak of *seconds* on *board*, sampled at each checkpoint (see the module doc)."""
     import os
     import subprocess
@@ -122,7 +123,7 @@ def measure_flat(seconds: int, checkpoint_s: int, board: str, work: Path, out: P
     (work / "campaign.yaml").write_text(
         f"name: bench-soak-flat\nbudgets: {work / 'budgets.yaml'}\nboards: [{board}]\nsuites:\n"
         f"  - name: cyclictest-soak\n    params: {{interval_us: 1000, duration_s: {seconds}, "
-        f"checkpoint_s: {checkpoint_s}, histogram_us: 2000}}\n")
+        f"checkpoint_s: {checkpoint_s}, histogram_us: {histogram_us}}}\n")
     log = open(work / "rtlab.log", "w")
     root = Path(__file__).resolve().parents[1]
     proc = subprocess.Popen([sys.executable, "-m", "rtlab.cli", "run", "--campaign", str(work / "campaign.yaml"),
@@ -190,9 +191,10 @@ def main() -> int:
     ap.add_argument("--board", default="local", help="the --flat soak's board (memory read on this host)")
     ap.add_argument("--work", type=Path, default=Path("/tmp/rtlab-bench-soak-flat"))
     ap.add_argument("--out", type=Path)
+    ap.add_argument("--histogram-us", type=int, default=2000, help="the --flat soak's histogram range (µs)")
     args = ap.parse_args()
     if args.flat:
-        return measure_flat(args.flat, args.checkpoint, args.board, args.work, args.out)
+        return measure_flat(args.flat, args.checkpoint, args.board, args.work, args.out, args.histogram_us)
     if not args.run_dirs:
         ap.error("RUN_DIR... or --flat SECONDS")
     rows, gaps = [], []
