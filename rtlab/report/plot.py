@@ -177,11 +177,20 @@ def return_level_svg(est: dict, title: str, width: int = 760, height: int = 380)
         x_hi = x_lo * 10
     y_hi = max(levels) * 1.08 or 1.0
     lg_lo, lg_hi = math.log10(x_lo), math.log10(x_hi)
+    # a heavy tail's levels (and the band's top) span decades: a log latency
+    # axis keeps the observed points readable beside them
+    positive = [v for v in levels + [c[2] for c in curve if c[2] is not None] if v and v > 0]
+    log_y = bool(positive) and max(positive) / min(positive) > 30
+    if log_y:
+        ly_lo, ly_hi = math.floor(math.log10(min(positive))), math.ceil(math.log10(max(positive)))
 
     def x(t):
         return left + pw * (math.log10(t) - lg_lo) / (lg_hi - lg_lo)
 
     def y(v):
+        if log_y:
+            f = (math.log10(max(v, 10 ** ly_lo)) - ly_lo) / (ly_hi - ly_lo)
+            return top + ph * (1 - min(f, 1.0))
         return top + ph * (1 - min(v, y_hi) / y_hi)
 
     out.append(f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="#888"/>')
@@ -189,13 +198,15 @@ def return_level_svg(est: dict, title: str, width: int = 760, height: int = 380)
     for e in range(int(lg_lo), int(lg_hi) + 1, step):
         out.append(f'<line x1="{x(10 ** e):.1f}" y1="{top}" x2="{x(10 ** e):.1f}" y2="{top + ph}" stroke="#eee"/>'
                    f'<text x="{x(10 ** e):.1f}" y="{top + ph + 16}" text-anchor="middle">1e{e}</text>')
-    for t in _nice_ticks(0, y_hi):
+    yticks = [10.0 ** e for e in range(ly_lo, ly_hi + 1)] if log_y else _nice_ticks(0, y_hi)
+    for t in yticks:
+        label = f"1e{round(math.log10(t))}" if log_y and t >= 1e5 else _fmt(t)
         out.append(f'<line x1="{left - 4}" y1="{y(t):.1f}" x2="{left}" y2="{y(t):.1f}" stroke="#888"/>'
-                   f'<text x="{left - 6}" y="{y(t) + 4:.1f}" text-anchor="end">{_fmt(t)}</text>')
+                   f'<text x="{left - 6}" y="{y(t) + 4:.1f}" text-anchor="end">{label}</text>')
     out.append(f'<text x="{left + pw / 2}" y="{height - 10}" text-anchor="middle">'
                f'return period (samples, log scale): exceeded once in this many samples</text>')
     out.append(f'<text transform="translate(16,{top + ph / 2}) rotate(-90)" text-anchor="middle">'
-               f'latency (µs)</text>')
+               f'latency (µs{", log scale" if log_y else ""})</text>')
     band = [c for c in curve if c[2] is not None and c[3] is not None]
     if len(band) > 1:
         pts = [f"{x(1 / c[0]):.1f},{y(c[3]):.1f}" for c in band] + \

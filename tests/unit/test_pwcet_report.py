@@ -164,3 +164,19 @@ def test_run_json_round_trip_keeps_the_curve(run):
     m = run.jobs[0].measurements[0]
     back = json.loads(json.dumps(m.output.metrics["pwcet"]))
     assert back["curve"] and back["block_maxima"] and back["block_samples"] == 5000
+
+
+def test_a_heavy_tail_gets_a_log_latency_axis(run):
+    """A tail whose levels span decades (a loaded host's: ~1e4 observed,
+    ~1e10 per hour) on a linear axis would flatten the observed points to
+    the floor: the latency axis turns logarithmic."""
+    est = dict(run.jobs[0].measurements[0].output.metrics["pwcet"])
+    assert "latency (µs)" in [t.text for t in ET.fromstring(return_level_svg(est, "t")).iter(f"{NS}text")]
+    est["curve"] = [[p, lv * 10 ** (i / 8), lo, hi * 10 ** (i / 4) if hi else hi]
+                    for i, (p, lv, lo, hi) in enumerate(est["curve"])]
+    svg = ET.fromstring(return_level_svg(est, "t"))
+    texts = [t.text or "" for t in svg.iter(f"{NS}text")]
+    assert "latency (µs, log scale)" in texts and any(t.startswith("1e") and int(t[2:]) >= 6 for t in texts
+                                                      if t[2:].isdigit())
+    ys = [float(c.get("cy")) for c in svg.iter(f"{NS}circle") if c.get("class") == "block-max"]
+    assert all(y < 330 for y in ys)  # above the axis (330 px): drawn at their levels, not clipped to the floor
