@@ -14,6 +14,19 @@
 
     python bench/bench_soak.py RUN_DIR... [--fraction 0.5]
 
+3. Do memory and disk stay flat over a soak? ``--flat SECONDS`` runs a soak
+   of that length on the local board (``rtlab run``, ``--checkpoint`` s
+   segments, no publish) and at each checkpoint samples: the RSS of rtlab
+   itself and of its board-test process, the RSS of the running cyclictest
+   (each segment is a new one: its RSS, mlockall'd, is what the board keeps
+   resident), the board's MemAvailable (the local board is this host), and
+   the disk used by the run directory and by the job's work dir on the
+   board. It prints one line per checkpoint and a least-squares slope per
+   hour of each series with its first and last value: flat is a slope
+   whose 12 h extrapolation is small next to the first value.
+
+    python bench/bench_soak.py --flat 300 [--checkpoint 5] [--out flat.json]
+
 Run it on runs made with campaigns using cyclictest-soak (e.g. 60 s in 3 s
 segments). Any figure from a shared, loaded machine says so.
 """
@@ -47,11 +60,143 @@ def first_part(cp_path: Path, fraction: float):
     return head, rest_max, state
 
 
+def _status(pid: int) -> dict[str, str]:
+    try:
+        lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    except OSError:
+        return {}
+    return {k: v.strip() for k, _, v in (ln.partition(":") for ln in lines)}
+
+
+def _kib(v: str | None) -> int | None:
+    return int(v.split()[0]) if v else None
+
+
+def _tree(root: int) -> dict[int, tuple[int, str]]:
+    """Every live descendant of *root* (and root): pid -> (ppid, comm)."""
+    procs = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            st = _status(int(d.name))
+            if st.get("PPid"):
+                procs[int(d.name)] = (int(st["PPid"]), st.get("Name", ""))
+    out, todo = {}, [root]
+    while todo:
+        p = todo.pop()
+        if p in procs:
+            out[p] = procs[p]
+            todo += [c for c, (pp, _) in procs.items() if pp == p]
+    return out
+
+
+def _du(path: Path) -> int | None:
+    if not path.exists():
+        return None
+    total = 0
+    for f in path.rglob("*"):
+        try:
+            if f.is_file() and not f.is_symlink():
+                total += f.stat().st_size
+        except OSError:
+            pass
+    return total
+
+
+def _mem_available_kib() -> int:
+    for ln in Path("/proc/meminfo").read_text().splitlines():
+        if ln.startswith("MemAvailable:"):
+            return int(ln.split()[1])
+    return 0
+
+
+def measure_flat(seconds: int, checkpoint_s: int, board: str, work: Path, out: Path | None,
+                 histogram_us: int = 2000) -> int:
+    """A soak of *seconds* on *board*, sampled at each checkpoint (see the module doc)."""
+    import os
+    import subprocess
+    import time
+
+    from rtlab.run.joblife import board_workdir
+
+    work.mkdir(parents=True, exist_ok=True)
+    (work / "budgets.yaml").write_text(f'budgets:\n  {board}: {{"*": {{"*": {{"*": {{max_us: 10000000}}}}}}}}\n')
+    (work / "campaign.yaml").write_text(
+        f"name: bench-soak-flat\nbudgets: {work / 'budgets.yaml'}\nboards: [{board}]\nsuites:\n"
+        f"  - name: cyclictest-soak\n    params: {{interval_us: 1000, duration_s: {seconds}, "
+        f"checkpoint_s: {checkpoint_s}, histogram_us: {histogram_us}}}\n")
+    log = open(work / "rtlab.log", "w")
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.Popen([sys.executable, "-m", "rtlab.cli", "run", "--campaign", str(work / "campaign.yaml"),
+                             "--results", str(work / "results"), "--no-publish", "--lock-timeout", "1800"],
+                            cwd=root, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    samples: list[dict] = []
+    seen, cp, cyclictest_rss = 0, None, None
+    t0 = time.monotonic()
+    while proc.poll() is None:
+        tree = _tree(proc.pid)
+        for pid, (_, name) in tree.items():  # the running segment's cyclictest (between segments: none)
+            if name == "cyclictest":
+                cyclictest_rss = _kib(_status(pid).get("VmRSS")) or cyclictest_rss
+        if cp is None:
+            found = list((work / "results").glob("*/*/*/*/checkpoint.json"))
+            cp = found[0] if found else None
+        try:
+            n = len(json.loads(cp.read_text())["segments"]) if cp else 0
+        except (OSError, ValueError):
+            n = seen
+        if n > seen:
+            seen = n
+            run_dir = cp.parents[3]
+            pytest_pids = [p for p, (pp, name) in tree.items() if pp == proc.pid and name.startswith("py")]
+            row = {"checkpoint": n, "t_s": round(time.monotonic() - t0, 1),
+                   "rtlab_rss_kib": _kib(_status(proc.pid).get("VmRSS")),
+                   "board_tests_rss_kib": sum(_kib(_status(p).get("VmRSS")) or 0 for p in pytest_pids) or None,
+                   "cyclictest_rss_kib": cyclictest_rss,
+                   "board_mem_available_kib": _mem_available_kib(),
+                   "run_dir_bytes": _du(run_dir),
+                   "board_workdir_bytes": _du(Path(board_workdir(run_dir.name, board, "host")))}
+            samples.append(row)
+            print(json.dumps(row), flush=True)
+        time.sleep(0.2)
+    rc = proc.wait()
+    print(f"rtlab run exited {rc} after {time.monotonic() - t0:.0f} s; {len(samples)} checkpoints sampled "
+          f"(log: {work / 'rtlab.log'})")
+    summary = {}
+    for key in ("rtlab_rss_kib", "board_tests_rss_kib", "cyclictest_rss_kib", "board_mem_available_kib",
+                "run_dir_bytes", "board_workdir_bytes"):
+        pts = [(r["t_s"], r[key]) for r in samples if r.get(key) is not None]
+        if len(pts) < 3:
+            continue
+        import numpy as np
+        t, v = np.array(pts, dtype=float).T
+        slope = float(np.polyfit(t, v, 1)[0]) * 3600  # per hour
+        summary[key] = {"first": v[0], "last": v[-1], "max": float(v.max()), "slope_per_h": round(slope, 1),
+                        "12h_extrapolated_change": round(slope * 12, 1)}
+        print(f"{key:26s} first {v[0]:>12,.0f} last {v[-1]:>12,.0f} max {v.max():>12,.0f} "
+              f"slope {slope:>+12,.1f}/h (12 h: {slope * 12:+,.0f})")
+    if out:
+        out.write_text(json.dumps({"seconds": seconds, "checkpoint_s": checkpoint_s, "board": board, "rc": rc,
+                                   "samples": samples, "summary": summary,
+                                   "loadavg": os.getloadavg()}, indent=1) + "\n")
+    return 0 if rc in (0, 1) else 2
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("run_dirs", nargs="+", type=Path)
+    ap.add_argument("run_dirs", nargs="*", type=Path)
     ap.add_argument("--fraction", type=float, default=0.5)
+    ap.add_argument("--flat", type=int, metavar="SECONDS",
+                    help="run a soak this long on the board and sample memory and disk at each checkpoint")
+    ap.add_argument("--checkpoint", type=int, default=5, help="segment length of the --flat soak (s)")
+    ap.add_argument("--board", default="local", help="the --flat soak's board (memory read on this host)")
+    ap.add_argument("--work", type=Path, default=Path("/tmp/rtlab-bench-soak-flat"))
+    ap.add_argument("--out", type=Path)
+    ap.add_argument("--histogram-us", type=int, default=2000, help="the --flat soak's histogram range (µs)")
     args = ap.parse_args()
+    if args.flat:
+        return measure_flat(args.flat, args.checkpoint, args.board, args.work, args.out, args.histogram_us)
+    if not args.run_dirs:
+        ap.error("RUN_DIR... or --flat SECONDS")
     rows, gaps = [], []
     for d in args.run_dirs:
         for cp in sorted(Path(d).rglob(soak.CHECKPOINT_FILE)):

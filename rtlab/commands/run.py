@@ -68,6 +68,21 @@ def commit_from_env() -> dict:
     return {k: os.environ[v] for k, v in keys.items() if os.environ.get(v)}
 
 
+def _live_checkpoints(args, progress):
+    """The store's live publisher as a sink of soak checkpoints (rtlab.store.live),
+    unless --no-publish; nothing where the store is not installed."""
+    import contextlib
+
+    if args.no_publish:
+        return contextlib.nullcontext()
+    try:
+        from ..soak import live
+        from ..store.live import LivePublisher
+    except ImportError:
+        return contextlib.nullcontext()
+    return live.publishing(LivePublisher(progress=progress, commit=commit_from_env()))
+
+
 def run(args) -> int:
     if args.resume is None:
         campaign = load_campaign(args.campaign, boards=args.board, variants=args.variant,
@@ -78,17 +93,18 @@ def run(args) -> int:
     # parent dies, so a cancelled or finished job leaves nothing running
     become_subreaper()
     progress = Progress()
-    if check_args(args):
-        return run_until_decided(args, campaign, progress,
-                                 lambda batch: _run_published(args, batch, progress))
-    if args.resume is not None:
-        from ..run.resume import resume_run
-        run, run_dir = resume_run(args.resume, progress=progress)
-    else:
-        run, run_dir = run_campaign(campaign, results_root=args.results or RESULTS_DIR,
-                                    progress=progress, commit=commit_from_env(),
-                                    places=args.places, kernel_tree=args.kernel_tree,
-                                    lock_timeout=args.lock_timeout, evidence=args.evidence)
+    with _live_checkpoints(args, progress):  # a soak's checkpoints to the store as they come
+        if check_args(args):
+            return run_until_decided(args, campaign, progress,
+                                     lambda batch: _run_published(args, batch, progress))
+        if args.resume is not None:
+            from ..run.resume import resume_run
+            run, run_dir = resume_run(args.resume, progress=progress)
+        else:
+            run, run_dir = run_campaign(campaign, results_root=args.results or RESULTS_DIR,
+                                        progress=progress, commit=commit_from_env(),
+                                        places=args.places, kernel_tree=args.kernel_tree,
+                                        lock_timeout=args.lock_timeout, evidence=args.evidence)
     print()
     print(comparison_table(run))
     print(f"\nresults: {run_dir}")

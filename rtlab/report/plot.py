@@ -133,6 +133,157 @@ def run_plots(run: RunResult) -> list[tuple[str, str]]:
             for (b, s, l), series in groups.items()]
 
 
+def _block_return_periods(maxima: list[float], b: int) -> list[tuple[float, float]]:
+    """(return period in samples, block maximum) of each observed block
+    maximum: the i-th largest of n exceeded with i/(n+1) per block (the
+    Weibull plotting position), per sample 1-(1-P)^(1/b)."""
+    n = len(maxima)
+    out = []
+    for i, v in enumerate(sorted(maxima, reverse=True), 1):
+        pb = i / (n + 1)
+        p = -math.expm1(math.log1p(-pb) / b)
+        out.append((1.0 / p, v))
+    return out
+
+
+def return_level_svg(est: dict, title: str, width: int = 760, height: int = 380) -> str:
+    """The pWCET's return-level plot: x the return period (samples, log
+    scale: 1/p for an exceedance probability p per sample), y the latency
+    (µs); the fitted tail's return level, its bootstrap interval as a band,
+    the observed block maxima (checkpoint segments) as points, the observed
+    maximum dashed, and the estimate's probabilities (per sample, per hour)
+    marked. A refused estimate ("cannot estimate: ...") has no curve: the
+    observed points and the reason are drawn."""
+    left, right, top, bottom = 70, 20, 40, 50
+    pw, ph = width - left - right, height - top - bottom
+    out = [f'<svg xmlns="http://www.w3.org/2000/svg" class="return-level" width="{width}" height="{height}" '
+           f'font-family="sans-serif" font-size="11">',
+           f'<rect width="{width}" height="{height}" fill="white"/>',
+           f'<text x="{width / 2}" y="18" text-anchor="middle" font-size="13">{html.escape(title)}</text>']
+    curve = [c for c in est.get("curve") or [] if c[0] and c[0] > 0 and c[1] is not None]
+    b = est.get("block_samples")
+    points = _block_return_periods([float(v) for v in est.get("block_maxima") or []], int(b)) if b else []
+    observed = est.get("observed_max_us")
+    if not curve and not points:
+        out.append(f'<text x="{width / 2}" y="{height / 2}" text-anchor="middle">'
+                   f'{html.escape(est.get("refused") or "no estimate")}</text></svg>')
+        return "\n".join(out)
+    periods = [1 / c[0] for c in curve] + [t for t, _ in points]
+    levels = [c[1] for c in curve] + [c[3] for c in curve if c[3] is not None] + [v for _, v in points]
+    levels += [observed] if observed is not None else []
+    x_lo = 10 ** math.floor(math.log10(min(periods)))
+    x_hi = 10 ** math.ceil(math.log10(max(periods)))
+    if x_hi <= x_lo:
+        x_hi = x_lo * 10
+    y_hi = max(levels) * 1.08 or 1.0
+    lg_lo, lg_hi = math.log10(x_lo), math.log10(x_hi)
+    # a heavy tail's levels (and the band's top) span decades: a log latency
+    # axis keeps the observed points readable beside them
+    positive = [v for v in levels + [c[2] for c in curve if c[2] is not None] if v and v > 0]
+    log_y = bool(positive) and max(positive) / min(positive) > 30
+    if log_y:
+        ly_lo, ly_hi = math.floor(math.log10(min(positive))), math.ceil(math.log10(max(positive)))
+
+    def x(t):
+        return left + pw * (math.log10(t) - lg_lo) / (lg_hi - lg_lo)
+
+    def y(v):
+        if log_y:
+            f = (math.log10(max(v, 10 ** ly_lo)) - ly_lo) / (ly_hi - ly_lo)
+            return top + ph * (1 - min(f, 1.0))
+        return top + ph * (1 - min(v, y_hi) / y_hi)
+
+    out.append(f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="#888"/>')
+    step = max(1, int(math.ceil((lg_hi - lg_lo) / 8)))
+    for e in range(int(lg_lo), int(lg_hi) + 1, step):
+        out.append(f'<line x1="{x(10 ** e):.1f}" y1="{top}" x2="{x(10 ** e):.1f}" y2="{top + ph}" stroke="#eee"/>'
+                   f'<text x="{x(10 ** e):.1f}" y="{top + ph + 16}" text-anchor="middle">1e{e}</text>')
+    yticks = [10.0 ** e for e in range(ly_lo, ly_hi + 1)] if log_y else _nice_ticks(0, y_hi)
+    for t in yticks:
+        label = f"1e{round(math.log10(t))}" if log_y and t >= 1e5 else _fmt(t)
+        out.append(f'<line x1="{left - 4}" y1="{y(t):.1f}" x2="{left}" y2="{y(t):.1f}" stroke="#888"/>'
+                   f'<text x="{left - 6}" y="{y(t) + 4:.1f}" text-anchor="end">{label}</text>')
+    out.append(f'<text x="{left + pw / 2}" y="{height - 10}" text-anchor="middle">'
+               f'return period (samples, log scale): exceeded once in this many samples</text>')
+    out.append(f'<text transform="translate(16,{top + ph / 2}) rotate(-90)" text-anchor="middle">'
+               f'latency (µs{", log scale" if log_y else ""})</text>')
+    band = [c for c in curve if c[2] is not None and c[3] is not None]
+    if len(band) > 1:
+        pts = [f"{x(1 / c[0]):.1f},{y(c[3]):.1f}" for c in band] + \
+              [f"{x(1 / c[0]):.1f},{y(c[2]):.1f}" for c in reversed(band)]
+        out.append(f'<polygon class="band" points="{" ".join(pts)}" fill="{COLOURS[0]}" fill-opacity="0.22" '
+                   f'stroke="none"><title>{est.get("level", 0.9):.0%} interval (bootstrap)</title></polygon>')
+    if len(curve) > 1:
+        out.append(f'<polyline class="level" fill="none" stroke="{COLOURS[0]}" stroke-width="2" points="'
+                   + " ".join(f"{x(1 / c[0]):.1f},{y(c[1]):.1f}" for c in curve) + '"/>')
+    if observed is not None:
+        out.append(f'<line x1="{left}" y1="{y(observed):.1f}" x2="{left + pw}" y2="{y(observed):.1f}" '
+                   f'stroke="#555" stroke-dasharray="5,3"/><text x="{left + 4}" y="{y(observed) - 4:.1f}" '
+                   f'fill="#555">observed max {_fmt(observed)} µs</text>')
+    for label, p, v in (("1e-9 per sample", est.get("probability"), est.get("per_sample_us")),
+                        ("1e-9 per hour", None, est.get("per_hour_us"))):
+        if v is None:
+            continue
+        at = next((c for c in curve if c[1] == v), None) if p is None else \
+            next((c for c in curve if c[0] == p), None)
+        if at is None:
+            continue
+        out.append(f'<line x1="{x(1 / at[0]):.1f}" y1="{top}" x2="{x(1 / at[0]):.1f}" y2="{top + ph}" '
+                   f'stroke="#c00" stroke-dasharray="2,3"/><circle cx="{x(1 / at[0]):.1f}" cy="{y(v):.1f}" r="4" '
+                   f'fill="#c00"/><text x="{x(1 / at[0]) - 6:.1f}" y="{y(v) - 8:.1f}" text-anchor="end" '
+                   f'fill="#c00">pWCET {label}: {_fmt(v)} µs</text>')
+    for t, v in points:
+        out.append(f'<circle class="block-max" cx="{x(t):.1f}" cy="{y(v):.1f}" r="3" fill="{COLOURS[1]}">'
+                   f'<title>block maximum {v:g} us</title></circle>')
+    legend = ([(COLOURS[0], f"return level (fitted tail), band: {est.get('level', 0.9):.0%} interval")]
+              if curve else []) + ([(COLOURS[1], "block maxima (one per checkpoint)")] if points else [])
+    for i, (colour, text) in enumerate(legend):  # bottom right: below the rising curve
+        ly = top + ph - 12 - 16 * (len(legend) - i)
+        out.append(f'<rect x="{left + pw - 290}" y="{ly}" width="10" height="10" fill="{colour}"/>'
+                   f'<text x="{left + pw - 275}" y="{ly + 9}">{html.escape(text)}</text>')
+    if est.get("refused"):
+        out.append(f'<text x="{left + pw / 2}" y="{top + ph / 2}" text-anchor="middle" fill="#c00">'
+                   f'{html.escape(est["refused"])}</text>')
+    out.append("</svg>")
+    return "\n".join(out)
+
+
+def pwcet_line(est: dict) -> str:
+    """One line for a soak's estimate: the pWCET beside the observed max, or why none."""
+    obs = est.get("observed_max_us")
+    seen = f"observed max {_fmt(obs)} µs" if obs is not None else "no observed max"
+    if est.get("refused") or est.get("per_sample_us") is None:
+        return f"{seen}; {est.get('refused') or 'cannot estimate'}"
+    lo, hi = est.get("per_sample_ci_us") or (None, None)
+    line = (f"{seen}; pWCET at {est.get('probability', 1e-9):g} per sample {_fmt(est['per_sample_us'])} µs"
+            + (f" [{_fmt(lo)}-{_fmt(hi)}] at {est.get('level', 0.9):.0%}" if lo is not None else ""))
+    if est.get("per_hour_us") is not None:
+        hlo, hhi = est.get("per_hour_ci_us") or (None, None)
+        line += (f", per hour {_fmt(est['per_hour_us'])} µs"
+                 + (f" [{_fmt(hlo)}-{_fmt(hhi)}]" if hlo is not None else ""))
+    fit = est.get("fit") or {}
+    return line + f" ({est.get('method', '')}, {fit.get('tail_points', '?')} tail points)"
+
+
+def pwcet_html(run: RunResult) -> list[str]:
+    """Each soak's worst case, estimated (rtlab.soak.pwcet): the line and the return-level plot."""
+    out = []
+    for job in run.jobs:
+        for m in job.measurements:
+            est = (m.output.metrics or {}).get("pwcet")
+            if not isinstance(est, dict):
+                continue
+            label = f"{job.board}/{job.variant}" + (f" r{job.repeat}" if job.repeat else "") + \
+                f" · {m.key.suite} · {m.key.load}"
+            out.append(f"<h3>{html.escape(label)}</h3><p>{html.escape(pwcet_line(est))}</p>")
+            out.append(f"<div>{return_level_svg(est, label + ' · return level')}</div>")
+    if not out:
+        return []
+    return ["<h2 id='pwcet'>Worst case, estimated (pWCET)</h2>",
+            "<p>extreme value theory on the histogram tail and the per-checkpoint maxima; context, "
+            "not a verdict: the gate judges the observed samples</p>", *out]
+
+
 def write_html_report(run: RunResult, path: Path) -> Path:
     parts = ["<!doctype html><meta charset='utf-8'>",
              f"<title>rtlab run {html.escape(run.run_id)}</title>",
@@ -145,6 +296,7 @@ def write_html_report(run: RunResult, path: Path) -> Path:
              "<h2>Latency histograms</h2>"]
     for _, svg in run_plots(run):
         parts.append(f"<div>{svg}</div>")
+    parts += pwcet_html(run)
     parts += evidence_html(run)
     parts += host_noise_html(run)
     parts += snapshot_html(run, Path(path).parent)

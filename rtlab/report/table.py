@@ -11,7 +11,7 @@ from collections import OrderedDict
 from typing import Optional
 
 from ..loads.health import load_cell
-from ..soak.checkpoint import soak_cells
+from ..soak.checkpoint import pwcet_refusal, soak_cells
 from ..core.model import JobResult, Measurement, RunResult, Verdict, combine_verdicts
 from ..suites import Suite
 
@@ -34,7 +34,9 @@ ROWS = ("min", "avg", "max", "p99.9", ">= budget", "budget max", "cycles", "verd
 #: rows shown (before "verdict") only in blocks where a measurement has them:
 #: a tool's whole-run result (hackbench time, pi_stress inversions) and how
 #: the load ran (its share of the load CPUs and its own throughput)
-EXTRA_ROWS = ("result", "load", "pWCET 1e-9", "soak")
+EXTRA_ROWS = ("result", "load", "pWCET 1e-9", "pWCET 1e-9/h", "soak")
+#: extra rows shown right after "max": the estimated worst case beside the observed one
+BESIDE_MAX = ("pWCET 1e-9", "pWCET 1e-9/h")
 
 
 def _extra(m: Measurement) -> dict[str, str]:
@@ -138,6 +140,11 @@ def comparison_table(run: RunResult) -> str:
                          for j in repeats[(board, v)]]
                 cols.append((v, _repeat_cells(pairs)))
             rows = ROWS[:-1] + tuple(r for r in EXTRA_ROWS if any(r in c for _, c in cols)) + ROWS[-1:]
+            beside = tuple(r for r in BESIDE_MAX if r in rows)
+            if beside:
+                rest = tuple(r for r in rows if r not in beside)
+                at = rest.index("max") + 1
+                rows = rest[:at] + beside + rest[at:]
             width0 = max(len(r) for r in rows)
             widths = [max(len(v), *(len(c.get(r, "-")) for r in rows)) for v, c in cols]
             out.append(title)
@@ -161,6 +168,14 @@ def comparison_table(run: RunResult) -> str:
         for m in job.measurements:
             if m.verdict in (Verdict.FAIL, Verdict.INFRA):
                 problems.append(f"{m.verdict.value.upper()} {m.key.label()}: {'; '.join(m.reasons)}")
+    refusals = [f"  {job.board}/{job.variant}{f' r{job.repeat}' if job.repeat else ''} "
+                f"{m.key.suite}@{m.key.load}: {why}"
+                for job in run.jobs for m in job.measurements
+                for why in [pwcet_refusal(m.output.metrics or {})] if why]
+    if refusals:
+        out.append("pWCET n/a (worst case not estimated):")
+        out.extend(refusals)
+        out.append("")
     if problems:
         out.append("Not passed:")
         out.extend(f"  {p}" for p in problems)

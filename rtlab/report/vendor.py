@@ -36,7 +36,7 @@ from ..core.rundir import COMMAND, RunDir
 from ..core.model import (
     Histogram, JobResult, Measurement, RunResult, ThreadResult, ToolOutput, Verdict, combine_verdicts,
 )
-from .plot import histogram_svg
+from .plot import histogram_svg, return_level_svg
 from ..suites import Suite
 
 #: the reports' thresholds: 10 µs (interrupt response), 70 µs (periodic
@@ -418,6 +418,7 @@ def block_rows(block: Block, thresholds: Iterable[float]) -> list[tuple[str, dic
     if not _tool(block.tool).per_operation and len(labels) > 1:
         rows.append(("all min/avg/max", {v: (_mam(cells[v].combined) if v in cells and cells[v].combined
                                              else blank(v)) for v in block.variants}))
+    rows += pwcet_rows(block, cells)
     if labels:
         rows.append(("samples", {v: (fmt_samples(sum(t.cycles for t in cells[v].threads.values()))
                                      if v in cells else blank(v)) for v in block.variants}))
@@ -448,6 +449,45 @@ def block_rows(block: Block, thresholds: Iterable[float]) -> list[tuple[str, dic
             if v in cells else blank(v) for v in block.variants}))
     rows.append(("verdict", {v: ((cells[v].verdict.value.upper() if cells[v].verdict else "unjudged")
                                  if v in cells else blank(v)) for v in block.variants}))
+    return rows
+
+
+def pwcet_rows(block: Block, cells: dict[str, "Cell"]) -> list[tuple[str, dict[str, str]]]:
+    """A soak's worst case, estimated (rtlab.soak.pwcet), beside the observed
+    max rows: per sample and per hour at 1e-9 with the interval, one per run;
+    "cannot estimate" where a check refused it (the reason in the notes)."""
+    per: dict[str, list[Optional[dict]]] = {}
+    for v, c in cells.items():
+        per[v] = [m.output.metrics.get("pwcet") if isinstance(m.output.metrics.get("pwcet"), dict) else None
+                  for m in c.measurements]
+    if not any(e for ests in per.values() for e in ests):
+        return []
+
+    def one(est: Optional[dict], key: str) -> str:
+        if est is None:
+            return "-"
+        if est.get("refused") or est.get("per_sample_us") is None:
+            return "cannot estimate"
+        v = est.get(f"per_{key}_us")
+        if v is None:
+            return "-"
+        lo, hi = est.get(f"per_{key}_ci_us") or (None, None)
+        return fmt_us(v) + (f" ({fmt_us(lo)}-{fmt_us(hi)})" if lo is not None else "")
+
+    def blank(v: str) -> str:
+        c = block.cells[v]
+        return c if isinstance(c, str) else "-"
+
+    level = next((e.get("level", 0.9) for ests in per.values() for e in ests if e), 0.9)
+    rows = []
+    for key, label in (("sample", f"pWCET 1e-9/sample ({level:.0%})"), ("hour", f"pWCET 1e-9/hour ({level:.0%})")):
+        rows.append((label, {v: (" / ".join(one(e, key) for e in per[v]) if v in per else blank(v))
+                             for v in block.variants}))
+    for v, ests in per.items():
+        for i, e in enumerate(ests):
+            if e and (e.get("refused") or e.get("per_sample_us") is None):
+                run = f" run {i + 1}" if len(ests) > 1 else ""
+                block.notes.append(f"pWCET {v}{run}: {e.get('refused') or 'cannot estimate'}")
     return rows
 
 
@@ -647,6 +687,14 @@ def write_vendor_html(run: RunResult, path: Path, thresholds: Iterable[float] = 
                 lines = [(lab, t.histogram) for lab, t in c.threads.items() if t.histogram is not None]
                 if lines:
                     per_thread.append(histogram_svg(lines, f"{b.title} · {v} · per thread", marks=marks))
+        for v, c in b.cells.items():  # a soak's worst case, estimated: its return-level plot
+            if isinstance(c, Cell):
+                for i, m in enumerate(c.measurements):
+                    est = m.output.metrics.get("pwcet")
+                    if isinstance(est, dict):
+                        nth = f" run {i + 1}" if len(c.measurements) > 1 else ""
+                        parts.append("<div>" + return_level_svg(est, f"{b.title} · {v}{nth} · pWCET return level")
+                                     + "</div>")
         if per_thread:
             parts.append("<details><summary>per thread (CPU)</summary>" + "".join(
                 f"<div>{svg}</div>" for svg in per_thread) + "</details>")

@@ -30,6 +30,7 @@ from ..plan.campaign import Campaign, Job
 from ..errors import Cancelled, InfraError, RtlabError
 from . import forkserver, joblife
 from ..core import hostnoise, timing
+from ..soak import live as soak_live
 from .. import kernel as kbuild
 from ..targets.arch import get_or_none
 from ..judge.evidence import arm_job, arms
@@ -287,6 +288,9 @@ def _run_board_tests(job: Job, rd: ResultsDir, job_dir: Path, spec_path: Path, l
                 for ev in new:
                     events.append(ev)
                     _show_event(ev, label, progress)
+                    # a soak's checkpoint to the live sinks (the store: rtlab.store.live)
+                    soak_live.checkpoint(ev, run_id=rd.run_id, board=board.name, arch=board.arch,
+                                         variant=job.variant.name, repeat=job.repeat)
                 if finished:
                     break
                 if time.monotonic() - t_board > timeout:

@@ -216,8 +216,16 @@ def checkpoint_event(run, state: dict) -> dict:
     line = (f"checkpoint {len(segs)}/{state['segments_planned']}: {hms(done)} of {hms(planned)}"
             f", ETA {hms(eta) if eta is not None else '?'}, {samples} samples, max {cur:g} us"
             if cur is not None else f"checkpoint {len(segs)}/{state['segments_planned']}")
-    return {"event": "checkpoint", "id": run.id, "line": line, "done_s": done, "planned_s": planned,
-            "samples": samples, "max_us": cur, "segments": len(segs)}
+    gaps = [s["gap_before_s"] for s in segs if s.get("gap_before_s") is not None]
+    # per thread, as merged so far: what the live points (rtlab.store.live) carry
+    threads = [{"thread": t.get("thread"), "cpu": t.get("cpu"), "samples": t.get("cycles"),
+                "max_us": t.get("max_us")} for t in state.get("threads") or []]
+    return {"event": "checkpoint", "id": run.id, "suite": getattr(run, "name", None),
+            "load": getattr(run, "load", None), "line": line, "done_s": done, "planned_s": planned,
+            "eta_s": None if eta is None else round(eta, 1), "wall_s": round(wall, 3),
+            "samples": samples, "max_us": cur, "segments": len(segs),
+            "segments_planned": state["segments_planned"], "gap_max_s": max(gaps) if gaps else None,
+            "threads": threads}
 
 
 def full_length(campaign):
@@ -241,6 +249,14 @@ def full_length(campaign):
     return dataclasses.replace(campaign, suites=entries)
 
 
+def pwcet_refusal(metrics: dict) -> Optional[str]:
+    """"cannot estimate: <reason>" of a soak whose pWCET was refused, else None."""
+    est = metrics.get("pwcet")
+    if isinstance(est, dict) and (est.get("refused") or est.get("per_sample_us") is None):
+        return str(est.get("refused") or "cannot estimate")
+    return None
+
+
 def soak_cells(metrics: dict) -> dict[str, str]:
     """The table's rows of a soak: "pWCET 1e-9" (per sample, its interval;
     "n/a" with the refusal's reason in the report) beside the observed max,
@@ -252,8 +268,12 @@ def soak_cells(metrics: dict) -> dict[str, str]:
             lo, hi = est.get("per_sample_ci_us") or (None, None)
             out["pWCET 1e-9"] = (f"{est['per_sample_us']:,.0f}"
                                  + (f" ({lo:,.0f}-{hi:,.0f})" if lo is not None else ""))
+            if est.get("per_hour_us") is not None:
+                hlo, hhi = est.get("per_hour_ci_us") or (None, None)
+                out["pWCET 1e-9/h"] = (f"{est['per_hour_us']:,.0f}"
+                                       + (f" ({hlo:,.0f}-{hhi:,.0f})" if hlo is not None else ""))
         else:
-            out["pWCET 1e-9"] = "n/a"
+            out["pWCET 1e-9"] = "n/a"  # the reason follows the table (pwcet_refusals)
     s = metrics.get(SOAK_METRIC)
     if isinstance(s, dict):
         gap = s.get("gap_max_s")

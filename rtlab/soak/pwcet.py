@@ -104,6 +104,14 @@ class Estimate:
     checks: dict[str, dict[str, Any]] = field(default_factory=dict)
     #: "cannot estimate: <reason>" (None: estimated)
     refused: Optional[str] = None
+    #: the return-level curve for the report's plot: [p, level, lo, hi] per
+    #: per-sample exceedance probability p (lo/hi: the bootstrap's interval
+    #: at that p, None where too few resamples fitted)
+    curve: list[list[Optional[float]]] = field(default_factory=list)
+    #: the block maxima in time order and their samples per block (the
+    #: observed points of the plot; kept for a refused estimate too)
+    block_maxima: list[float] = field(default_factory=list)
+    block_samples: Optional[int] = None
 
     @property
     def ok(self) -> bool:
@@ -122,7 +130,8 @@ class Estimate:
                 "per_hour_us": self.per_hour_us,
                 "per_hour_ci_us": list(self.per_hour_ci_us) if self.per_hour_ci_us else None,
                 "observed_max_us": self.observed_max_us, "probability": self.probability,
-                "level": self.level, "fit": self.fit, "checks": self.checks, "refused": self.refused}
+                "level": self.level, "fit": self.fit, "checks": self.checks, "refused": self.refused,
+                "curve": self.curve, "block_maxima": self.block_maxima, "block_samples": self.block_samples}
 
     @classmethod
     def from_json(cls, d: dict[str, Any]) -> "Estimate":
@@ -132,7 +141,10 @@ class Estimate:
                    per_sample_ci_us=pair(d.get("per_sample_ci_us")), per_hour_us=d.get("per_hour_us"),
                    per_hour_ci_us=pair(d.get("per_hour_ci_us")), observed_max_us=d.get("observed_max_us"),
                    probability=float(d.get("probability", PROBABILITY)), level=float(d.get("level", LEVEL)),
-                   fit=dict(d.get("fit") or {}), checks=dict(d.get("checks") or {}), refused=d.get("refused"))
+                   fit=dict(d.get("fit") or {}), checks=dict(d.get("checks") or {}), refused=d.get("refused"),
+                   curve=[list(r) for r in d.get("curve") or []],
+                   block_maxima=[float(v) for v in d.get("block_maxima") or []],
+                   block_samples=d.get("block_samples"))
 
 
 def per_hour_probability(p_hour: float, samples_per_hour: float) -> float:
@@ -267,7 +279,9 @@ def estimate(*, histogram: Optional[Histogram] = None, block_maxima: Sequence[fl
     *block_samples*: samples per block (GEV); *interval_us*: the tool's period
     (per hour); *check_time_order*: False only where the caller vouches for
     independent identically distributed samples (the unit tests' synthetic data)."""
-    est = Estimate(observed_max_us=observed_max_us, probability=probability, level=level)
+    est = Estimate(observed_max_us=observed_max_us, probability=probability, level=level,
+                   block_maxima=[float(v) for v in block_maxima],
+                   block_samples=int(block_samples) if block_samples else None)
     bm = np.asarray(list(block_maxima), dtype=float)
     if check_time_order:
         if len(bm) == 0:
@@ -334,6 +348,7 @@ def _pot(est: Estimate, hist: Histogram, rng, p: float, p_hour: Optional[float],
     if p_hour is not None:
         est.per_hour_us = _gpd_level(u, xi, sigma, zeta, p_hour)
     boot_s, boot_h = np.full(bootstrap, np.nan), np.full(bootstrap, np.nan)
+    fits: list[tuple[float, float, float]] = []
     gen = sps.genpareto(xi, scale=sigma)
     for b in range(bootstrap):
         kb = int(rng.binomial(n, zeta))
@@ -345,12 +360,54 @@ def _pot(est: Estimate, hist: Histogram, rng, p: float, p_hour: Optional[float],
         if len(yb) < 5:
             continue
         xb, sb = fit_gpd(yb, cb, top)
+        fits.append((xb, sb, kb / n))
         boot_s[b] = _gpd_level(u, xb, sb, kb / n, p)
         if p_hour is not None:
             boot_h[b] = _gpd_level(u, xb, sb, kb / n, p_hour)
     est.per_sample_ci_us = _ci(boot_s, level)
     est.per_hour_ci_us = _ci(boot_h, level) if p_hour is not None else None
+    fa = np.array(fits, dtype=float).reshape(-1, 3)
+    est.curve = _curve(lambda pp: _gpd_level(u, xi, sigma, zeta, pp),
+                       lambda pp: _gpd_levels(u, fa[:, 0], fa[:, 1], fa[:, 2], pp),
+                       curve_probabilities(zeta, min(p, p_hour or p), also=(p, p_hour)), level)
     return est
+
+
+def curve_probabilities(p_top: float, p_bottom: float, per_decade: int = 4,
+                        also: Sequence[Optional[float]] = ()) -> list[float]:
+    """Per-sample exceedance probabilities from *p_top* (the tail's start)
+    down to *p_bottom* (the estimate's), *per_decade* a decade, and the
+    estimate's own (*also*, exactly: the plot marks them), largest first."""
+    if not (0 < p_bottom < p_top <= 1):
+        return []
+    hi, lo = math.log10(p_top), math.log10(p_bottom)
+    n = max(2, int(math.ceil((hi - lo) * per_decade)) + 1)
+    grid = [10 ** (hi - (hi - lo) * i / (n - 1)) for i in range(n)]
+    extra = [a for a in also if a is not None and p_bottom <= a < p_top]
+    return sorted(set(grid[:-1] + extra + [p_bottom]), reverse=True)
+
+
+def _curve(level_of, boot_levels, probabilities: Sequence[float], level: float) -> list[list[Optional[float]]]:
+    """[p, level, lo, hi] along *probabilities*: the fitted model's return
+    level and the bootstrap fits' percentile interval at each p
+    (*boot_levels(p)*: every bootstrap fit's level at p, one array)."""
+    out: list[list[Optional[float]]] = []
+    for pp in probabilities:
+        vals = np.asarray(boot_levels(pp), dtype=float)
+        ci = _ci(vals, level) if len(vals) else None
+        out.append([pp, float(level_of(pp)), ci[0] if ci else None, ci[1] if ci else None])
+    return out
+
+
+def _gpd_levels(u: float, xi: np.ndarray, sigma: np.ndarray, zeta: np.ndarray, p: float) -> np.ndarray:
+    """_gpd_level for many fits at once (numpy, the GPD's quantile written out:
+    a scipy call per fit and point would cost seconds per report)."""
+    q = p / zeta
+    with np.errstate(divide="ignore", invalid="ignore", over="ignore"):
+        small = np.abs(xi) < 1e-7
+        safe = np.where(small, 1.0, xi)
+        y = np.where(small, -sigma * np.log(q), sigma / safe * (q ** (-xi) - 1.0))
+    return np.where(q >= 1.0, u, u + y)
 
 
 def _gev(est: Estimate, bm: np.ndarray, b: int, rng, p: float, p_hour: Optional[float],
@@ -373,16 +430,24 @@ def _gev(est: Estimate, bm: np.ndarray, b: int, rng, p: float, p_hour: Optional[
     if p_hour is not None:
         est.per_hour_us = level_of(c, loc, scale, p_hour)
     boot_s, boot_h = np.full(bootstrap, np.nan), np.full(bootstrap, np.nan)
+    fits: list[tuple[float, float, float]] = []
     for i in range(bootstrap):
         xb = sps.genextreme.rvs(c, loc=loc, scale=scale, size=len(bm), random_state=rng)
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             cb, lb, sb = sps.genextreme.fit(xb, c, loc=loc, scale=scale)
+        fits.append((cb, lb, sb))
         boot_s[i] = level_of(cb, lb, sb, p)
         if p_hour is not None:
             boot_h[i] = level_of(cb, lb, sb, p_hour)
     est.per_sample_ci_us = _ci(boot_s, level)
     est.per_hour_ci_us = _ci(boot_h, level) if p_hour is not None else None
+    # from a block's own exceedance probability (1/b per sample) down to the estimate's
+    fa = np.array(fits, dtype=float).reshape(-1, 3)
+    est.curve = _curve(lambda pp: level_of(c, loc, scale, pp),
+                       lambda pp: sps.genextreme.isf(-math.expm1(b * math.log1p(-pp)), fa[:, 0],
+                                                     loc=fa[:, 1], scale=fa[:, 2]),
+                       curve_probabilities(min(0.5, 1.0 / b), min(p, p_hour or p), also=(p, p_hour)), level)
     return est
 
 

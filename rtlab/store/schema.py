@@ -27,7 +27,9 @@ VERDICT = "verdict"
 JOB = "job"
 EVENTS = "events"
 METRICS = "metrics"
-MEASUREMENTS = (LATENCY, HIST, VERDICT, JOB, EVENTS, METRICS)
+#: a soak's checkpoints as they come (rtlab.store.live), stamped when published
+SOAK_PROGRESS = "soak_progress"
+MEASUREMENTS = (LATENCY, HIST, VERDICT, JOB, EVENTS, METRICS, SOAK_PROGRESS)
 
 
 #: GitLab ``$CI_PIPELINE_SOURCE`` -> pipeline kind tag
@@ -332,6 +334,7 @@ class _Builder:
                 # percentile among the overflows is at least the range
                 vf["hist_size"] = _int(allt.histogram.size) if allt.histogram else None
                 vf["overflows"] = _int(allt.histogram.overflows) if allt.histogram else None
+            vf.update(_pwcet_fields((m.output.metrics or {}).get("pwcet")))
             yield Point(VERDICT, dict(mtags, scope="measurement"), vf, ctx.time)
 
         metrics = {_field_name(k): _num(v) for k, v in (m.output.metrics or {}).items()
@@ -426,6 +429,7 @@ TAGS = {
     JOB: ("board", "arch", "variant", "kernel_release", "budget_class", "pipeline", "rep"),
     EVENTS: ("pipeline", "campaign", "kind", "board", "series"),
     METRICS: ("board", "arch", "variant", "kernel_release", "load", "suite", "tool", "pipeline", "rep"),
+    SOAK_PROGRESS: ("board", "arch", "variant", "load", "suite", "thread", "pipeline", "rep"),
 }
 FIELDS: dict[str, dict[str, Any]] = {
     LATENCY: {"min_us": float, "avg_us": float, "max_us": float, **_PCT, "cycles": int,
@@ -436,13 +440,18 @@ FIELDS: dict[str, dict[str, Any]] = {
               "max_us": float, **_PCT, "share_over_budget": float, **_BUDGET, **_RUN,
               "campaign": str, "branch": str, "repeat": int, "budget_class": str, "cycles": int,
               "bucket_us": float, "hist_size": int, "overflows": int,
-              "host_steal_ms": float, "host_steal_burst_ms": float, "host_max_gap_ms": float},
+              "host_steal_ms": float, "host_steal_burst_ms": float, "host_max_gap_ms": float,
+              "pwcet_us": float, "pwcet_lo_us": float, "pwcet_hi_us": float, "pwcet_hour_us": float,
+              "pwcet_hour_lo_us": float, "pwcet_hour_hi_us": float, "pwcet_method": str, "pwcet_refused": str},
     JOB: {"infra": int, "error": str, "verdict": str, "duration_s": float, "measurements": int,
           "failed": int, "infra_measurements": int, "kernel_version": str, "place_wait_s": float, **_RUN},
     EVENTS: {"title": str, "text": str, "tags": str, "verdict": str, "started": str, "jobs": int,
              "failed_jobs": int, "infra_jobs": int, "branch": str, "subject": str,
              "status": str, "effect_pct": float, "confidence": float, "last_good": str, **_RUN},
     METRICS: {"*": float, **_RUN},
+    SOAK_PROGRESS: {"elapsed_s": float, "planned_s": float, "eta_s": float, "wall_s": float,
+                    "done_ratio": float, "samples": int, "max_us": float, "segments": int,
+                    "segments_planned": int, "gap_max_s": float, "cpu": int, **_RUN},
 }
 
 
@@ -455,6 +464,24 @@ def field_type(measurement: str, name: str):
         if pattern.endswith("*") and name.startswith(pattern[:-1]):
             return t
     return None
+
+
+def _pwcet_fields(est: Any) -> dict[str, Any]:
+    """A soak's worst case, estimated (rtlab.soak.pwcet), beside the observed
+    ``max_us``: the levels at 1e-9 per sample and per hour with their
+    interval, or ``pwcet_refused`` ("cannot estimate: <reason>")."""
+    if not isinstance(est, dict):
+        return {}
+    out: dict[str, Any] = {"pwcet_method": str(est.get("method") or "") or None}
+    if est.get("refused") or est.get("per_sample_us") is None:
+        out["pwcet_refused"] = str(est.get("refused") or "cannot estimate")[:500]
+        return out
+    lo, hi = (est.get("per_sample_ci_us") or (None, None))[:2]
+    hlo, hhi = (est.get("per_hour_ci_us") or (None, None))[:2]
+    out.update({"pwcet_us": _num(est.get("per_sample_us")), "pwcet_lo_us": _num(lo), "pwcet_hi_us": _num(hi),
+                "pwcet_hour_us": _num(est.get("per_hour_us")), "pwcet_hour_lo_us": _num(hlo),
+                "pwcet_hour_hi_us": _num(hhi)})
+    return out
 
 
 def _verdict_ints(v: str) -> dict[str, int]:
@@ -488,3 +515,33 @@ def lines_for_run(run: RunResult, precision: str = "s") -> Iterator[str]:
     """Every point of a run as one line of line protocol each."""
     for chunk in chunks_for_run(run, precision):
         yield from chunk
+
+
+def checkpoint_points(ev: dict[str, Any], time: int, pipeline: str = "local") -> list[Point]:
+    """One soak checkpoint (rtlab.soak.checkpoint.checkpoint_event plus the
+    job's run_id/board/arch/variant/repeat) as ``soak_progress`` points at
+    *time*: the soak so far (``thread=all``: elapsed, planned, ETA, samples,
+    current max, segments) and one per measuring thread (samples, max).
+    A point per checkpoint: the series grows as the soak runs."""
+    tags = {"board": str(ev.get("board") or UNKNOWN), "arch": str(ev.get("arch") or UNKNOWN),
+            "variant": str(ev.get("variant") or UNKNOWN), "load": str(ev.get("load") or UNKNOWN),
+            "suite": str(ev.get("suite") or str(ev.get("id", "")).split("@")[0] or UNKNOWN),
+            "pipeline": pipeline}
+    if ev.get("repeat"):
+        tags["rep"] = f"r{int(ev['repeat'])}"
+    common: dict[str, Any] = {"run_id": str(ev["run_id"])} if ev.get("run_id") else {}
+    done, planned = _num(ev.get("done_s")), _num(ev.get("planned_s"))
+    progress = {"elapsed_s": done, "planned_s": planned}
+    allf = dict(common, **progress, eta_s=_num(ev.get("eta_s")), wall_s=_num(ev.get("wall_s")),
+                done_ratio=(done / planned) if done is not None and planned else None,
+                samples=_int(ev.get("samples")), max_us=_num(ev.get("max_us")),
+                segments=_int(ev.get("segments")), segments_planned=_int(ev.get("segments_planned")),
+                gap_max_s=_num(ev.get("gap_max_s")))
+    out = [Point(SOAK_PROGRESS, dict(tags, thread="all"), allf, time)]
+    for t in ev.get("threads") or []:
+        if not isinstance(t, dict) or _int(t.get("thread")) is None:
+            continue
+        out.append(Point(SOAK_PROGRESS, dict(tags, thread=str(_int(t["thread"]))),
+                         dict(common, **progress, samples=_int(t.get("samples")), max_us=_num(t.get("max_us")),
+                              cpu=_int(t.get("cpu"))), time))
+    return out

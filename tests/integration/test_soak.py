@@ -56,10 +56,10 @@ def _wait_segments(tmp_path, proc, n, timeout=600):
     raise AssertionError(f"no {n} checkpoints in {timeout} s: " + (tmp_path / "rtlab.log").read_text()[-2000:])
 
 
-def _kill_all(marker):
-    """SIGKILL to every process of this test's run (its environment carries the marker)."""
+def _kill_all(marker, spare=()):
+    """SIGKILL to every process of this test's run (its environment carries the marker), but *spare*."""
     for _ in range(3):
-        pids = [int(p.split()[0]) for p in processes_of(marker)]
+        pids = [int(p.split()[0]) for p in processes_of(marker) if int(p.split()[0]) not in spare]
         for pid in pids:
             try:
                 os.kill(pid, signal.SIGKILL)
@@ -129,11 +129,17 @@ def test_console_lost_mid_soak_is_infra_with_the_checkpointed_samples(tmp_path, 
     try:
         _, st = _wait_segments(tmp_path, proc, 2)
         # the console's shell (the parent of the running cyclictest) dies: the console is lost
-        shells = set()
-        for line in processes_of(marker):
-            pid = int(line.split()[0])
-            if "cyclictest" in line:
-                shells.add(int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]))
+        # (right after a checkpoint the next segment's cyclictest may not have started: look again)
+        shells: set[int] = set()
+        t0 = time.monotonic()
+        while not shells and time.monotonic() - t0 < 30 and proc.poll() is None:
+            for line in processes_of(marker):
+                pid = int(line.split()[0])
+                if "cyclictest" in line:
+                    try:
+                        shells.add(int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1]))
+                    except OSError:  # the segment ended meanwhile
+                        pass
         assert shells, processes_of(marker)
         for pid in shells:
             os.kill(pid, signal.SIGKILL)
@@ -155,3 +161,63 @@ def test_console_lost_mid_soak_is_infra_with_the_checkpointed_samples(tmp_path, 
     (m,) = run["jobs"][0]["measurements"]
     assert m["verdict"] == "infra"
     assert sum(t["cycles"] for t in m["output"]["threads"]) == _samples(final) >= _samples(st)
+
+
+def test_checkpoints_reach_influxdb_while_the_soak_runs(tmp_path, tmp_path_factory, campaign, board_file):
+    """Live: each checkpoint is in a real influxd (measurement soak_progress)
+    before the run ends, with the samples and maximum its checkpoint held;
+    the terminal shows elapsed, ETA, samples and the current max; the run's
+    own points follow with the pWCET's refusal (6 blocks: too few)."""
+    from rtlab.store import InfluxV1, LocalInfluxd, rows
+
+    srv = LocalInfluxd(tmp_path_factory.mktemp("soak-influx")).start()
+    try:
+        db = InfluxV1(srv.url, "t_soak_live")
+        c = campaign([_board(board_file, tmp_path, "local-soak-live")], suites=SOAK)
+        log = open(tmp_path / "rtlab.log", "w")
+        env = {**os.environ, "RTLAB_INFLUX_URL": srv.url, "RTLAB_INFLUX_DB": "t_soak_live",
+               "RTLAB_STATE_DIR": str(tmp_path / "state"), "RTLAB_SOAK_TEST_MARKER": str(tmp_path)}
+        proc = subprocess.Popen([*RTLAB, "run", "--campaign", str(c), "--results", str(tmp_path / "results")],
+                                cwd=ROOT, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+        seen_live = None
+        try:
+            t0 = time.monotonic()
+            while proc.poll() is None and time.monotonic() - t0 < 900:
+                try:
+                    got = rows(db.query('SELECT "segments", "samples" FROM "soak_progress" WHERE "thread" = \'all\''))
+                except Exception:  # noqa: BLE001 - the database appears with the first checkpoint
+                    got = []
+                if len(got) >= 2 and seen_live is None:
+                    cp_path, _ = _checkpoint(tmp_path)
+                    seen_live = (len(got), (cp_path.parents[3] / "run.json").exists())
+                time.sleep(0.5)
+            rc = proc.wait(timeout=900)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            _kill_all(tmp_path, spare={srv.pid})  # the influxd inherited the test's environment
+        out = (tmp_path / "rtlab.log").read_text()
+        assert rc == 0, out[-3000:]
+        assert seen_live is not None and seen_live[1] is False, seen_live  # points came before the run ended
+        cp_path, final = _checkpoint(tmp_path)
+        cum, total = [], 0
+        for s in final["segments"]:
+            total += s["cycles"]
+            cum.append(total)
+        got = rows(db.query('SELECT "segments", "samples", "max_us", "elapsed_s", "planned_s", "eta_s" '
+                            'FROM "soak_progress" WHERE "thread" = \'all\' AND "board" = \'local-soak-live\''))
+        assert [r["segments"] for r in got] == [1, 2, 3, 4, 5, 6]  # one point per checkpoint, in order
+        assert [r["samples"] for r in got] == cum
+        assert [r["elapsed_s"] for r in got] == [5.0 * k for k in range(1, 7)] and got[-1]["eta_s"] == 0
+        maxima = [max(s["max_us"] for s in final["segments"][:k]) for k in range(1, 7)]
+        assert [r["max_us"] for r in got] == maxima
+        per_thread = rows(db.query('SELECT "samples" FROM "soak_progress" WHERE "thread" != \'all\' GROUP BY "thread"'))
+        assert len(per_thread) == 6 * len(final["threads"])
+        # the terminal: a progress line per checkpoint, the last one complete
+        last = re.findall(r"checkpoint 6/6: 00:00:30 of 00:00:30, ETA 00:00:00, (\d+) samples, max ([\d.]+) us", out)
+        assert last and int(last[-1][0]) == total
+        # the run's own points at its end: the verdict with the pWCET's refusal beside max_us
+        (v,) = rows(db.query('SELECT "max_us", "pwcet_refused" FROM "verdict" WHERE "scope" = \'measurement\''))
+        assert v["pwcet_refused"].startswith("cannot estimate: only 6 block maxima")
+    finally:
+        srv.stop()

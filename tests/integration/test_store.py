@@ -516,7 +516,41 @@ def dashboard_db(influxd, rt_outputs, tmp_path_factory):
     # variable is not narrowed by board, and its first value must have data)
     publish_history(real_outputs(tmp), influxd.url, name, tmp, scale=0.2)
     assert write_annotations(c, analyse(read_history(c)), "30d") > 0
+    publish_soak_checkpoints(rt_outputs, influxd.url, name, tmp)
     return c
+
+
+def soak_events(rt_outputs, n=4) -> list[dict]:
+    """A soak's checkpoint events as the board test emits them: this machine's
+    real cyclictest output as each segment, merged by rtlab.soak.checkpoint."""
+    from rtlab.soak import checkpoint as soak
+
+    class Run:
+        id, name, load = "cyclictest-soak@idle", "cyclictest-soak", "idle"
+    seg = rt_outputs["cyclictest"][1]
+    st = soak.new_state(60 * n, 60, 1000, "cyclictest ...")
+    out = []
+    for i in range(n):
+        soak.add_segment(st, i, seg, duration_s=60, elapsed_s=60, gap_before_s=0.2 if i else None)
+        out.append({**soak.checkpoint_event(Run, st), "run_id": "soak-live", "board": "local",
+                    "arch": "x86_64", "variant": "host", "repeat": 0})
+    return out
+
+
+def publish_soak_checkpoints(rt_outputs, url, name, tmp, start=None) -> list[dict]:
+    """Checkpoints published live by the production publisher (rtlab.store.live),
+    one a minute up to now: what the soak dashboard reads."""
+    from rtlab.store.live import LivePublisher
+
+    evs = soak_events(rt_outputs)
+    t0 = start or datetime.now(timezone.utc).timestamp() - 60 * len(evs)
+    for i, ev in enumerate(evs):
+        pub = LivePublisher(progress=lambda s: None, commit={"pipeline_source": "schedule"},
+                            session_factory=lambda: Session(cfg_for(url, name, tmp)),
+                            clock=lambda: t0 + 60 * (i + 1))
+        pub(ev)
+        assert pub.points == 1 + len(ev["threads"]), pub.spooled
+    return evs
 
 
 @pytest.mark.parametrize("path", sorted(DASHBOARDS.glob("*.json")), ids=lambda p: p.stem)
@@ -555,6 +589,24 @@ def test_every_dashboard_query_returns_data(dashboard_db, path):
         # one value per variable (a repeated panel): valid InfluxQL; may be
         # empty (a board without infra errors has none to show)
         dashboard_db.query(_expand(q, firsts))
+
+
+def test_soak_dashboard_shows_the_last_checkpoint(dashboard_db, rt_outputs):
+    """The soak panel's table query gives each running soak's last checkpoint:
+    elapsed, planned, ETA, samples, current max as published live."""
+    dash = json.loads((DASHBOARDS / "soak.json").read_text())
+    (table,) = [p for p in dash["panels"] if p["type"] == "table"]
+    q = _expand(table["targets"][0]["query"], {"board": ".*", "variant": ".*"})
+    (row,) = rows(dashboard_db.query(q))
+    last = soak_events(rt_outputs)[-1]
+    assert (row["board"], row["variant"], row["suite"], row["load"]) == ("local", "host", "cyclictest-soak", "idle")
+    assert row["elapsed_s"] == last["done_s"] == 240 and row["planned_s"] == 240
+    assert row["samples"] == last["samples"] and row["max_us"] == last["max_us"]
+    assert row["eta_s"] == last["eta_s"] and row["run_id"] == "soak-live"
+    (maxp,) = [p for p in dash["panels"] if p["id"] == 4]  # per thread: one series per thread of the tool
+    q = _expand(maxp["targets"][0]["query"], {"board": ".*", "variant": ".*"})
+    threads = {s["tags"]["thread"] for s in dashboard_db.query(q)["results"][0]["series"]}
+    assert threads == {str(t["thread"]) for t in last["threads"]}
 
 
 def test_histogram_run_variable_matches_point_time(dashboard_db):

@@ -15,7 +15,7 @@ from rtlab.store.schema import FIELDS, IPC_TOOLS, MEASUREMENTS, TAGS, field_type
 ROOT = Path(__file__).resolve().parents[2]
 DASH = ROOT / "dashboards"
 FILES = sorted((DASH / "json").glob("*.json"))
-EXPECTED = {"regressions", "histogram", "variants", "ipc", "lab-health", "rtla"}
+EXPECTED = {"regressions", "histogram", "variants", "ipc", "lab-health", "rtla", "soak"}
 BUILTIN_VARS = {"timeFilter", "__interval", "__interval_ms", "__from", "__to", "__range",
                 "__dashboard", "__org", "__user"}
 SCHEMA_VERSION = 39

@@ -149,3 +149,32 @@ def test_refuses_a_bad_fit():
     x = np.concatenate([rng.exponential(2, size=100_000), 500 + rng.uniform(0, 2, size=60)])
     est = pwcet.estimate(histogram=hist_of(x), block_maxima=iid_blocks(rng), seed=0, bootstrap=10)
     assert not est.ok and "goodness of fit" in est.refused
+
+
+def test_return_level_curve_passes_through_the_estimate_with_its_interval():
+    """The report's plot: the curve from the tail's start down to the
+    estimate's probability, its band the same bootstrap's interval, and the
+    block maxima kept (a refused estimate keeps them too)."""
+    rng = np.random.default_rng(3)
+    x = rng.gamma(4, 2, size=200_000) + 5
+    counts: dict = {}
+    for v in x.astype(int):
+        counts[int(v)] = counts.get(int(v), 0) + 1
+    h = Histogram(counts=counts, bucket_us=1, size=2000)
+    bm = [float(v.max()) for v in np.array_split(x, 40)]
+    est = pwcet.estimate(histogram=h, block_maxima=bm, block_samples=5000, interval_us=1000, bootstrap=100)
+    assert est.ok
+    ps = [c[0] for c in est.curve]
+    assert ps == sorted(ps, reverse=True) and ps[0] <= est.fit["zeta"] and min(ps) < pwcet.PROBABILITY
+    at = next(c for c in est.curve if c[0] == pwcet.PROBABILITY)
+    assert at[1] == pytest.approx(est.per_sample_us) and (at[2], at[3]) == pytest.approx(est.per_sample_ci_us)
+    levels = [c[1] for c in est.curve]
+    assert levels == sorted(levels)  # rarer, higher
+    assert all(c[2] <= c[1] + 1e-6 and c[1] <= c[3] + 1e-6 for c in est.curve if c[2] is not None)
+    assert est.block_maxima == bm and est.block_samples == 5000
+    back = pwcet.Estimate.from_json(est.to_json())
+    assert back.curve == est.curve and back.block_maxima == bm
+    gev = pwcet.estimate(block_maxima=bm[:], block_samples=5000, interval_us=1000, bootstrap=50,
+                         check_time_order=False)
+    assert gev.refused  # 40 block maxima: too few to fit alone
+    assert gev.block_maxima == bm
