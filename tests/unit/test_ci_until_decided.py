@@ -1,7 +1,7 @@
 """The test job of .gitlab-ci.yml with RTLAB_UNTIL_DECIDED (issue #23 item
 2): its script lines run in bash as the runner runs them, `rtlab` replaced
 by a recorder (what the job passes is the point here; the command itself is
-tested on the local board, tests/integration/test_repeat_until_decided.py)."""
+tested on the local board, tests/integration/test_until_decided_local.py)."""
 import os
 import subprocess
 from pathlib import Path
