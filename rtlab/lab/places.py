@@ -175,6 +175,15 @@ def lease_age(place: PlaceInfo, now: Optional[float] = None) -> float:
     return now - last
 
 
+def lease_live(lease: Lease, lease_s: float, now: Optional[float] = None) -> bool:
+    """Is a lease on an *unlocked* (or just re-locked) place still its
+    holder's? After a coordinator restart the tags can be up to
+    COORDINATOR_SAVE_S older than the holder's last renewal. The waiter that
+    yields and the holder that waits for it to yield judge by this one rule."""
+    now = time.time() if now is None else now
+    return now - lease.renewed <= lease_s + COORDINATOR_SAVE_S
+
+
 def holder_since(place: PlaceInfo) -> Optional[float]:
     lease = read_lease(place)
     if place.acquired and lease is not None and lease.owner == place.acquired:
@@ -285,10 +294,16 @@ class LeaseKeeper(threading.Thread):
                 coord.set_tags(place.name, lease_tags(lease.owner, lease.since, now))
                 self.last_renewed = now
                 return True
+            mine = read_lease(place)
             if place.acquired:
+                if mine is not None and mine.owner == lease.owner and lease_live(mine, self.lease_s):
+                    # after a coordinator restart a waiter may lock our place
+                    # before it sees our live lease tags; it yields the place
+                    # then (PlaceLease._live_foreign_lease, same liveness
+                    # rule), so this is a moment to wait out, not a loss
+                    return False
                 self.lost = f"place {place.name} is held by {place.acquired} now"
                 return False
-            mine = read_lease(place)
             if mine is not None and mine.owner != lease.owner:
                 self.lost = f"place {place.name} carries the lease of {mine.owner} now"
                 return False
@@ -466,16 +481,14 @@ class PlaceLease:
             if place is None or place.acquired:
                 return
             lease = read_lease(place)
-            if lease is None or lease.owner != holder or \
-                    time.time() - lease.renewed > self.lease_s + COORDINATOR_SAVE_S:
+            if lease is None or lease.owner != holder or not lease_live(lease, self.lease_s):
                 return
 
     def _live_foreign_lease(self) -> Optional[str]:
         with Coordinator(self.coordinator) as coord:
             place = coord.places().get(self.place or "")
         lease = read_lease(place) if place else None
-        if lease is None or lease.owner == self.owner or \
-                time.time() - lease.renewed > self.lease_s + COORDINATOR_SAVE_S:
+        if lease is None or lease.owner == self.owner or not lease_live(lease, self.lease_s):
             return None
         return lease.owner
 

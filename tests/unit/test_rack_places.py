@@ -346,3 +346,45 @@ def test_a_job_that_loses_its_place_is_infra_and_runs_again_on_another(monkeypat
     assert len(calls) == 2 and results[0].infra_error is None
     assert [w["attempt"] for w in sched.waits] == [1, 2]
     assert sorted(FakeLease.acquired) == sorted(FakeLease.released)
+
+
+class _CtxCoordinator(FakeCoordinator):
+    """FakeCoordinator as ``with Coordinator(addr) as c`` (what LeaseKeeper opens)."""
+
+    def __init__(self, places):
+        super().__init__(places, {})
+        self.tagged = []
+
+    def __call__(self, *a, **kw):
+        return self
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        pass
+
+    def set_tags(self, place, tags):
+        self.tagged.append((place, tags))
+
+
+@pytest.mark.parametrize("tag_owner, renewed_ago, lost", [
+    ("me", 5, False),        # a waiter locked it after a restart, before it saw our live lease: it yields
+    ("me", 30 + P.COORDINATOR_SAVE_S + 5, True),  # our lease ran out: the place is the other job's
+    ("other", 5, True),      # the other job's own lease is on it: we lost it
+])
+def test_a_holder_waits_out_a_waiter_that_locked_its_place_after_a_restart(monkeypatch, tag_owner, renewed_ago, lost):
+    # the coordinator-restart race of test_rack_leases: the holder's keeper
+    # saw the waiter's momentary lock and gave its place up for good
+    lease = P.PlaceLease("127.0.0.1:1", {"board": "x"}, lease_s=30)
+    lease.place, lease.since = "x1", time.time() - 60
+    waiter = _other_host_owner()
+    now = time.time()
+    owner = lease.owner if tag_owner == "me" else waiter
+    fake = _CtxCoordinator({"x1": PlaceInfo("x1", acquired=waiter, changed=now,
+                                            tags=P.lease_tags(owner, now - 60, now - renewed_ago))})
+    monkeypatch.setattr(P, "Coordinator", fake)
+    keeper = P.LeaseKeeper(lease, 30, on_lost=lambda why: None)
+    assert keeper.tick() is False
+    assert (keeper.lost is not None) == lost
+    assert fake.tagged == [] and fake.released == []  # never renews or releases a place it does not hold
