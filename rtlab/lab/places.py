@@ -166,6 +166,21 @@ def lease_tags(owner: str, since: float, renewed: float) -> dict:
     return {TAG_OWNER: encode_owner(owner), TAG_SINCE: str(int(since)), TAG_RENEWED: str(int(renewed))}
 
 
+#: SetPlaceTags with empty values deletes the tags
+NO_LEASE = {tag: "" for tag in LEASE_TAGS}
+
+
+def end_lease(coord: Coordinator, place: PlaceInfo, owner: str) -> None:
+    """Release *place* from *owner* and take its lease tags off first: tags
+    left on a released place would look, to the next job that locks it, like
+    the live lease of a holder whose lock a coordinator restart forgot, and
+    that job would yield the place (for up to T + COORDINATOR_SAVE_S)."""
+    lease = read_lease(place)
+    if lease is not None and lease.owner == owner:
+        coord.set_tags(place.name, NO_LEASE)
+    coord.release_from(place.name, owner)
+
+
 def lease_age(place: PlaceInfo, now: Optional[float] = None) -> float:
     """Seconds since the holder of *place* last renewed its lease (since it
     locked, by the coordinator's clock, if it never did)."""
@@ -218,7 +233,7 @@ def reap_stale(coord: Coordinator, say: Callable[[str], None] = lambda s: None,
             why = f"lease not renewed for {lease_age(place, now):.0f} s > T={lease_s:g} s"
         else:
             continue
-        coord.release_from(place.name, owner)
+        end_lease(coord, place, owner)
         released_owners.add(owner)
         msg = f"released place {place.name} from {owner} ({why})"
         say(msg)
@@ -592,7 +607,7 @@ class PlaceLease:
                 if self.place:
                     place = coord.places().get(self.place)
                     if place is not None and place.acquired == self.owner:
-                        coord.release_from(self.place, self.owner)
+                        end_lease(coord, place, self.owner)
                 if self.token:
                     coord.cancel_reservation(self.token)
         except CoordinatorError as e:

@@ -54,6 +54,9 @@ class FakeCoordinator:
     def release_from(self, place, owner):
         self.released.append((place, owner))
 
+    def set_tags(self, place, tags):
+        self.tags_set = getattr(self, "tags_set", []) + [(place, tags)]
+
     def cancel_reservation(self, token):
         self.cancelled.append(token)
         return True
@@ -100,6 +103,9 @@ def test_a_lease_of_another_host_is_released_once_not_renewed_for_T():
         "P": ReservationInfo("P", "runner-b/alice", "waiting", {}, {}, 0.0)})
     done = P.reap_stale(c, lease_s=30, now=now)
     assert sorted(c.released) == [("a", stale), ("c", never), ("d", never)]
+    # the released lease's tags go with it (the next holder would yield to
+    # them); tags of another owner (d's) are not the reaper's to remove
+    assert c.tags_set == [("a", P.NO_LEASE)]
     assert c.cancelled == ["W"]
     assert any("lease not renewed for 31 s > T=30 s" in d for d in done)
 
@@ -367,6 +373,9 @@ class _CtxCoordinator(FakeCoordinator):
     def set_tags(self, place, tags):
         self.tagged.append((place, tags))
 
+    def release_from(self, place, owner):
+        self.released.append((place, owner))
+
 
 @pytest.mark.parametrize("tag_owner, renewed_ago, lost", [
     ("me", 5, False),        # a waiter locked it after a restart, before it saw our live lease: it yields
@@ -388,3 +397,16 @@ def test_a_holder_waits_out_a_waiter_that_locked_its_place_after_a_restart(monke
     assert keeper.tick() is False
     assert (keeper.lost is not None) == lost
     assert fake.tagged == [] and fake.released == []  # never renews or releases a place it does not hold
+
+
+def test_a_released_place_carries_no_lease_for_the_next_job_to_yield_to(monkeypatch):
+    # the aging test's failure: the low job was allocated the place of the
+    # job before it, found that job's lease tags and yielded it, each time
+    lease = P.PlaceLease("127.0.0.1:1", {"board": "x"}, lease_s=30)
+    lease.place = "x1"
+    now = time.time()
+    fake = _CtxCoordinator({"x1": PlaceInfo("x1", acquired=lease.owner, changed=now,
+                                            tags=P.lease_tags(lease.owner, now - 5, now))})
+    monkeypatch.setattr(P, "Coordinator", fake)
+    lease.release()
+    assert fake.tagged == [("x1", P.NO_LEASE)] and fake.released == [("x1", lease.owner)]
