@@ -54,7 +54,7 @@ class MultiHostError(Exception):
 def split_boards(cfg: RackConfig, n: int) -> dict[str, list[str]]:
     """Exporter host -> its boards, dealt round-robin by outlet so every host
     gets boards of the common types first (vb0 on exp1, vb1 on exp2, ...)."""
-    hosts = {f"exp{k}": [] for k in range(1, n + 1)}
+    hosts: dict[str, list[str]] = {f"exp{k}": [] for k in range(1, n + 1)}
     for i, board in enumerate(cfg.boards):
         hosts[f"exp{i % n + 1}"].append(board)
     return {h: b for h, b in hosts.items() if b}
