@@ -189,11 +189,29 @@ def rack_status(directory=None) -> dict:
            "places": {}, "reservations": {}, "queue": [], "boards": {}}
     if not alive or st.get("state") != "ready":
         return out
+    if st.get("multihost"):
+        out["hosts"] = st["hosts"]
+        if os.environ.get("LG_HOSTNAME") not in st["hosts"]:
+            # the lab's addresses exist only inside its hosts: ask from the coordinator host
+            res = subprocess.run(["ip", "netns", "exec", st["hosts"]["coord"]["netns"], sys.executable, "-c",
+                                  "import sys; from rtlab.cli import main; sys.exit(main())", "rack", "status",
+                                  "--json", "--dir", str(d)], capture_output=True, text=True, timeout=120,
+                                 env={**os.environ, "LG_HOSTNAME": "coord"})
+            try:
+                inner = json.loads(res.stdout)
+                out.update({k: inner[k] for k in ("places", "reservations", "queue") if k in inner})
+                if "coordinator_error" in inner:
+                    out["coordinator_error"] = inner["coordinator_error"]
+            except ValueError:
+                out["coordinator_error"] = f"status from the coordinator host: {res.stderr.strip()[-300:]}"
+            return out
     try:
         with Coordinator(st["coordinator"]) as c:
             out.update(lab_view(c.places(), c.reservations()))
     except CoordinatorError as e:
         out["coordinator_error"] = str(e)
+    if st.get("multihost"):
+        return out  # each exporter host has its own PDU and boards: <dir>/<host>/rack.json
     try:
         out["boards"] = {b["name"]: b for b in json.loads(pdu_request(st, "GET", "/rack/status"))["outlets"]}
     except (OSError, RtlabError, ValueError) as e:
@@ -299,6 +317,10 @@ def cmd_status(args) -> int:
         return 1
     print(f"  coordinator {s['coordinator']}   PDU {s['pdu']}   "
           + "  ".join(f"{k} {'up' if v else 'DOWN'}" for k, v in s["processes"].items()))
+    for name, h in (s.get("hosts") or {}).items():
+        print(f"  {h['role']:11} host {name:8} netns {h['netns']} {h['address']} {' '.join(h['boards'])}")
+    if s.get("coordinator_error"):
+        print(f"  coordinator: {s['coordinator_error']}")
     from ..lab.places import lease_seconds, stale_owner  # lazy: grpc, kept out of CLI start-up
     lease_s = lease_seconds()
     for name, p in s["places"].items():

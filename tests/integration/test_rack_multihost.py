@@ -122,6 +122,13 @@ def test_rack_up_hosts_splits_the_rack_over_namespace_hosts_and_down_leaves_noth
         assert pa[2].startswith("runner1/") and pb[2].startswith("runner2/")  # LG_HOSTNAME: the host's name
         for p in (a, b):
             assert wait_line(p, "POWER").split()[1] == "0"
+        # `rtlab rack status` from the machine's own namespace: asked from the coordinator host
+        status = json.loads(subprocess.run([str(Path(sys.executable).parent / "rtlab"), "rack", "status", "--json",
+                                            "--dir", str(d)], capture_output=True, text=True, timeout=180).stdout)
+        assert "coordinator_error" not in status, status
+        assert {n: (p["holder"] or "").split("/")[0] for n, p in status["places"].items()
+                if n in ("rack-vb0", "rack-vb1")} == {pa[1]: "runner1", pb[1]: "runner2"}
+        assert set(status["hosts"]) == {"coord", "exp1", "exp2", "runner1", "runner2"}
         # the switches happened on the exporter hosts, each on its own PDU
         for place in (pa[1], pb[1]):
             board = place.removeprefix("rack-")
