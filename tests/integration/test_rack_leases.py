@@ -18,14 +18,14 @@ from pathlib import Path
 
 import pytest
 
-#: each test has a short form in make test (CI) and its full form, minutes of
-#: real coordinator restarts and lease expiry, in `make test-long`
-SHORT_AND_FULL = pytest.mark.parametrize("form", ["short", pytest.param("full", marks=pytest.mark.long)])
-
 from rtlab import ROOT
 from rtlab.lab import places as P
 from rtlab.lab.coordinator import Coordinator, CoordinatorError
 from rtlab.core.procutil import free_port
+
+#: each test has a short form in make test (CI) and its full form, minutes of
+#: real coordinator restarts and lease expiry, in `make test-long`
+SHORT_AND_FULL = pytest.mark.parametrize("form", ["short", pytest.param("full", marks=pytest.mark.long)])
 
 BIN = Path(sys.executable).parent
 T = 6.0
