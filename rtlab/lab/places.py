@@ -476,6 +476,11 @@ class PlaceLease:
                 coord.set_tags(self.place, lease_tags(self.owner, self.since, self.since))
             self.keeper = LeaseKeeper(self, self.lease_s, self.on_lost)
             self.keeper.start()
+        except CoordinatorError as e:
+            # the coordinator went away between lock and lease (a restart, seen
+            # in the soak): this job's INFRA, never an exception that ends the run
+            self.release()
+            raise PlaceError(f"coordinator lost while locking place {self.place}: {e}") from None
         except BaseException:
             self.release()
             raise

@@ -410,3 +410,23 @@ def test_a_released_place_carries_no_lease_for_the_next_job_to_yield_to(monkeypa
     monkeypatch.setattr(P, "Coordinator", fake)
     lease.release()
     assert fake.tagged == [("x1", P.NO_LEASE)] and fake.released == [("x1", lease.owner)]
+
+
+def test_a_coordinator_lost_between_lock_and_lease_is_a_place_error(monkeypatch):
+    # seen in the soak: a coordinator restart right after `labgrid-client lock`
+    # raised CoordinatorError out of acquire(), which ends a whole rtlab run
+    from rtlab.lab.coordinator import CoordinatorError
+    fake = _CtxCoordinator({"x1": PlaceInfo("x1", tags={"board": "x"})})
+    monkeypatch.setattr(P, "Coordinator", fake)
+    lease = P.PlaceLease("127.0.0.1:1", {"board": "x"}, lease_s=30)
+    monkeypatch.setattr(lease, "_reserve", lambda t0: setattr(lease, "place", "x1"))
+    monkeypatch.setattr(lease, "_client", lambda *a, **kw: subprocess.CompletedProcess(a, 0, "", ""))
+
+    def gone():
+        raise CoordinatorError("coordinator 127.0.0.1:1: GetPlaces: UNAVAILABLE")
+    monkeypatch.setattr(lease, "_live_foreign_lease", gone)
+    released = []
+    monkeypatch.setattr(lease, "release", lambda: released.append(True))
+    with pytest.raises(P.PlaceError, match="coordinator lost while locking place x1"):
+        lease.acquire()
+    assert released and lease.keeper is None
