@@ -430,3 +430,20 @@ def test_a_coordinator_lost_between_lock_and_lease_is_a_place_error(monkeypatch)
     with pytest.raises(P.PlaceError, match="coordinator lost while locking place x1"):
         lease.acquire()
     assert released and lease.keeper is None
+
+
+def test_a_holder_that_cannot_renew_for_T_stops_before_anyone_may_take_its_place(monkeypatch):
+    from rtlab.lab.coordinator import CoordinatorError
+    lease = P.PlaceLease("127.0.0.1:1", {"board": "x"}, lease_s=3)
+    lease.place = "x1"
+    lost = []
+    keeper = P.LeaseKeeper(lease, 3, on_lost=lost.append)
+
+    def unreachable():
+        raise CoordinatorError("coordinator 127.0.0.1:1: GetPlaces: UNAVAILABLE")
+    monkeypatch.setattr(keeper, "tick", unreachable)
+    keeper.last_renewed = time.time() - 2.5  # still within T: keeps trying (a coordinator restart)
+    keeper.start()
+    keeper.join(10)
+    assert not keeper.is_alive() and len(lost) == 1 and "not renewed for" in lost[0]
+    assert time.time() - keeper.last_renewed > 3  # not before T
