@@ -67,7 +67,8 @@ test-rack-soak: setup
 	@$(PY) -m pytest -m rack -s tests/integration/test_rack_soak.py $(PYTEST_ARGS)
 
 # the minutes-long lab tests kept out of make test (CI's time): coordinator
-# restarts and lease expiry on the rack, a LAVA device failing its health
+# restarts and lease expiry on the rack in full (make test runs their short
+# forms: test_rack_leases.py [short]), a LAVA device failing its health
 # check, the irq load through the programme's longest measurement
 test-long: images
 	@$(PY) -m pytest -m long tests/integration $(PYTEST_ARGS)

@@ -9,6 +9,7 @@ The rack directory is --dir, else $RTLAB_RACK_DIR, else .cache/rack.
 """
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import signal
@@ -21,7 +22,7 @@ from pathlib import Path
 from typing import Optional
 
 from .. import ROOT
-from ..errors import RtlabError
+from ..errors import InputError, RtlabError
 from ..core.procutil import pid_alive
 from ..rack.config import load_places
 from ..rack.pdu import FAULTS
@@ -42,7 +43,14 @@ def register(sub):
     up.add_argument("--config", type=Path, help="rack config (default: labgrid/rack.yaml)")
     up.add_argument("--coordinator-port", type=int, help="coordinator port (0: any free port; default: rack.yaml)")
     up.add_argument("--pdu-port", type=int, help="PDU port (0: any free port; default: rack.yaml)")
+    up.add_argument("--hosts", type=int, metavar="N",
+                    help="a lab of several hosts (network namespaces; needs CAP_NET_ADMIN): a coordinator "
+                         "host, N exporter hosts sharing the boards, each with its own PDU, and N runner hosts")
     up.set_defaults(func=cmd_up)
+    ex = common(rs.add_parser("exec", help="run a command on a host of a multi-host lab (rack up --hosts)"))
+    ex.add_argument("host", help="a host name of the lab (runner1, exp1, coord, ...)")
+    ex.add_argument("argv", nargs=argparse.REMAINDER, help="-- COMMAND [ARG...]")
+    ex.set_defaults(func=cmd_exec)
     common(rs.add_parser("down", help="power off the boards and stop the rack")).set_defaults(func=cmd_down)
     st = common(rs.add_parser("status", help="services, places, locks, boards"))
     st.add_argument("--json", action="store_true")
@@ -65,7 +73,7 @@ def register(sub):
 
 # -- helpers (also used by tests and the benchmark) ------------------------------------
 def rack_up(directory=None, *, config=None, coordinator_port=None, pdu_port=None,
-            timeout: float = UP_TIMEOUT_S, quiet: bool = False) -> dict:
+            timeout: float = UP_TIMEOUT_S, quiet: bool = False, hosts: Optional[int] = None) -> dict:
     """Start the rack service detached; return its state once ready."""
     d = rack_dir(directory)
     st = running_state(d)
@@ -80,6 +88,13 @@ def rack_up(directory=None, *, config=None, coordinator_port=None, pdu_port=None
     d.mkdir(parents=True, exist_ok=True)
     (d / STATE_FILE).unlink(missing_ok=True)
     cmd = [sys.executable, "-m", "rtlab.rack.service", "--dir", str(d)]
+    if hosts is not None:
+        from ..rack.multihost import MAX_HOSTS, MIN_HOSTS
+        if not MIN_HOSTS <= hosts <= MAX_HOSTS or coordinator_port is not None or pdu_port is not None:
+            raise InputError("--hosts", f"must be in [{MIN_HOSTS}, {MAX_HOSTS}] and goes without "
+                                        f"--coordinator-port/--pdu-port (each host has its own), got {hosts}")
+        cmd = [sys.executable, "-m", "rtlab.rack.multihost", "--dir", str(d), "--hosts", str(hosts)]
+        timeout = max(timeout, 60.0 * hosts)  # every exporter host starts its own services
     if config:
         cmd += ["--config", str(config)]
     if coordinator_port is not None:
@@ -119,6 +134,10 @@ def rack_down(directory=None, timeout: float = 30.0) -> bool:
             time.sleep(0.2)
         if pid_alive(pid):
             os.kill(pid, signal.SIGKILL)
+    if st.get("netns_prefix"):
+        # a multi-host lab whose service was SIGKILLed: its hosts still stand
+        from ..rack.hosts import reclaim
+        reclaim(st["netns_prefix"])
     # whatever the service could not stop (it was SIGKILLed): its process
     # groups, but only processes that are still ours (pids get reused)
     for pgid in (st.get("pids") or {}).values():  # pid == process group (own session)
@@ -170,11 +189,29 @@ def rack_status(directory=None) -> dict:
            "places": {}, "reservations": {}, "queue": [], "boards": {}}
     if not alive or st.get("state") != "ready":
         return out
+    if st.get("multihost"):
+        out["hosts"] = st["hosts"]
+        if os.environ.get("LG_HOSTNAME") not in st["hosts"]:
+            # the lab's addresses exist only inside its hosts: ask from the coordinator host
+            res = subprocess.run(["ip", "netns", "exec", st["hosts"]["coord"]["netns"], sys.executable, "-c",
+                                  "import sys; from rtlab.cli import main; sys.exit(main())", "rack", "status",
+                                  "--json", "--dir", str(d)], capture_output=True, text=True, timeout=120,
+                                 env={**os.environ, "LG_HOSTNAME": "coord"})
+            try:
+                inner = json.loads(res.stdout)
+                out.update({k: inner[k] for k in ("places", "reservations", "queue") if k in inner})
+                if "coordinator_error" in inner:
+                    out["coordinator_error"] = inner["coordinator_error"]
+            except ValueError:
+                out["coordinator_error"] = f"status from the coordinator host: {res.stderr.strip()[-300:]}"
+            return out
     try:
         with Coordinator(st["coordinator"]) as c:
             out.update(lab_view(c.places(), c.reservations()))
     except CoordinatorError as e:
         out["coordinator_error"] = str(e)
+    if st.get("multihost"):
+        return out  # each exporter host has its own PDU and boards: <dir>/<host>/rack.json
     try:
         out["boards"] = {b["name"]: b for b in json.loads(pdu_request(st, "GET", "/rack/status"))["outlets"]}
     except (OSError, RtlabError, ValueError) as e:
@@ -231,13 +268,37 @@ def _running(args) -> dict:
 # -- commands ---------------------------------------------------------------------------
 def cmd_up(args) -> int:
     st = rack_up(args.dir, config=args.config, coordinator_port=args.coordinator_port,
-                 pdu_port=args.pdu_port)
+                 pdu_port=args.pdu_port, hosts=args.hosts)
+    if st.get("multihost"):
+        print(f"lab {st['name']} ready in {st['dir']} (service pid {st['pid']}), coordinator {st['coordinator']}")
+        for name, h in st["hosts"].items():
+            boards = f": boards {', '.join(h['boards'])}" if h["boards"] else ""
+            print(f"  {h['role']:11} host {name:8} netns {h['netns']:14} {h['address']}{boards}")
+        print("  jobs: rtlab rack exec runner1 -- rtlab run ...")
+        return 0
     print(f"rack {st['name']} ready in {st['dir']} (service pid {st['pid']})")
     print(f"  coordinator {st['coordinator']}   PDU {st['pdu']}")
     for name, b in st["boards"].items():
         print(f"  board {name}: place {b['place']}, outlet {b['outlet']}, uart {b['tty']}")
     print(f"  export LG_COORDINATOR={st['coordinator']}")
     return 0
+
+
+def cmd_exec(args) -> int:
+    """Run a command on a host of the multi-host lab, as a job there would:
+    in its namespace, LG_HOSTNAME its name, LG_COORDINATOR the lab's."""
+    st = running_state(args.dir)
+    argv = args.argv[1:] if args.argv[:1] == ["--"] else args.argv
+    if not st or not st.get("multihost"):
+        raise RtlabError(f"no multi-host lab runs in {rack_dir(args.dir)} (`rtlab rack up --hosts N`)")
+    host = st["hosts"].get(args.host)
+    if host is None:
+        raise InputError("host", f"no host {args.host!r} in the lab (hosts: {', '.join(st['hosts'])})")
+    if not argv:
+        raise InputError("argv", "a command to run is needed: rtlab rack exec HOST -- COMMAND")
+    env = {**os.environ, "LG_HOSTNAME": args.host, "LG_COORDINATOR": st["coordinator"],
+           "RTLAB_RACK_DIR": str(rack_dir(args.dir))}
+    return subprocess.call(["ip", "netns", "exec", host["netns"], *argv], env=env)
 
 
 def cmd_down(args) -> int:
@@ -256,6 +317,10 @@ def cmd_status(args) -> int:
         return 1
     print(f"  coordinator {s['coordinator']}   PDU {s['pdu']}   "
           + "  ".join(f"{k} {'up' if v else 'DOWN'}" for k, v in s["processes"].items()))
+    for name, h in (s.get("hosts") or {}).items():
+        print(f"  {h['role']:11} host {name:8} netns {h['netns']} {h['address']} {' '.join(h['boards'])}")
+    if s.get("coordinator_error"):
+        print(f"  coordinator: {s['coordinator_error']}")
     from ..lab.places import lease_seconds, stale_owner  # lazy: grpc, kept out of CLI start-up
     lease_s = lease_seconds()
     for name, p in s["places"].items():

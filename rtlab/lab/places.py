@@ -166,6 +166,21 @@ def lease_tags(owner: str, since: float, renewed: float) -> dict:
     return {TAG_OWNER: encode_owner(owner), TAG_SINCE: str(int(since)), TAG_RENEWED: str(int(renewed))}
 
 
+#: SetPlaceTags with empty values deletes the tags
+NO_LEASE = {tag: "" for tag in LEASE_TAGS}
+
+
+def end_lease(coord: Coordinator, place: PlaceInfo, owner: str) -> None:
+    """Release *place* from *owner* and take its lease tags off first: tags
+    left on a released place would look, to the next job that locks it, like
+    the live lease of a holder whose lock a coordinator restart forgot, and
+    that job would yield the place (for up to T + COORDINATOR_SAVE_S)."""
+    lease = read_lease(place)
+    if lease is not None and lease.owner == owner:
+        coord.set_tags(place.name, NO_LEASE)
+    coord.release_from(place.name, owner)
+
+
 def lease_age(place: PlaceInfo, now: Optional[float] = None) -> float:
     """Seconds since the holder of *place* last renewed its lease (since it
     locked, by the coordinator's clock, if it never did)."""
@@ -173,6 +188,15 @@ def lease_age(place: PlaceInfo, now: Optional[float] = None) -> float:
     lease = read_lease(place)
     last = lease.renewed if lease is not None and lease.owner == place.acquired else place.changed
     return now - last
+
+
+def lease_live(lease: Lease, lease_s: float, now: Optional[float] = None) -> bool:
+    """Is a lease on an *unlocked* (or just re-locked) place still its
+    holder's? After a coordinator restart the tags can be up to
+    COORDINATOR_SAVE_S older than the holder's last renewal. The waiter that
+    yields and the holder that waits for it to yield judge by this one rule."""
+    now = time.time() if now is None else now
+    return now - lease.renewed <= lease_s + COORDINATOR_SAVE_S
 
 
 def holder_since(place: PlaceInfo) -> Optional[float]:
@@ -209,7 +233,7 @@ def reap_stale(coord: Coordinator, say: Callable[[str], None] = lambda s: None,
             why = f"lease not renewed for {lease_age(place, now):.0f} s > T={lease_s:g} s"
         else:
             continue
-        coord.release_from(place.name, owner)
+        end_lease(coord, place, owner)
         released_owners.add(owner)
         msg = f"released place {place.name} from {owner} ({why})"
         say(msg)
@@ -264,6 +288,12 @@ class LeaseKeeper(threading.Thread):
             except CoordinatorError as e:
                 ok = False
                 self.lease.say(f"lease on {self.lease.place}: {e}")
+            if not ok and not self.lost and time.time() - self.last_renewed > self.lease_s:
+                # self-fencing: past T since our last renewal any reaper may
+                # give the place to another job; stop before that job starts
+                # (the soak saw two jobs on one place for 64 ms without this)
+                self.lost = (f"lease on {self.lease.place} not renewed for "
+                             f"{time.time() - self.last_renewed:.0f} s > T={self.lease_s:g} s")
             if self.lost:
                 self.on_lost(self.lost)
                 return
@@ -285,10 +315,16 @@ class LeaseKeeper(threading.Thread):
                 coord.set_tags(place.name, lease_tags(lease.owner, lease.since, now))
                 self.last_renewed = now
                 return True
+            mine = read_lease(place)
             if place.acquired:
+                if mine is not None and mine.owner == lease.owner and lease_live(mine, self.lease_s):
+                    # after a coordinator restart a waiter may lock our place
+                    # before it sees our live lease tags; it yields the place
+                    # then (PlaceLease._live_foreign_lease, same liveness
+                    # rule), so this is a moment to wait out, not a loss
+                    return False
                 self.lost = f"place {place.name} is held by {place.acquired} now"
                 return False
-            mine = read_lease(place)
             if mine is not None and mine.owner != lease.owner:
                 self.lost = f"place {place.name} carries the lease of {mine.owner} now"
                 return False
@@ -446,6 +482,11 @@ class PlaceLease:
                 coord.set_tags(self.place, lease_tags(self.owner, self.since, self.since))
             self.keeper = LeaseKeeper(self, self.lease_s, self.on_lost)
             self.keeper.start()
+        except CoordinatorError as e:
+            # the coordinator went away between lock and lease (a restart, seen
+            # in the soak): this job's INFRA, never an exception that ends the run
+            self.release()
+            raise PlaceError(f"coordinator lost while locking place {self.place}: {e}") from None
         except BaseException:
             self.release()
             raise
@@ -466,16 +507,14 @@ class PlaceLease:
             if place is None or place.acquired:
                 return
             lease = read_lease(place)
-            if lease is None or lease.owner != holder or \
-                    time.time() - lease.renewed > self.lease_s + COORDINATOR_SAVE_S:
+            if lease is None or lease.owner != holder or not lease_live(lease, self.lease_s):
                 return
 
     def _live_foreign_lease(self) -> Optional[str]:
         with Coordinator(self.coordinator) as coord:
             place = coord.places().get(self.place or "")
         lease = read_lease(place) if place else None
-        if lease is None or lease.owner == self.owner or \
-                time.time() - lease.renewed > self.lease_s + COORDINATOR_SAVE_S:
+        if lease is None or lease.owner == self.owner or not lease_live(lease, self.lease_s):
             return None
         return lease.owner
 
@@ -579,7 +618,7 @@ class PlaceLease:
                 if self.place:
                     place = coord.places().get(self.place)
                     if place is not None and place.acquired == self.owner:
-                        coord.release_from(self.place, self.owner)
+                        end_lease(coord, place, self.owner)
                 if self.token:
                     coord.cancel_reservation(self.token)
         except CoordinatorError as e:

@@ -27,7 +27,6 @@ from typing import Callable, Optional
 
 from ..errors import RtlabError
 from ..core.model import JobResult
-from ..rack.state import coordinator_address
 from .coordinator import Coordinator
 from .places import PlaceError, PlaceLease, reap_stale
 
@@ -265,7 +264,10 @@ def _killpg(pgid: int) -> None:
 def run_scheduled(jobs: list, run_one: RunOne, finish: Finish, *, places: int = 1,
                   progress: Callable[[str], None] = print, coordinator: Optional[str] = None,
                   wait_timeout: Optional[float] = None) -> list[JobResult]:
+    # the caller finds the lab's coordinator (a real lab's $LG_COORDINATOR, or
+    # the local rack's, which the run layer reads from rtlab.rack.state): the
+    # lab layer knows coordinators, not where a rack keeps its state
     if coordinator is None and any(job_class(j) == "remote" for j in jobs):
-        coordinator = coordinator_address()
+        coordinator = os.environ.get("LG_COORDINATOR") or None
     return Scheduler(jobs, run_one, finish, places=places, progress=progress,
                      coordinator=coordinator, wait_timeout=wait_timeout).run()

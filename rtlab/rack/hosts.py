@@ -152,3 +152,23 @@ def leftovers(prefix: str) -> list[str]:
     links = [line.split(":")[1].strip().split("@")[0] for line in _ip("-o", "link", check=False).stdout.splitlines()
              if len(line.split(":")) > 1 and line.split(":")[1].strip().startswith(prefix)]
     return ns + links
+
+
+def reclaim(prefix: str) -> list[str]:
+    """What a lab with namespaces *prefix*-* left when its owner was killed
+    before down(): SIGKILL every process in them, delete them; their names."""
+    gone = []
+    for ns in [n for n in leftovers(prefix) if n.startswith(prefix + "-")]:
+        for _ in range(50):
+            pids = [int(x) for x in _ip("netns", "pids", ns, check=False).stdout.split()]
+            if not pids:
+                break
+            for pid in pids:
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.1)
+        _ip("netns", "del", ns, check=False)
+        gone.append(ns)
+    return gone

@@ -22,6 +22,7 @@ children) and coordinator, write state "stopped".
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import os
 import signal
@@ -66,17 +67,43 @@ def port_taken(host: str, port: int) -> str:
     return ""
 
 
+def host_share(cfg: RackConfig, boards: list, exporter_name: str) -> RackConfig:
+    """The part of the rack one exporter host of a multi-host lab serves: its
+    *boards*, exported under its own exporter name (labgrid's coordinator
+    takes one exporter per name), and the places of those boards, their
+    matches renamed to that exporter."""
+    unknown = [b for b in boards if b not in cfg.boards]
+    if unknown:
+        raise RackError(f"{cfg.path}: no boards {', '.join(unknown)} (boards: {', '.join(cfg.boards)})")
+    places = {}
+    for p in cfg.places.values():
+        groups = {m.split("/")[1] for m in p.matches if m.split("/")[0] == cfg.name}
+        if groups and groups <= set(boards):
+            matches = tuple(f"{exporter_name}/{m.split('/', 1)[1]}" for m in p.matches)
+            places[p.name] = dataclasses.replace(p, matches=matches)
+    return dataclasses.replace(cfg, name=exporter_name, places=places,
+                               boards={b: cfg.boards[b] for b in cfg.boards if b in boards})
+
+
 class Rack:
     def __init__(self, cfg: RackConfig, directory: Path, coordinator_port: Optional[int] = None,
-                 pdu_port: Optional[int] = None):
+                 pdu_port: Optional[int] = None, *, bind: str = "127.0.0.1",
+                 coordinator: Optional[str] = None):
         self.cfg = cfg
+        #: the address this rack's network services listen on (the PDU, the
+        #: exporter's ser2net): loopback for one host; the exporter host's own
+        #: address in a multi-host lab (the interrupt-probe twins stay on
+        #: loopback: rtlab.lab.irqtwin refuses anything else)
+        self.bind = bind
+        #: another host's coordinator (a multi-host lab): not started here
+        self.external_coordinator = coordinator
         self.dir = Path(directory).resolve()
         self.dir.mkdir(parents=True, exist_ok=True)
         cport = int(cfg.coordinator.rpartition(":")[2]) if coordinator_port is None else coordinator_port
         pport = int(cfg.pdu.rpartition(":")[2]) if pdu_port is None else pdu_port
         self.coordinator_port = cport or free_port()
         self.pdu_port = pport or free_port()
-        self.coordinator_address = f"127.0.0.1:{self.coordinator_port}"
+        self.coordinator_address = coordinator or f"127.0.0.1:{self.coordinator_port}"
         self.boards: dict[str, VirtualBoard] = {}
         self.procs: dict[str, subprocess.Popen] = {}
         self.pdu: Optional[PDUServer] = None
@@ -99,7 +126,7 @@ class Rack:
         st = {
             "state": status, "pid": os.getpid(), "dir": str(self.dir), "name": self.cfg.name,
             "config": str(self.cfg.path), "coordinator": self.coordinator_address,
-            "pdu": f"http://127.0.0.1:{self.pdu_port}", "started": self.started,
+            "pdu": f"http://{self.bind}:{self.pdu_port}", "started": self.started,
             # each runs in its own session (start_new_session): pid == process group
             "pids": {k: p.pid for k, p in self.procs.items()},
             "boards": {n: {"outlet": b.spec.outlet, "arch": b.spec.type.arch, "tty": b.tty,
@@ -116,21 +143,28 @@ class Rack:
     # -- start ------------------------------------------------------------------------
     def start(self) -> None:
         self.state("starting")
-        for what, port in (("coordinator", self.coordinator_port), ("PDU", self.pdu_port)):
-            err = port_taken("127.0.0.1", port)
+        ports = [("PDU", self.bind, self.pdu_port)]
+        if not self.external_coordinator:
+            ports.insert(0, ("coordinator", "127.0.0.1", self.coordinator_port))
+        for what, host, port in ports:
+            err = port_taken(host, port)
             if err:
-                raise RackError(f"{what} port 127.0.0.1:{port} is taken ({err}): another "
+                raise RackError(f"{what} port {host}:{port} is taken ({err}): another "
                                 f"rack? `rtlab rack up --coordinator-port 0 --pdu-port 0` picks free ones")
         for spec in self.cfg.boards.values():
             self.boards[spec.name] = VirtualBoard(spec, self.dir, say=self.say)
         self.controller = PowerController({b.spec.outlet: b for b in self.boards.values()},
                                           self.dir / "pdu.jsonl")
         self.controller.start()
-        self.pdu = PDUServer(("127.0.0.1", self.pdu_port), self.controller)
+        self.pdu = PDUServer((self.bind, self.pdu_port), self.controller)
         self.pdu.start()
         self.say(f"PDU on {self.pdu.url} ({len(self.boards)} outlets)")
 
-        self._start_coordinator()
+        if self.external_coordinator:
+            with Coordinator(self.coordinator_address) as coord:
+                coord.wait_ready(60)
+        else:
+            self._start_coordinator()
         self.say(f"coordinator on {self.coordinator_address}")
 
         self._start_exporter()
@@ -155,7 +189,9 @@ class Rack:
         env = {**os.environ,
                "PATH": f"{ROOT / 'labgrid' / 'bin'}:{os.environ.get('PATH', '/usr/bin:/bin')}",
                "RTLAB_RACK_BOARDS": " ".join(self.boards), "RTLAB_RACK_DIR": str(self.dir),
-               "RTLAB_RACK_PDU": self.pdu.url if self.pdu else '', "PYTHONUNBUFFERED": "1"}
+               "RTLAB_RACK_PDU": self.pdu.url if self.pdu else '', "PYTHONUNBUFFERED": "1",
+               # the ser2net shim and exporter.yaml: where clients reach this host's services
+               "RTLAB_RACK_BIND": self.bind}
         for name, b in self.boards.items():
             env[f"RTLAB_RACK_TTY_{name}"] = b.tty
             env[f"RTLAB_RACK_OUTLET_{name}"] = str(b.spec.outlet)
@@ -166,7 +202,7 @@ class Rack:
                 env[f"RTLAB_RACK_IRQPROBE_{name}"] = self.irq_probes[name]
         env.pop("LG_COORDINATOR", None)
         self._spawn("exporter", [venv_tool("labgrid-exporter"), "-c", self.coordinator_address,
-                                 "-n", self.cfg.name, "--hostname", "127.0.0.1",
+                                 "-n", self.cfg.name, "--hostname", self.bind,
                                  str(self.cfg.exporter_config)], env=env, cwd=self.dir)
 
     def _spawn(self, name: str, cmd: list[str], cwd: Path, env: Optional[dict] = None) -> None:
@@ -338,9 +374,18 @@ def main(argv=None) -> int:
     ap.add_argument("--config", type=Path)
     ap.add_argument("--coordinator-port", type=int)
     ap.add_argument("--pdu-port", type=int)
+    # one exporter host of a multi-host lab (rtlab.rack.multihost)
+    ap.add_argument("--coordinator", help="HOST:PORT of another host's coordinator (none started here)")
+    ap.add_argument("--bind", default="127.0.0.1", help="address this host's services listen on")
+    ap.add_argument("--boards", help="comma-separated boards of this host (default: all)")
+    ap.add_argument("--exporter-name", help="this host's exporter name (default: rack.yaml's name)")
     args = ap.parse_args(argv)
     cfg = load_rack_config(args.config)
-    rack = Rack(cfg, args.dir, args.coordinator_port, args.pdu_port)
+    if args.boards or args.exporter_name:
+        cfg = host_share(cfg, args.boards.split(",") if args.boards else list(cfg.boards),
+                         args.exporter_name or cfg.name)
+    rack = Rack(cfg, args.dir, args.coordinator_port, args.pdu_port, bind=args.bind,
+                coordinator=args.coordinator)
 
     def on_signal(signum, frame):
         rack.stopping.set()

@@ -596,10 +596,11 @@ def run_campaign(campaign: Campaign, *, results_root: Path = RESULTS_DIR,
             finish(job, jr, label)
         if scheduled:
             from ..lab.scheduler import run_scheduled
+            from ..rack.state import coordinator_address
             run.jobs.extend(run_scheduled(
                 ready, lambda job, lease_env, label, on_spawn: run_judged(
                     job, label, lease_env=lease_env, on_spawn=on_spawn),
-                finish, places=places, progress=progress))
+                finish, places=places, progress=progress, coordinator=coordinator_address()))
     except (KeyboardInterrupt, Cancelled) as e:
         # signals that arrive while the run is written up do not cut it short
         if _main_thread():

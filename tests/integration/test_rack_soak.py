@@ -27,6 +27,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 import pytest
@@ -105,6 +106,9 @@ class Soak:
         self.running: dict = {}          # job id -> Popen
         self.kills: list = []            # (t, owner-host or job, kind)
         self.faults: dict = {}
+        #: hosts that are down (power lost): their clients start nothing until they are back
+        self.down: set = set()
+        self.inject_error: Optional[BaseException] = None
         self.coord = None
         self.t0 = time.time()
         self.end = self.t0 + seconds
@@ -134,6 +138,8 @@ class Soak:
             if item is None:
                 return
             job, attempt = item
+            while host in self.down:  # a host without power runs no jobs
+                time.sleep(0.2)
             hold = rng.uniform(15, 35)
             prio = rng.choice([0, 10, 20])
             out = self.dir / "jobs" / f"{job}-{attempt}.out"
@@ -151,12 +157,20 @@ class Soak:
             waited = next((float(x.split()[3]) for x in lines if x.startswith("PLACE")), None)
             verdict = "PASS" if p.returncode == 0 and "DONE" in lines else "INFRA"
             self.results.append({"job": job, "attempt": attempt, "host": host, "rc": p.returncode,
-                                 "verdict": verdict, "place": place, "waited_s": waited, "hold_s": hold})
+                                 "verdict": verdict, "place": place, "waited_s": waited, "hold_s": hold,
+                                 "last": lines[-1][:200] if lines else ""})
             if verdict == "INFRA" and attempt == 1:
                 with self.lock:
                     self.retry.append((job, 2))  # INFRA on a lost board: again, on any place of the type
 
     def inject(self, rng: random.Random):
+        try:
+            self._inject(rng)
+        except BaseException as e:  # noqa: BLE001 - the test fails on it (a soak without its faults is no soak)
+            self.inject_error = e
+            raise
+
+    def _inject(self, rng: random.Random):
         while time.time() < self.end - 60:
             time.sleep(rng.uniform(30, 60))
             kind = rng.choice(["kill-job", "kill-runner-host", "restart-coordinator"])
@@ -172,9 +186,12 @@ class Soak:
                 self.kills.append((time.time(), job))
             elif kind == "kill-runner-host":
                 with self.lock:
+                    self.down.add("runner-b")  # power lost: its clients start nothing more
                     dying = [j for j, (p, h) in self.running.items() if h == "runner-b"]
                 self.lab.kill_host("runner-b")
                 self.kills.extend((time.time(), j) for j in dying)
+                time.sleep(2)
+                self.down.discard("runner-b")  # rebooted: its runners take jobs again
             else:
                 self.coord.kill()
                 self.coord.wait()
@@ -280,5 +297,13 @@ def test_rack_soak(tmp_path):
     if dead_held:
         print(f"  place held by a dead owner: max {max(dead_held):.1f} s (T={T:g} s)")
     print(f"  utilisation {util:.0%} of {len(PLACES)} places (ideal for the work asked: {ideal:.0%})")
+    infra = {}
+    for r in soak.results:
+        if r["verdict"] == "INFRA":
+            infra[r["last"][:60]] = infra.get(r["last"][:60], 0) + 1
+    print("  INFRA by last line: " + "; ".join(f"{n}x {k!r}" for k, n in sorted(infra.items(), key=lambda x: -x[1])[:5]))
     assert len(soak.results) >= 12 and len(jobs_done) >= 12
+    # a soak whose fault thread died early is no soak (it once passed with 0 faults)
+    assert soak.inject_error is None, f"fault injection failed: {soak.inject_error!r}"
+    assert sum(soak.faults.values()) >= max(1, int(seconds // 120)), soak.faults
     assert not dead_held or max(dead_held) <= T + T / 3 + 10, dead_held

@@ -54,6 +54,9 @@ class FakeCoordinator:
     def release_from(self, place, owner):
         self.released.append((place, owner))
 
+    def set_tags(self, place, tags):
+        self.tags_set = getattr(self, "tags_set", []) + [(place, tags)]
+
     def cancel_reservation(self, token):
         self.cancelled.append(token)
         return True
@@ -100,6 +103,9 @@ def test_a_lease_of_another_host_is_released_once_not_renewed_for_T():
         "P": ReservationInfo("P", "runner-b/alice", "waiting", {}, {}, 0.0)})
     done = P.reap_stale(c, lease_s=30, now=now)
     assert sorted(c.released) == [("a", stale), ("c", never), ("d", never)]
+    # the released lease's tags go with it (the next holder would yield to
+    # them); tags of another owner (d's) are not the reaper's to remove
+    assert c.tags_set == [("a", P.NO_LEASE)]
     assert c.cancelled == ["W"]
     assert any("lease not renewed for 31 s > T=30 s" in d for d in done)
 
@@ -346,3 +352,98 @@ def test_a_job_that_loses_its_place_is_infra_and_runs_again_on_another(monkeypat
     assert len(calls) == 2 and results[0].infra_error is None
     assert [w["attempt"] for w in sched.waits] == [1, 2]
     assert sorted(FakeLease.acquired) == sorted(FakeLease.released)
+
+
+class _CtxCoordinator(FakeCoordinator):
+    """FakeCoordinator as ``with Coordinator(addr) as c`` (what LeaseKeeper opens)."""
+
+    def __init__(self, places):
+        super().__init__(places, {})
+        self.tagged = []
+
+    def __call__(self, *a, **kw):
+        return self
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        pass
+
+    def set_tags(self, place, tags):
+        self.tagged.append((place, tags))
+
+    def release_from(self, place, owner):
+        self.released.append((place, owner))
+
+
+@pytest.mark.parametrize("tag_owner, renewed_ago, lost", [
+    ("me", 5, False),        # a waiter locked it after a restart, before it saw our live lease: it yields
+    ("me", 30 + P.COORDINATOR_SAVE_S + 5, True),  # our lease ran out: the place is the other job's
+    ("other", 5, True),      # the other job's own lease is on it: we lost it
+])
+def test_a_holder_waits_out_a_waiter_that_locked_its_place_after_a_restart(monkeypatch, tag_owner, renewed_ago, lost):
+    # the coordinator-restart race of test_rack_leases: the holder's keeper
+    # saw the waiter's momentary lock and gave its place up for good
+    lease = P.PlaceLease("127.0.0.1:1", {"board": "x"}, lease_s=30)
+    lease.place, lease.since = "x1", time.time() - 60
+    waiter = _other_host_owner()
+    now = time.time()
+    owner = lease.owner if tag_owner == "me" else waiter
+    fake = _CtxCoordinator({"x1": PlaceInfo("x1", acquired=waiter, changed=now,
+                                            tags=P.lease_tags(owner, now - 60, now - renewed_ago))})
+    monkeypatch.setattr(P, "Coordinator", fake)
+    keeper = P.LeaseKeeper(lease, 30, on_lost=lambda why: None)
+    assert keeper.tick() is False
+    assert (keeper.lost is not None) == lost
+    assert fake.tagged == [] and fake.released == []  # never renews or releases a place it does not hold
+
+
+def test_a_released_place_carries_no_lease_for_the_next_job_to_yield_to(monkeypatch):
+    # the aging test's failure: the low job was allocated the place of the
+    # job before it, found that job's lease tags and yielded it, each time
+    lease = P.PlaceLease("127.0.0.1:1", {"board": "x"}, lease_s=30)
+    lease.place = "x1"
+    now = time.time()
+    fake = _CtxCoordinator({"x1": PlaceInfo("x1", acquired=lease.owner, changed=now,
+                                            tags=P.lease_tags(lease.owner, now - 5, now))})
+    monkeypatch.setattr(P, "Coordinator", fake)
+    lease.release()
+    assert fake.tagged == [("x1", P.NO_LEASE)] and fake.released == [("x1", lease.owner)]
+
+
+def test_a_coordinator_lost_between_lock_and_lease_is_a_place_error(monkeypatch):
+    # seen in the soak: a coordinator restart right after `labgrid-client lock`
+    # raised CoordinatorError out of acquire(), which ends a whole rtlab run
+    from rtlab.lab.coordinator import CoordinatorError
+    fake = _CtxCoordinator({"x1": PlaceInfo("x1", tags={"board": "x"})})
+    monkeypatch.setattr(P, "Coordinator", fake)
+    lease = P.PlaceLease("127.0.0.1:1", {"board": "x"}, lease_s=30)
+    monkeypatch.setattr(lease, "_reserve", lambda t0: setattr(lease, "place", "x1"))
+    monkeypatch.setattr(lease, "_client", lambda *a, **kw: subprocess.CompletedProcess(a, 0, "", ""))
+
+    def gone():
+        raise CoordinatorError("coordinator 127.0.0.1:1: GetPlaces: UNAVAILABLE")
+    monkeypatch.setattr(lease, "_live_foreign_lease", gone)
+    released = []
+    monkeypatch.setattr(lease, "release", lambda: released.append(True))
+    with pytest.raises(P.PlaceError, match="coordinator lost while locking place x1"):
+        lease.acquire()
+    assert released and lease.keeper is None
+
+
+def test_a_holder_that_cannot_renew_for_T_stops_before_anyone_may_take_its_place(monkeypatch):
+    from rtlab.lab.coordinator import CoordinatorError
+    lease = P.PlaceLease("127.0.0.1:1", {"board": "x"}, lease_s=3)
+    lease.place = "x1"
+    lost = []
+    keeper = P.LeaseKeeper(lease, 3, on_lost=lost.append)
+
+    def unreachable():
+        raise CoordinatorError("coordinator 127.0.0.1:1: GetPlaces: UNAVAILABLE")
+    monkeypatch.setattr(keeper, "tick", unreachable)
+    keeper.last_renewed = time.time() - 2.5  # still within T: keeps trying (a coordinator restart)
+    keeper.start()
+    keeper.join(10)
+    assert not keeper.is_alive() and len(lost) == 1 and "not renewed for" in lost[0]
+    assert time.time() - keeper.last_renewed > 3  # not before T

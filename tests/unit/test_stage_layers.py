@@ -9,8 +9,6 @@ LAYERS = [['rtlab', 'rtlab.errors', 'rtlab.registry'], ['rtlab.core'], ['rtlab.t
 ALLOWED_PACKAGE_EDGES = {
     ("rtlab.run", "rtlab.boardtests"): "the fork server imports the board tests (function-level) so a "
                                        "job's pytest starts warm; the board tests use the results path",
-    ("rtlab.lab", "rtlab.rack"): "known before the move (issue #28): lab.scheduler reads the virtual "
-                                 "rack's coordinator address from rack.state; drop this once it moves",
 }
 
 

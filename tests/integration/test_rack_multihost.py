@@ -1,0 +1,189 @@
+"""`rtlab rack up --hosts 2`: the virtual rack over five network-namespace
+hosts (a coordinator host, two exporter hosts each with its own boards, PDU
+and labgrid-exporter, two runner hosts), real labgrid processes throughout.
+
+Jobs on both runner hosts lease the two rack-aarch64 places (one on each
+exporter host) through the coordinator host and power their boards on
+through labgrid: the exporter hosts' own PDU logs and the boards' console
+logs (QEMU's U-Boot, on the exporter host) show it happened there. A whole
+runner host killed loses its place to the job queued on the other runner
+host within T (the exporter hosts' reapers, and the waiting job's). `rtlab
+rack down` leaves no namespace, veth or process of the lab behind.
+"""
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from rtlab import ROOT
+from rtlab.commands.rack import rack_down, rack_up
+from rtlab.core.procutil import pid_alive
+from rtlab.rack.hosts import leftovers
+
+T = 6.0
+
+JOB = textwrap.dedent("""
+    import sys, time
+    from rtlab.lab.places import PlaceLease
+    lease = PlaceLease(sys.argv[1], {"board": "rack-aarch64"}, lease_s=float(sys.argv[2]),
+                       on_lost=lambda why: print("LOST", why, flush=True), say=lambda m: print(m, flush=True))
+    lease.acquire()
+    print("PLACE", lease.place, lease.owner, flush=True)
+    # the board's power goes through labgrid: the exporter's NetworkPowerPort,
+    # the HTTP PDU on the exporter host's own address
+    res = lease._client("-p", lease.place, "power", "on", timeout=120)
+    print("POWER", res.returncode, (res.stdout + res.stderr).strip()[-300:], flush=True)
+    time.sleep(float(sys.argv[3]))
+    lease._client("-p", lease.place, "power", "off", timeout=120)
+    lease.release()
+    print("RELEASED", flush=True)
+""")
+
+
+WATCH = textwrap.dedent("""
+    import json, sys, time
+    from rtlab.lab.coordinator import Coordinator, CoordinatorError
+    with Coordinator(sys.argv[1], timeout=15) as c:
+        while True:  # the coordinator as an outside observer on a runner host sees it
+            try:
+                print(json.dumps({"t": time.time(), "held": {n: p.acquired for n, p in c.places().items()}}),
+                      flush=True)
+            except CoordinatorError:
+                pass
+            time.sleep(0.5)
+""")
+
+
+def wait_line(proc, prefix, timeout=120.0) -> str:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if line.startswith(prefix):
+            return line.strip()
+        if not line and proc.poll() is not None:
+            break
+    raise AssertionError(f"no {prefix!r} line from job (rc {proc.poll()})")
+
+
+def netns_pids(ns: str) -> list[int]:
+    out = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True)
+    return [int(x) for x in out.stdout.split()]
+
+
+def pdu_switches(d: Path) -> list[dict]:
+    path = d / "pdu.jsonl"
+    return [json.loads(x) for x in path.read_text().splitlines()] if path.is_file() else []
+
+
+def test_rack_up_hosts_splits_the_rack_over_namespace_hosts_and_down_leaves_nothing(tmp_path, monkeypatch):
+    monkeypatch.setenv("RTLAB_LEASE_S", str(T))  # the exporter hosts' reapers
+    d = tmp_path / "lab"
+    try:
+        st = rack_up(d, hosts=2)
+    except Exception as e:  # noqa: BLE001
+        rack_down(d)
+        pytest.fail(f"rack up --hosts 2: {e} (network namespaces need CAP_NET_ADMIN)")
+    jobs = []
+    prefix = st["netns_prefix"]
+    every_pid = [st["pid"], *st["pids"].values()]
+    try:
+        roles = {n: h["role"] for n, h in st["hosts"].items()}
+        assert sorted(roles.values()) == ["coordinator", "exporter", "exporter", "runner", "runner"]
+        hosts = st["hosts"]
+        # each service runs on its own host: the coordinator in the
+        # coordinator's namespace, each exporter in its exporter host's
+        assert st["pids"]["coord"] in netns_pids(hosts["coord"]["netns"])
+        exp_state = {h: json.loads((d / h / "rack.json").read_text()) for h in ("exp1", "exp2")}
+        for h, est in exp_state.items():
+            assert est["state"] == "ready" and est["coordinator"] == st["coordinator"]
+            assert est["pids"]["exporter"] in netns_pids(hosts[h]["netns"])
+            assert est["pdu"] == f"http://{hosts[h]['address']}:20480"  # its own PDU, on its own address
+            every_pid += list(est["pids"].values())
+        board_host = {b: h for h in ("exp1", "exp2") for b in hosts[h]["boards"]}
+        assert board_host["vb0"] != board_host["vb1"]
+
+        def job(host, hold_s=600.0):
+            env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+            p = subprocess.Popen([str(Path(sys.executable).parent / "rtlab"), "rack", "exec", "--dir", str(d), host, "--",
+                                  sys.executable, "-c", JOB, st["coordinator"], str(T), str(hold_s)],
+                                 cwd=ROOT, env=env, stdout=subprocess.PIPE, text=True, start_new_session=True)
+            jobs.append(p)
+            return p
+
+        a, b = job("runner1"), job("runner2")
+        pa, pb = (wait_line(p, "PLACE").split() for p in (a, b))
+        assert {pa[1], pb[1]} == {"rack-vb0", "rack-vb1"}
+        assert pa[2].startswith("runner1/") and pb[2].startswith("runner2/")  # LG_HOSTNAME: the host's name
+        for p in (a, b):
+            assert wait_line(p, "POWER").split()[1] == "0"
+        # `rtlab rack status` from the machine's own namespace: asked from the coordinator host
+        status = json.loads(subprocess.run([str(Path(sys.executable).parent / "rtlab"), "rack", "status", "--json",
+                                            "--dir", str(d)], capture_output=True, text=True, timeout=180).stdout)
+        assert "coordinator_error" not in status, status
+        assert {n: (p["holder"] or "").split("/")[0] for n, p in status["places"].items()
+                if n in ("rack-vb0", "rack-vb1")} == {pa[1]: "runner1", pb[1]: "runner2"}
+        assert set(status["hosts"]) == {"coord", "exp1", "exp2", "runner1", "runner2"}
+        # the switches happened on the exporter hosts, each on its own PDU
+        for place in (pa[1], pb[1]):
+            board = place.removeprefix("rack-")
+            sw = pdu_switches(d / board_host[board])
+            assert [s["set"] for s in sw if s["board"] == board][-1:] == ["on"], sw
+            console = d / board_host[board] / "boards" / board / "console.log"
+            deadline = time.monotonic() + 120
+            while time.monotonic() < deadline and (not console.is_file() or console.stat().st_size == 0):
+                time.sleep(1)
+            assert console.is_file() and console.stat().st_size > 0, f"{board} printed nothing on {board_host[board]}"
+
+        waiter = job("runner1", hold_s=1)
+        watch = subprocess.Popen([str(Path(sys.executable).parent / "rtlab"), "rack", "exec", "--dir", str(d),
+                                  "runner1", "--", sys.executable, "-c", WATCH, st["coordinator"]], cwd=ROOT,
+                                 stdout=open(tmp_path / "watch.jsonl", "w"), start_new_session=True)
+        jobs.append(watch)
+        time.sleep(T)
+        assert waiter.poll() is None  # both places held: it waits
+        # runner2 loses power: every process on it
+        ns2 = hosts["runner2"]["netns"]
+        killed = 0
+        while netns_pids(ns2):
+            for pid in netns_pids(ns2):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                    killed += 1
+                except ProcessLookupError:
+                    pass
+            time.sleep(0.1)
+        t_dead = time.time()
+        assert killed >= 1
+        line = wait_line(waiter, "PLACE", timeout=180)
+        assert line.split()[1] == pb[1] and line.split()[2].startswith("runner1/")
+        os.killpg(watch.pid, signal.SIGKILL)
+        watch.wait()
+        snaps = [json.loads(x) for x in (tmp_path / "watch.jsonl").read_text().splitlines()]
+        freed = next(s["t"] for s in snaps
+                     if s["t"] > t_dead and not (s["held"].get(pb[1]) or "").startswith("runner2/"))
+        # as the coordinator saw it: released within T of the last renewal (at
+        # most T/3 before the kill) + a reaper period and the observer's poll,
+        # + a loaded machine's round trips (as test_rack_hosts)
+        assert freed - t_dead <= T + T / 3 + 10, freed - t_dead
+        print(f"runner2's place released {freed - t_dead:.1f} s after the host died (T = {T:g} s)")
+        waiter.wait(180)
+        assert waiter.returncode == 0
+    finally:
+        for p in jobs:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+            if p.stdout:
+                p.stdout.close()
+        rack_down(d)
+    # nothing of the lab is left: no namespace, no veth, no process
+    assert leftovers(prefix) == [], leftovers(prefix)
+    alive = [pid for pid in every_pid if pid and pid_alive(pid)]
+    assert alive == [], f"lab processes survive rack down: {alive}"
+    assert json.loads((d / "rack.json").read_text())["state"] == "stopped"
