@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from rtlab.plan.campaign import load_campaign  # noqa: E402
-from rtlab.commands.rack import rack_down, rack_up  # noqa: E402
+from rtlab.rack.control import rack_down, rack_up  # noqa: E402
 from rtlab.images import ensure_images  # noqa: E402
 from rtlab.run.runner import run_campaign  # noqa: E402
 

@@ -10,8 +10,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..plan.policy import Policy, load_policy
 from ..core.rundir import RunDir
+from ..plan.policy import load_policy
+from ..verdict import against
+from ..verdict.against import BaselineChoice
 
 
 def register(sub):
@@ -71,75 +73,20 @@ def add_baseline_args(p) -> None:
     p.add_argument("--pin", metavar="NAME", type=pin_name, help="the baseline pinned as NAME (rtlab baseline pin)")
 
 
-def policy_for(args, candidate_dirs, pin_doc=None):
-    """The verdict's policy: the operator's --budgets, else the baseline's
-    (its first run's budgets.yaml, or what was pinned with it), else the
-    built-in defaults; never the candidate's, whose budget file is part of
-    the change under test. The policy's source names which."""
-    import dataclasses
+def choice_of(args) -> BaselineChoice:
+    """The baseline options of `rtlab compare`/`report`/`run` as one value."""
+    return BaselineChoice(runs=tuple(Path(d) for d in (getattr(args, "baseline", None) or ())),
+                          store=bool(getattr(args, "baseline_store", False)),
+                          branch=getattr(args, "branch", "main"), last=getattr(args, "last", 5),
+                          pin=getattr(args, "pin", None), budgets=getattr(args, "budgets", None))
 
-    if args.budgets:
-        pol = load_policy(args.budgets)
-        return dataclasses.replace(pol, source=f"operator --budgets {args.budgets}: {pol.source}")
-    if pin_doc is not None and pin_doc.get("regression") is not None:
-        from ..core.config import Node
-        from ..plan.policy import policy_from_node
-        pol = policy_from_node(Node(Path(f"pin {pin_doc.get('name')}"), pin_doc["regression"], "regression"),
-                               Path(f"pin {pin_doc.get('name')}"))
-        return dataclasses.replace(pol, source=f"baseline pin {pin_doc.get('name')}: {pin_doc.get('policy_source', '')}")
-    if getattr(args, "baseline", None):
-        f = RunDir(Path(args.baseline[0])).budgets_copy
-        if f.exists():
-            pol = load_policy(f)
-            return dataclasses.replace(pol, source=f"baseline run {args.baseline[0]}: {pol.source}")
-    return Policy(source="built-in defaults (no --budgets, and the baseline carries no budget file)")
+
+def policy_for(args, candidate_dirs, pin_doc=None):
+    return against.policy_for(choice_of(args), pin_doc)
 
 
 def run_comparison(args, candidate_dirs):
-    from ..verdict.compare import compare_runs, compare_sides, load_runs, side_from_runs
-    from ..errors import InputError
-
-    from_store = args.baseline_store or args.pin
-    if bool(args.baseline) == bool(from_store):
-        raise InputError("--baseline", "give baseline runs (--baseline RUN_DIR...) or --baseline-store/--pin, "
-                                       "one of them")
-    if not 1 <= args.last <= 1000:
-        raise InputError("--last", f"must be 1..1000, got {args.last}")
-    candidate = load_runs(candidate_dirs)
-    cand_source = "runs " + ", ".join(str(d) for d in candidate_dirs)
-    if args.baseline:
-        from ..report.snapshot import run_differences
-
-        baseline = load_runs(args.baseline)
-        policy = policy_for(args, candidate_dirs)
-        cmp = compare_runs(baseline, candidate, policy,
-                           baseline_source="runs " + ", ".join(str(d) for d in args.baseline),
-                           candidate_source=cand_source)
-        # what changed on the boards between the two sides (snapshot.json of each job)
-        cmp.system_changes = run_differences(args.baseline, candidate_dirs)
-        return cmp
-    from ..verdict import baseline as bl
-
-    keys, campaigns = bl.keys_of(candidate)
-    if len(campaigns) != 1:
-        raise InputError(candidate_dirs[0], f"candidate runs of several campaigns: {', '.join(sorted(campaigns))}")
-    (campaign,) = campaigns
-    store = bl.open_store()  # down: BaselineUnavailable, exit 2 (never a silent pass)
-    pinned, branch, doc = None, args.branch, None
-    if args.pin:
-        doc = bl.read_pin(store, args.pin)
-        pinned, branch = doc.get("runs", {}), doc.get("branch", branch)
-        if doc.get("campaign") != campaign:
-            raise bl.BaselineUnavailable(f"baseline pin {args.pin!r} is of campaign {doc.get('campaign')}, "
-                                         f"the candidate of {campaign}")
-    policy = policy_for(args, candidate_dirs, doc)
-    # the baseline's keys too: a key the candidate dropped is undecided, never gone
-    keys = set(keys) | bl.baseline_keys(store, campaign, branch, pinned)
-    side = bl.read_baseline(store, keys, campaign, branch, args.last,
-                            exclude_runs=[r.run_id for r in candidate], pinned=pinned)
-    if args.pin:
-        side.source = f"store: baseline pinned as {args.pin} ({doc.get('pinned_at', '?')}), " + side.source[7:]
-    return compare_sides(side, side_from_runs(candidate, cand_source), policy)
+    return against.run_comparison(choice_of(args), candidate_dirs)
 
 
 def write_outputs(cmp, args, candidate_dirs=()) -> None:

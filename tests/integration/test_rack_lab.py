@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from rtlab import ROOT
-from rtlab.commands.rack import sync_places
+from rtlab.rack.control import sync_places
 from rtlab.lab.coordinator import Coordinator
 from rtlab.rack.config import load_places
 from rtlab.core.procutil import free_port

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from rtlab import ROOT
-from rtlab.commands.rack import rack_down, rack_up
+from rtlab.rack.control import rack_down, rack_up
 from rtlab.core.procutil import pid_alive
 from rtlab.rack.hosts import leftovers
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from rtlab.commands.rack import rack_down, rack_up
+from rtlab.rack.control import rack_down, rack_up
 from rtlab.lab import places as P
 from rtlab.lab.coordinator import Coordinator, CoordinatorError
 from rtlab.core.procutil import free_port

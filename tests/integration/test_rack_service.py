@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from rtlab import ROOT
-from rtlab.commands.rack import pdu_request, rack_down, rack_up
+from rtlab.rack.control import pdu_request, rack_down, rack_up
 from rtlab.lab.coordinator import Coordinator
 from rtlab.lab.places import IDENTITY_RE
 

@@ -303,7 +303,7 @@ def test_no_matching_place_fails_fast_without_a_coordinator_call(monkeypatch):
 
 
 def test_status_shows_holder_since_and_the_queue_in_serving_order():
-    from rtlab.commands.rack import lab_view
+    from rtlab.rack.control import lab_view
     now = 10_000.0
     owner = "runner-a/rtlab-1-2-3"
     places = {"p1": PlaceInfo("p1", acquired=owner, changed=now - 5, tags={"board": "x",
