@@ -19,7 +19,7 @@ from rtlab.run.results import tool_exit_problem
 from rtlab.soak.checkpoint import checkpoint_event
 from rtlab.core.rundir import MeasurementDir
 from rtlab.suites import SUITES
-from rtlab.suites.board import SuiteFailure, run_tool
+from rtlab.suites.board import SuiteFailure
 from rtlab.suites.events import emit, phase
 
 
@@ -53,14 +53,10 @@ def test_suite(request, suite_run, job, job_dir, board_shell, target):
             # an external probe armed around the run (irq-response); the host's
             # steal and stalls while the tool runs (rtlab.core.hostnoise): host-noise.json
             with suite.host_side(target, suite_run, host_dir), hostnoise.watching(host_dir):
-                if hasattr(suite, "run_on_board"):  # checkpointed segments (rtlab.soak.checkpoint)
-                    rc = suite.run_on_board(board_shell, suite_run, host_dir, board=job.board,
-                                            on_checkpoint=lambda st: emit(request.config,
-                                                                          **checkpoint_event(suite_run, st)))
-                else:
-                    rc = run_tool(board_shell, suite_run.id, argv, host_dir,
-                                  suite.outputs(suite_run) + suite.evidence_outputs(suite_run),
-                                  timeout=duration * 2 + 60)
+                # the tool's run; a soak's checkpoints are events (rtlab.soak.checkpoint)
+                rc = suite.run_on_board(board_shell, suite_run, host_dir, argv, board=job.board,
+                                        on_checkpoint=lambda st: emit(request.config,
+                                                                      **checkpoint_event(suite_run, st)))
         finally:
             if traced:
                 evidence.stop_tracing(board_shell)

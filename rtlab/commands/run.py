@@ -101,44 +101,43 @@ def run(args) -> int:
             from ..run.resume import resume_run
             run, run_dir = resume_run(args.resume, progress=progress)
         else:
-            run, run_dir = run_campaign(campaign, results_root=args.results or RESULTS_DIR,
-                                        progress=progress, commit=commit_from_env(),
-                                        places=args.places, kernel_tree=args.kernel_tree,
-                                        lock_timeout=args.lock_timeout, evidence=args.evidence)
+            run, run_dir = _run_campaign(args, campaign, progress)
     print()
     print(comparison_table(run))
     print(f"\nresults: {run_dir}")
     # the verdict before the store is touched: whatever the store does (down,
     # slow, a byte every 2 s), the run's verdict and exit code stand
     print(f"verdict: {run.verdict.value.upper()} (exit {EXIT_CODE[run.verdict]})", flush=True)
-    if not args.no_publish:
-        try:
-            # lazy and optional: a checkout without the store still runs and gates
-            from ..store.publish import publish_run  # the store (InfluxDB)
-        except ImportError:
-            publish_run = None
-        if publish_run is not None:
-            try:
-                publish_run(run_dir, progress=progress)
-            except Exception as e:  # noqa: BLE001 - a store outage never changes the verdict
-                progress(f"publish failed, results kept on disk ({type(e).__name__}: {e})")
+    _publish(args, run_dir, progress)
     return EXIT_CODE[run.verdict]
+
+
+def _run_campaign(args, campaign, progress):
+    return run_campaign(campaign, results_root=args.results or RESULTS_DIR, progress=progress,
+                        commit=commit_from_env(), places=args.places, kernel_tree=args.kernel_tree,
+                        lock_timeout=args.lock_timeout, evidence=args.evidence)
+
+
+def _publish(args, run_dir, progress) -> None:
+    """The run to the store, unless --no-publish; a store outage is said and
+    never changes the verdict."""
+    if args.no_publish:
+        return
+    try:
+        # lazy and optional: a checkout without the store still runs and gates
+        from ..store.publish import publish_run  # the store (InfluxDB)
+    except ImportError:
+        return
+    try:
+        publish_run(run_dir, progress=progress)
+    except Exception as e:  # noqa: BLE001 - a store outage never changes the verdict
+        progress(f"publish failed, results kept on disk ({type(e).__name__}: {e})")
 
 
 def _run_published(args, campaign, progress):
     """One batch of --repeat-until-decided: run and publish as a plain run."""
-    run, run_dir = run_campaign(campaign, results_root=args.results or RESULTS_DIR,
-                                progress=progress, commit=commit_from_env(),
-                                places=args.places, kernel_tree=args.kernel_tree,
-                                lock_timeout=args.lock_timeout, evidence=args.evidence)
-    if not args.no_publish:
-        try:
-            from ..store.publish import publish_run
-            publish_run(run_dir, progress=progress)
-        except ImportError:
-            pass
-        except Exception as e:  # noqa: BLE001 - a store outage never changes the verdict
-            progress(f"publish failed, results kept on disk ({type(e).__name__}: {e})")
+    run, run_dir = _run_campaign(args, campaign, progress)
+    _publish(args, run_dir, progress)
     return run, run_dir
 
 

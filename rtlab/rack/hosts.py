@@ -104,25 +104,11 @@ class HostLab:
         return subprocess.Popen(self.command(host, argv), env=env, **kw)
 
     def pids(self, host: str) -> list[int]:
-        res = _ip("netns", "pids", self.hosts[host].netns, check=False)
-        return [int(x) for x in res.stdout.split()]
+        return netns_pids(self.hosts[host].netns)
 
     def kill_host(self, host: str, timeout: float = 10.0) -> int:
         """SIGKILL every process of *host*, as a power loss would; how many."""
-        killed = 0
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            pids = self.pids(host)
-            if not pids:
-                return killed
-            for pid in pids:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                    killed += 1
-                except ProcessLookupError:
-                    pass
-            time.sleep(0.1)
-        raise HostLabError(f"host {host}: processes {self.pids(host)} survive SIGKILL")
+        return kill_netns(self.hosts[host].netns, timeout, what=f"host {host}")
 
     def down(self) -> None:
         """Kill every process of every host, delete the namespaces (veths and
@@ -145,6 +131,30 @@ class HostLab:
         self.down()
 
 
+def netns_pids(ns: str) -> list[int]:
+    """The processes in network namespace *ns* (none when it is gone)."""
+    return [int(x) for x in _ip("netns", "pids", ns, check=False).stdout.split()]
+
+
+def kill_netns(ns: str, timeout: float = 10.0, *, what: str = "") -> int:
+    """SIGKILL every process in *ns* until none is left (a process may fork
+    while it is killed); how many were killed. HostLabError after *timeout*."""
+    killed = 0
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        pids = netns_pids(ns)
+        if not pids:
+            return killed
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+                killed += 1
+            except ProcessLookupError:
+                pass
+        time.sleep(0.1)
+    raise HostLabError(f"{what or 'namespace ' + ns}: processes {netns_pids(ns)} survive SIGKILL")
+
+
 def leftovers(prefix: str) -> list[str]:
     """Namespaces and links whose names start with *prefix* (none after down())."""
     ns = [line.split()[0] for line in _ip("netns", "list", check=False).stdout.splitlines()
@@ -159,16 +169,10 @@ def reclaim(prefix: str) -> list[str]:
     before down(): SIGKILL every process in them, delete them; their names."""
     gone = []
     for ns in [n for n in leftovers(prefix) if n.startswith(prefix + "-")]:
-        for _ in range(50):
-            pids = [int(x) for x in _ip("netns", "pids", ns, check=False).stdout.split()]
-            if not pids:
-                break
-            for pid in pids:
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                except ProcessLookupError:
-                    pass
-            time.sleep(0.1)
+        try:
+            kill_netns(ns, timeout=5.0)
+        except HostLabError:
+            pass  # deleted anyway, as before: what survives is the kernel's to reap
         _ip("netns", "del", ns, check=False)
         gone.append(ns)
     return gone

@@ -24,7 +24,6 @@ addresses with them): nothing of the lab remains. Needs CAP_NET_ADMIN.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import signal
 import subprocess
@@ -38,6 +37,7 @@ from .. import ROOT
 from ..core.procutil import venv_tool
 from .config import RackConfig, load_rack_config
 from .hosts import HostLab
+from .service import serve_until_signalled
 from .state import read_state, write_state
 
 #: inside namespaces this service creates: no other process can hold them
@@ -206,26 +206,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     cfg = load_rack_config(args.config)
     rack = MultiHostRack(cfg, args.dir, args.hosts, args.config)
-
-    def on_signal(signum, frame):
-        rack.stopping.set()
-    signal.signal(signal.SIGTERM, on_signal)
-    signal.signal(signal.SIGINT, on_signal)
-    rc = 0
-    try:
-        rack.start()
-        rack.serve()
-        rack.state("stopping")
-    except Exception as e:  # noqa: BLE001 - reported in the state file
-        rack.say(f"lab failed: {type(e).__name__}: {e}")
-        rack.state("failed", error=f"{type(e).__name__}: {e}")
-        rc = 1
-    finally:
-        rack.stop()
-        st = json.loads((rack.dir / "rack.json").read_text())
-        st.update(state="stopped" if rc == 0 else st["state"], pid=None)
-        write_state(rack.dir, st)
-    return rc
+    return serve_until_signalled(rack, "lab")
 
 
 if __name__ == "__main__":

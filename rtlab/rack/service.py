@@ -41,7 +41,7 @@ from ..core.procutil import die_with_parent, labgrid_client, venv_tool
 from .board import VirtualBoard
 from .config import RackConfig, load_rack_config
 from .pdu import PDUServer, PowerController
-from .state import write_state
+from .state import read_state, write_state
 from ..core.procutil import free_port
 
 REAP_PERIOD_S = 1.0
@@ -386,28 +386,32 @@ def main(argv=None) -> int:
                          args.exporter_name or cfg.name)
     rack = Rack(cfg, args.dir, args.coordinator_port, args.pdu_port, bind=args.bind,
                 coordinator=args.coordinator)
+    return serve_until_signalled(rack, "rack")
 
+
+def serve_until_signalled(service, what: str) -> int:
+    """Run a rack service (the single-host Rack or the multi-host lab: start,
+    serve, stop, state) until SIGTERM/SIGINT; its state file ends "stopped"
+    or keeps "failed" with the error, with no pid either way (the process is
+    gone, and its pid may be another's by the time someone reads it)."""
     def on_signal(signum, frame):
-        rack.stopping.set()
+        service.stopping.set()
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     rc = 0
     try:
-        rack.start()
-        rack.serve()
-        rack.state("stopping")
+        service.start()
+        service.serve()
+        service.state("stopping")
     except Exception as e:  # noqa: BLE001 - reported in the state file
-        rack.say(f"rack failed: {type(e).__name__}: {e}")
-        rack.state("failed", error=f"{type(e).__name__}: {e}")
+        service.say(f"{what} failed: {type(e).__name__}: {e}")
+        service.state("failed", error=f"{type(e).__name__}: {e}")
         rc = 1
     finally:
-        rack.stop()
-        if rc == 0:
-            rack.state("stopped")
-        else:
-            st = json.loads((rack.dir / "rack.json").read_text())
-            st["pid"] = None
-            write_state(rack.dir, st)
+        service.stop()
+        st = service.state("stopped") if rc == 0 else (read_state(service.dir) or {"state": "failed"})
+        st["pid"] = None
+        write_state(service.dir, st)
     return rc
 
 

@@ -39,6 +39,18 @@ def _fmt(v: float) -> str:
     return f"{v:,.0f}" if v >= 10 or v == 0 else f"{v:g}"
 
 
+def _svg_open(width: int, height: int, title: str, *, cls: str = "", title_y: int = 18,
+              title_size: int = 13) -> list[str]:
+    """The opening of every plot: the svg element, a white ground and the
+    title (escaped) centred at the top; the caller appends and closes."""
+    klass = f' class="{cls}"' if cls else ""
+    return [f'<svg xmlns="http://www.w3.org/2000/svg"{klass} width="{width}" height="{height}" '
+            f'font-family="sans-serif" font-size="11">',
+            f'<rect width="{width}" height="{height}" fill="white"/>',
+            f'<text x="{width / 2}" y="{title_y}" text-anchor="middle" font-size="{title_size}">'
+            f'{html.escape(title)}</text>']
+
+
 def histogram_svg(series: list[tuple[str, Histogram]], title: str,
                   budget_us: Optional[float] = None, width: int = 760, height: int = 360,
                   marks: Optional[list[tuple[str, float]]] = None) -> str:
@@ -48,10 +60,7 @@ def histogram_svg(series: list[tuple[str, Histogram]], title: str,
     series = [(label, h) for label, h in series if h is not None and h.counts]
     left, right, top, bottom = 70, 20, 40, 50
     pw, ph = width - left - right, height - top - bottom
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-           f'font-family="sans-serif" font-size="11">',
-           f'<rect width="{width}" height="{height}" fill="white"/>',
-           f'<text x="{width / 2}" y="18" text-anchor="middle" font-size="13">{html.escape(title)}</text>']
+    out = _svg_open(width, height, title)
     if not series:
         out.append(f'<text x="{width / 2}" y="{height / 2}" text-anchor="middle">no histogram</text></svg>')
         return "\n".join(out)
@@ -156,10 +165,7 @@ def return_level_svg(est: dict, title: str, width: int = 760, height: int = 380)
     observed points and the reason are drawn."""
     left, right, top, bottom = 70, 20, 40, 50
     pw, ph = width - left - right, height - top - bottom
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" class="return-level" width="{width}" height="{height}" '
-           f'font-family="sans-serif" font-size="11">',
-           f'<rect width="{width}" height="{height}" fill="white"/>',
-           f'<text x="{width / 2}" y="18" text-anchor="middle" font-size="13">{html.escape(title)}</text>']
+    out = _svg_open(width, height, title, cls="return-level")
     curve = [c for c in est.get("curve") or [] if c[0] and c[0] > 0 and c[1] is not None]
     b = est.get("block_samples")
     points = _block_return_periods([float(v) for v in est.get("block_maxima") or []], int(b)) if b else []
@@ -356,10 +362,7 @@ def runs_svg(stat, width: int = 760, height: int = 150) -> str:
     def x(v):
         return left + pw * (v - lo) / (hi - lo)
 
-    out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
-           f'font-family="sans-serif" font-size="11">', f'<rect width="{width}" height="{height}" fill="white"/>',
-           f'<text x="{width / 2}" y="14" text-anchor="middle" font-size="12">{html.escape(stat.name)} '
-           f'of each run (µs)</text>']
+    out = _svg_open(width, height, f"{stat.name} of each run (µs)", title_y=14, title_size=12)
     for row, (label, values, colour, cens) in enumerate((
             ("baseline", stat.baseline, COLOURS[0], stat.baseline_censored),
             ("candidate", stat.candidate, COLOURS[1], stat.candidate_censored))):
@@ -464,7 +467,9 @@ def host_noise_html(run: RunResult) -> list[str]:
                             + f" {html.escape(m.key.suite)}@{html.escape(m.key.load)}: "
                             + html.escape(host_noise_line(m.host_noise)) + "</li>")
         for r in job.host_noise_retries:
-            rows.append(f"<li><b>measured again</b> {html.escape(job.board)}/{html.escape(job.variant)}: "
+            again = r.get("measured_again")  # which suites ran again (older runs: the whole job)
+            rows.append(f"<li><b>measured again</b> {html.escape(job.board)}/{html.escape(job.variant)}"
+                        + (f" {html.escape(', '.join(map(str, again)))}" if again else "") + ": "
                         f"{html.escape('; '.join(r.get('reasons', [])))} (raw files: "
                         f"<a href='{html.escape(str(r.get('dir')))}'>{html.escape(str(r.get('dir')))}</a>)</li>")
     if not rows:

@@ -601,8 +601,10 @@ def kernel_lines(run: RunResult) -> list[str]:
     return out
 
 
-def summary_lines(blocks: list[Block]) -> list[str]:
-    """Max latency per test (rows) and variant (columns): the reports' bar charts."""
+def summary_table(blocks: list[Block], no_data: str = "-") -> tuple[list[str], list[tuple[str, list[str]]]]:
+    """Max latency per test (rows) and variant (columns), the reports' bar
+    charts: (variants, rows); a cell measured without data says *no_data*,
+    one not measured its reason (or nothing)."""
     variants: list[str] = []
     for b in blocks:
         variants.extend(v for v in b.variants if v not in variants)
@@ -614,10 +616,16 @@ def summary_lines(blocks: list[Block]) -> list[str]:
         for v in variants:
             c = b.cells.get(v)
             if isinstance(c, Cell):
-                vals.append(fmt_us(c.combined.max_us) if c.combined else "-")
+                vals.append(fmt_us(c.combined.max_us) if c.combined else no_data)
             else:
                 vals.append(c if isinstance(c, str) else "")
         rows.append((b.title, vals))
+    return variants, rows
+
+
+def summary_lines(blocks: list[Block]) -> list[str]:
+    """The summary table as text lines (nothing when no test has one)."""
+    variants, rows = summary_table(blocks)
     if not rows:
         return []
     return ["Max latency (µs) per test and variant", *_text_table(["", *variants], rows), ""]
@@ -652,18 +660,8 @@ def write_vendor_html(run: RunResult, path: Path, thresholds: Iterable[float] = 
     if kernels:
         parts.append("<h2>Kernels (read on the board)</h2><ul>"
                      + "".join(f"<li>{html.escape(k)}</li>" for k in kernels) + "</ul>")
-    summary = summary_lines(blocks)
-    if summary:
-        variants: list[str] = []
-        for b in blocks:
-            variants.extend(v for v in b.variants if v not in variants)
-        rows = []
-        for b in blocks:
-            if _tool(b.tool).per_operation:
-                continue
-            rows.append((b.title, [fmt_us(c.combined.max_us) if isinstance(c, Cell) and c.combined
-                                   else (c if isinstance(c, str) else "") for c in
-                                   (b.cells.get(v) for v in variants)]))
+    variants, rows = summary_table(blocks, no_data="")
+    if rows:
         parts += ["<h2>Max latency per test and variant (µs)</h2>", _html_table(["", *variants], rows, "summary")]
     for b in blocks:
         block = block_rows(b, thresholds)

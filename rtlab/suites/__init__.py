@@ -20,7 +20,7 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, ContextManager, Optional
+from typing import Any, Callable, ClassVar, ContextManager, Optional
 
 from ..targets.boards import Board
 from ..core.config import format_cpulist
@@ -238,6 +238,18 @@ class Suite:
         manager around the run (irq-response arms its probe before and
         collects the probe's result after, into *host_dir*)."""
         return contextlib.nullcontext()
+
+    def run_on_board(self, sh, run: SuiteRun, host_dir: Path, argv: list[str], *,
+                     board: Optional[Board] = None,
+                     on_checkpoint: Optional[Callable[[dict], None]] = None) -> int:
+        """Run the tool on the board (*sh*, its console shell) and copy its
+        outputs into *host_dir*; the tool's exit code. One run of *argv*
+        (:meth:`command`) by default; a soak overrides it with checkpointed
+        segments and reports each checkpoint to *on_checkpoint*."""
+        from .board import run_tool
+
+        return run_tool(sh, run.id, argv, host_dir,
+                        self.outputs(run) + self.evidence_outputs(run), timeout=self.duration_s(run) * 2 + 60)
 
     def parse_outputs(self, job_dir: Path, run: SuiteRun) -> dict[str, ToolOutput]:
         """Every measurement of one run, by suffix of the suite's name: ""

@@ -53,14 +53,15 @@ class CyclictestSoak(Cyclictest):
         # a soak cut short is judged on its kept samples, never PASS
         return None
 
-    def run_on_board(self, sh, run: SuiteRun, host_dir: Path, *, board: Optional[Board] = None,
-                     timeout_per_s: float = 2.0,
+    def run_on_board(self, sh, run: SuiteRun, host_dir: Path, argv: Optional[list[str]] = None, *,
+                     board: Optional[Board] = None, timeout_per_s: float = 2.0,
                      on_checkpoint: Optional[Callable[[dict], None]] = None) -> int:
         """Every segment a checkpoint in *host_dir* does not hold yet (a
         resumed run measures only what is missing), each one's raw files
         under ``segments/NNNN/`` and the merged state written atomically
         after it. A lost console keeps every checkpoint before it (the
-        failure is recorded in the state as ``stopped``, then raised)."""
+        failure is recorded in the state as ``stopped``, then raised).
+        *argv*, the whole run's command, is not run: each segment has its own."""
         from .board import SuiteFailure, run_tool
 
         host_dir.mkdir(parents=True, exist_ok=True)

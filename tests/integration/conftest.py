@@ -4,6 +4,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -124,3 +125,16 @@ def lava_lab():
     for service, (pid, _) in st.pids.items():
         assert not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split(") ")[1][0] == "Z", \
             f"{service} (pid {pid}) still runs after `rtlab lava lab down`"
+
+
+def wait_line(proc, prefix, timeout=60.0) -> str:
+    """The first line of *proc*'s stdout starting with *prefix* (a job's
+    PLACE/POWER report), stripped; AssertionError after *timeout* or at EOF."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = proc.stdout.readline()
+        if line.startswith(prefix):
+            return line.strip()
+        if not line and proc.poll() is not None:
+            break
+    raise AssertionError(f"no {prefix!r} line from job (rc {proc.poll()})")

@@ -14,7 +14,8 @@ import pytest
 
 from rtlab import ROOT
 from rtlab.rack.hosts import HostLab, leftovers
-from test_rack_leases import HOLDER, T, wait_line
+from conftest import wait_line
+from test_rack_leases import HOLDER, T
 
 BIN = Path(sys.executable).parent
 

@@ -23,6 +23,8 @@ from rtlab.lab import places as P
 from rtlab.lab.coordinator import Coordinator, CoordinatorError
 from rtlab.core.procutil import free_port
 
+from conftest import wait_line
+
 #: each test has a short form in make test (CI) and its full form, minutes of
 #: real coordinator restarts and lease expiry, in `make test-long`
 SHORT_AND_FULL = pytest.mark.parametrize("form", ["short", pytest.param("full", marks=pytest.mark.long)])
@@ -85,17 +87,6 @@ class Lab:
     def reap(self):
         with Coordinator(self.addr) as c:
             return P.reap_stale(c, lease_s=T)
-
-
-def wait_line(proc, prefix, timeout=60.0) -> str:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if line.startswith(prefix):
-            return line.strip()
-        if not line and proc.poll() is not None:
-            break
-    raise AssertionError(f"no {prefix!r} line from job (rc {proc.poll()})")
 
 
 @pytest.fixture

@@ -24,7 +24,9 @@ import pytest
 from rtlab import ROOT
 from rtlab.rack.control import rack_down, rack_up
 from rtlab.core.procutil import pid_alive
-from rtlab.rack.hosts import leftovers
+from rtlab.rack.hosts import kill_netns, leftovers, netns_pids
+
+from conftest import wait_line
 
 T = 6.0
 
@@ -58,22 +60,6 @@ WATCH = textwrap.dedent("""
                 pass
             time.sleep(0.5)
 """)
-
-
-def wait_line(proc, prefix, timeout=120.0) -> str:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        line = proc.stdout.readline()
-        if line.startswith(prefix):
-            return line.strip()
-        if not line and proc.poll() is not None:
-            break
-    raise AssertionError(f"no {prefix!r} line from job (rc {proc.poll()})")
-
-
-def netns_pids(ns: str) -> list[int]:
-    out = subprocess.run(["ip", "netns", "pids", ns], capture_output=True, text=True)
-    return [int(x) for x in out.stdout.split()]
 
 
 def pdu_switches(d: Path) -> list[dict]:
@@ -117,11 +103,11 @@ def test_rack_up_hosts_splits_the_rack_over_namespace_hosts_and_down_leaves_noth
             return p
 
         a, b = job("runner1"), job("runner2")
-        pa, pb = (wait_line(p, "PLACE").split() for p in (a, b))
+        pa, pb = (wait_line(p, "PLACE", 120).split() for p in (a, b))
         assert {pa[1], pb[1]} == {"rack-vb0", "rack-vb1"}
         assert pa[2].startswith("runner1/") and pb[2].startswith("runner2/")  # LG_HOSTNAME: the host's name
         for p in (a, b):
-            assert wait_line(p, "POWER").split()[1] == "0"
+            assert wait_line(p, "POWER", 120).split()[1] == "0"
         # `rtlab rack status` from the machine's own namespace: asked from the coordinator host
         status = json.loads(subprocess.run([str(Path(sys.executable).parent / "rtlab"), "rack", "status", "--json",
                                             "--dir", str(d)], capture_output=True, text=True, timeout=180).stdout)
@@ -149,15 +135,7 @@ def test_rack_up_hosts_splits_the_rack_over_namespace_hosts_and_down_leaves_noth
         assert waiter.poll() is None  # both places held: it waits
         # runner2 loses power: every process on it
         ns2 = hosts["runner2"]["netns"]
-        killed = 0
-        while netns_pids(ns2):
-            for pid in netns_pids(ns2):
-                try:
-                    os.kill(pid, signal.SIGKILL)
-                    killed += 1
-                except ProcessLookupError:
-                    pass
-            time.sleep(0.1)
+        killed = kill_netns(ns2)
         t_dead = time.time()
         assert killed >= 1
         line = wait_line(waiter, "PLACE", timeout=180)
