@@ -11,6 +11,7 @@ Besides the layout of rtlab.run.results, a labgrid job keeps
 """
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 import functools
 import json
@@ -39,7 +40,7 @@ from ..kernel import tree_state
 from ..core.procutil import die_with_parent
 from ..core.model import JobResult, Measurement, MeasurementKey, RunResult, ToolOutput, Verdict
 from .results import JobSpec, ResultsDir, collect, new_run_id, read_exit_code, tool_exit_problem
-from ..suites import SUITES, not_available
+from ..suites import SUITES, SuiteRun, not_available
 from ..suites.rtbench import image_overlays  # rtbench in the board image
 from ..core.fsutil import read_json
 from ..core.rundir import BUDGETS_COPY, CAMPAIGN_COPY, JobDir
@@ -339,6 +340,34 @@ def _run_board_tests(job: Job, rd: ResultsDir, job_dir: Path, spec_path: Path, l
     return collect_suites(job, job_dir, events, result)
 
 
+def _measured_by(m: Measurement, run: SuiteRun) -> bool:
+    return m.key.suite == run.name and m.key.load == run.load
+
+
+def _merge_retry(job: Job, before: JobResult, retry: JobResult, again: tuple[SuiteRun, ...],
+                 kept: Path, job_dir: Path) -> JobResult:
+    """The job after measuring *again* anew: the retry's measurements of those
+    suites, the earlier attempt's of every other (their raw files move back
+    from *kept* into the fresh *job_dir*, beside the retry's), in campaign
+    order. The job-level files (console, kernel, snapshot) are the retry's;
+    the earlier attempt's stay in *kept*."""
+    again_ids = {s.id for s in again}
+    for run in job.suites:
+        src = kept / run.id
+        if run.id not in again_ids and src.exists() and job_dir.is_dir():
+            os.replace(src, job_dir / run.id)
+    merged: list[Measurement] = []
+    for run in job.suites:
+        source = retry if run.id in again_ids else before
+        merged.extend(m for m in source.measurements if _measured_by(m, run))
+    retry.measurements = merged
+    retry.not_available = [n for n in before.not_available
+                           if not any(n.get("suite") == s.name and n.get("load") == s.load for s in again)] \
+        + retry.not_available
+    retry.duration_s = round((before.duration_s or 0) + (retry.duration_s or 0), 3)
+    return retry
+
+
 #: the campaign's fork server (rtlab.run.forkserver), None: board tests start as plain subprocesses
 _FORK_SERVER: Optional[forkserver.ForkServer] = None
 P = ParamSpec("P")
@@ -543,24 +572,36 @@ def run_campaign(campaign: Campaign, *, results_root: Path = RESULTS_DIR,
         progress(f"{label} {_job_summary(jr)}")
 
     def run_judged(job: Job, label: str, **kw) -> JobResult:
-        # a breach the host's steal explains is INFRA (rtlab.core.hostnoise): the
-        # job runs again, up to RETRIES times; each stolen attempt's raw files
-        # stay in the run (host-stolen/), named in the job's host_noise_retries
+        # a breach the host's steal explains is INFRA (rtlab.core.hostnoise):
+        # the suites it hit are measured again (a fresh boot), up to RETRIES
+        # times, the others are kept as judged; host_noise_retries names each
+        # stolen attempt, whose raw files stay in the run (host-stolen/)
         jr = run_job(job, rd, images, progress, label, built=built, lock_timeout=lock_timeout, **kw)
         stolen: list[dict] = []
         for attempt in range(1, hostnoise.RETRIES + 1):
             rd.finish_job(jr, budgets)
-            why = [r for m in jr.measurements if m.verdict == Verdict.INFRA
-                   for r in m.reasons[:1] if r.startswith(hostnoise.STOLE)]
-            if not why:
+            hit = [m for m in jr.measurements if m.verdict == Verdict.INFRA
+                   and m.reasons[:1] and m.reasons[0].startswith(hostnoise.STOLE)]
+            if not hit:
                 break
+            again = tuple(s for s in job.suites if any(_measured_by(m, s) for m in hit))
             jd = rd.job_dir(jr.board, jr.variant, jr.repeat)
             kept = rd.path / "host-stolen" / f"{jd.relative_to(rd.path)}".replace("/", "-") / str(attempt)
             kept.parent.mkdir(parents=True, exist_ok=True)
             os.replace(jd, kept)
-            stolen.append({"dir": str(kept.relative_to(rd.path)), "reasons": why})
-            progress(f"{label} INFRA, {why[0]}: measuring again ({attempt}/{hostnoise.RETRIES})")
-            jr = run_job(job, rd, images, progress, label, built=built, lock_timeout=lock_timeout, **kw)
+            stolen.append({"dir": str(kept.relative_to(rd.path)), "reasons": [m.reasons[0] for m in hit],
+                           "measured_again": [s.id for s in again]})
+            progress(f"{label} INFRA, {hit[0].reasons[0]}: measuring {', '.join(s.id for s in again)} "
+                     f"again ({attempt}/{hostnoise.RETRIES})")
+            try:
+                retry = run_job(dataclasses.replace(job, suites=again), rd, images, progress, label,
+                                built=built, lock_timeout=lock_timeout, **kw)
+            except (KeyboardInterrupt, Cancelled) as e:
+                part = getattr(e, "job_result", None)
+                if part is not None:
+                    e.job_result = _merge_retry(job, jr, part, again, kept, jd)  # type: ignore[union-attr]
+                raise
+            jr = _merge_retry(job, jr, retry, again, kept, jd)
         jr.host_noise_retries = stolen
         return jr
 

@@ -99,7 +99,7 @@ def test_a_breach_the_host_keeps_stealing_is_retried_then_infra_never_fail(tmp_p
         stealer.stop()
     out = res.stdout + res.stderr
     assert res.returncode == 2, out  # INFRA: not the kernel's FAIL, never a PASS
-    assert "measuring again (1/2)" in out and "measuring again (2/2)" in out, out
+    assert "measuring cyclictest@idle again (1/2)" in out and "measuring cyclictest@idle again (2/2)" in out, out
     run_dir = run_dir_of(res)
     run = json.loads((run_dir / "run.json").read_text())
     (job,) = run["jobs"]
@@ -138,7 +138,47 @@ def test_a_real_breach_after_a_stolen_attempt_is_fail(tmp_path, campaign):
     assert res.returncode == 1, out
     run = json.loads((run_dir_of(res) / "run.json").read_text())
     (job,) = run["jobs"]
-    assert len(job["host_noise_retries"]) == 1 and "measuring again (1/2)" in out
+    assert len(job["host_noise_retries"]) == 1 and "measuring cyclictest@idle again (1/2)" in out
     (m,) = job["measurements"]
     assert m["verdict"] == "fail" and not m["reasons"][0].startswith("host stole"), m["reasons"]
     assert m["host_noise"]["burst_ms"] == 0
+
+
+TIGHT_CYCLICTEST_ONLY = """
+    budgets:
+      local:
+        "*":
+          cyclictest: {"*": {max_us: 1}}
+          "*": {"*": {max_us: 10000000}}
+"""
+
+
+def test_only_the_stolen_measurement_is_measured_again(tmp_path, campaign):
+    """Two suites in one job, the host stealing throughout: only the one whose
+    breach the steal explains runs again (twice), the other is measured once,
+    judged PASS and its raw files stay in the job directory."""
+    stealer = Stealer(tmp_path / "stat")
+    try:
+        res = rtlab("run", "--campaign", campaign(["local"], budgets=TIGHT_CYCLICTEST_ONLY, suites="""
+            - name: cyclictest
+              params: {interval_us: 1000, duration_s: 2, histogram_us: 2000}
+            - name: signaltest
+              params: {duration_s: 2}
+        """), "--results", tmp_path / "r", "--no-publish", env={hostnoise.STAT_ENV: str(tmp_path / "stat")})
+    finally:
+        stealer.stop()
+    out = res.stdout + res.stderr
+    assert res.returncode == 2, out
+    assert out.count("signaltest@idle: running") == 1 and out.count("cyclictest@idle: running") == 3, out
+    run_dir = run_dir_of(res)
+    (job,) = json.loads((run_dir / "run.json").read_text())["jobs"]
+    verdicts = {m["key"]["suite"]: m["verdict"] for m in job["measurements"]}
+    assert verdicts == {"cyclictest": "infra", "signaltest": "pass"}, verdicts
+    assert [r["measured_again"] for r in job["host_noise_retries"]] == [["cyclictest@idle"]] * 2
+    jd = run_dir / "local" / "host"
+    sig = next(m for m in job["measurements"] if m["key"]["suite"] == "signaltest")
+    assert (jd / sig["output"]["path"]).is_file(), sig["output"]
+    assert (jd / "cyclictest@idle" / "cyclictest.json").is_file()
+    for r in job["host_noise_retries"]:  # each stolen attempt: the stolen suite's files, not the kept one's
+        assert (run_dir / r["dir"] / "cyclictest@idle" / "cyclictest.json").is_file()
+        assert not (run_dir / r["dir"] / "signaltest@idle").exists()

@@ -53,13 +53,20 @@ def test_pip_installed_rtlab_runs_the_local_board_outside_the_checkout(tmp_path)
     # the installed default campaign and budgets, only the local board
     res = subprocess.run([str(venv / "bin" / "rtlab"), "run", "--board", "local", "--no-publish"],
                          cwd=where, capture_output=True, text=True, timeout=600)
-    assert res.returncode in (0, 1), res.stdout + res.stderr  # 1: this loaded host broke a budget
+    # 1: this loaded host broke a budget; 2 only when the hypervisor stole the
+    # time of both tries (a verdict the gate must give, measured on a CI VM):
+    # the installed rtlab still measured, which is what this test is about
+    assert res.returncode in (0, 1, 2), res.stdout + res.stderr
     run_dir = Path(res.stdout.split("results: ")[-1].split()[0])
-    assert run_dir.parent == where / "results", res.stdout
+    assert run_dir.parent == where / "results", res.stdout + res.stderr
     run = json.loads((run_dir / "run.json").read_text())
     (job,) = run["jobs"]
     assert job["board"] == "local" and job["infra_error"] is None, job
     (m,) = job["measurements"]
-    assert m["verdict"] in ("pass", "fail") and m["output"]["threads"], m
+    assert m["output"]["threads"], m
+    if m["verdict"] == "infra":
+        assert res.returncode == 2 and m["reasons"][0].startswith("host stole"), m
+    else:
+        assert m["verdict"] in ("pass", "fail") and res.returncode in (0, 1), (m, res.returncode)
     assert all(t["cycles"] > 0 for t in m["output"]["threads"])
     assert (run_dir / "local" / "host" / "cyclictest@idle" / "cyclictest.json").is_file()
