@@ -39,10 +39,35 @@ def test_the_check_sees_a_missing_budget(tmp_path):
     text = (CAMPAIGN_DIR / "programme.yaml").read_text()
     budgets = (CAMPAIGN_DIR.parent / "budgets" / "default.yaml").read_text()
     assert "      oslat:\n" in budgets
-    cut = budgets.replace("      oslat:\n", "      oslat-renamed:\n", 1)
+    assert "  local: [oslat]\n" in budgets
+    cut = budgets.replace("      oslat:\n", "      oslat-renamed:\n", 1).replace("  local: [oslat]\n", "", 1)
     (tmp_path / "b.yaml").write_text(cut)
     (tmp_path / "c.yaml").write_text(text.replace("budgets: ../budgets/default.yaml",
                                                   f"budgets: {tmp_path / 'b.yaml'}"))
     check(CAMPAIGN_DIR / "programme.yaml")
     with pytest.raises(InputError, match=r"b\.yaml: budgets\.local.*oslat.*no budget for board local \(local\)"):
         check(tmp_path / "c.yaml")
+
+
+def test_local_oslat_is_judged_idle_and_shown_under_load():
+    """On the local board oslat's loops run SCHED_OTHER: idle its worst gap
+    is a hang check (budgeted), under a load it is the scheduler's fair
+    share (177 ms to 3.2 s measured), shown and not judged; the budget wins
+    over the unbudgeted list, so idle stays judged."""
+    from rtlab.core.model import Measurement, MeasurementKey, ThreadResult, ToolOutput, Verdict
+    from rtlab.judge.gate import judge_run
+    from rtlab.core.model import JobResult, RunResult
+    from rtlab.plan.budgets import load_budgets
+    b = load_budgets(CAMPAIGN_DIR.parent / "budgets" / "default.yaml")
+    assert b.lookup("local", "host", "oslat", "idle").max_us == 20000
+    assert b.lookup("local", "host", "oslat", "cpu") is None and b.unbudgeted("local", "oslat")
+
+    def oslat(load, max_us):
+        out = ToolOutput(path="oslat.json", tool="oslat",
+                         threads=[ThreadResult(thread=0, cpu=0, min_us=1, avg_us=2, max_us=max_us, cycles=1000)])
+        return Measurement(MeasurementKey(board="local", variant="host", suite="oslat", load=load), out, [])
+    ms = [oslat("idle", 30000), oslat("cpu", 3_200_000)]
+    judge_run(RunResult("r", "", "", jobs=[JobResult(board="local", variant="host", arch="x86_64",
+                                                    budget_class="local", measurements=ms)]), b)
+    assert ms[0].verdict == Verdict.FAIL and ms[1].verdict == Verdict.PASS
+    assert ms[1].reasons[0].startswith("unbudgeted by default.yaml"), ms[1].reasons
