@@ -51,7 +51,7 @@ def one_run(results: Path) -> dict:
         out["reasons"].append("no run.json: " + " | ".join((res.stdout + res.stderr).splitlines()[-3:]))
         return out
     for job in run["jobs"]:
-        out["retries"] += len(job.get("host_noise_retries") or [])
+        out["retries"] += len((job.get("retries") or job.get("host_noise_retries")) or [])
         if job.get("infra_error"):
             out["reasons"].append(job["infra_error"])
         for m in job["measurements"]:

@@ -382,9 +382,11 @@ class JobResult:
     not_available: list[dict[str, str]] = field(default_factory=list)
     #: seconds the job waited for its rack place (rtlab.lab.places); None: no place
     place_wait_s: Optional[float] = None
-    #: earlier attempts whose breach the host stole (rtlab.core.hostnoise), each
-    #: run again by the runner: {"dir" (raw files, relative to the run), "reasons"}
-    host_noise_retries: list[dict[str, Any]] = field(default_factory=list)
+    #: earlier attempts the runner measured again (rtlab.run.runner): a breach
+    #: the host's steal explains (rtlab.core.hostnoise), or a tool that lost a
+    #: start-up race of its own (Suite.start_race_exits); each {"dir" (raw
+    #: files, relative to the run), "reasons", "measured_again" (suite ids)}
+    retries: list[dict[str, Any]] = field(default_factory=list)
 
     @property
     def only_not_available(self) -> bool:
@@ -409,7 +411,7 @@ class JobResult:
             "build_error": self.build_error, "not_available": self.not_available,
             "verdict": self.verdict.value, "repeat": self.repeat,
             **({"place_wait_s": self.place_wait_s} if self.place_wait_s is not None else {}),
-            "host_noise_retries": self.host_noise_retries,
+            "retries": self.retries,
         }
 
     @classmethod
@@ -422,7 +424,8 @@ class JobResult:
             build_error=d.get("build_error"), not_available=d.get("not_available", []),
             repeat=int(d.get("repeat") or 0),
             place_wait_s=d.get("place_wait_s"),
-            host_noise_retries=d.get("host_noise_retries") or [],
+            # host_noise_retries: its name in run.json before tool races were retried too
+            retries=d.get("retries") or d.get("host_noise_retries") or [],
         )
 
 

@@ -197,7 +197,15 @@ def job(d: Doc) -> None:
     d.field("duration_s", number(0))
     d.field("repeat", integer(0))
     d.field("not_available", lambda n: n.items(obj))
+    for k in ("retries", "host_noise_retries"):  # the report lists and links each attempt
+        d.field(k, lambda r: r.items(retry))
     d.field("verdict", verdict)
+
+
+def retry(d: Doc) -> None:
+    d.field("dir", string, required=True)
+    d.field("reasons", str_list)
+    d.field("measured_again", str_list)
 
 
 def run(d: Doc) -> None:

@@ -27,6 +27,9 @@ RUN_JSON = "run.json"
 RUN_STARTED = "run-started.json"
 CAMPAIGN_COPY = "campaign.yaml"
 BUDGETS_COPY = "budgets.yaml"
+#: earlier attempts of suites the runner measured again (a host-stolen breach,
+#: a tool's start-up race): <dir>/<board>-<variant>[-r<N>]/<attempt>/
+RETRIED_DIR = "measured-again"
 
 #: job level
 JOB_JSON = "job.json"
@@ -44,7 +47,7 @@ EXIT_CODE = "exit_code"
 
 #: every file name above: tests/unit/test_rundir_names.py fails when one of
 #: them is spelled as a literal anywhere else in rtlab/
-NAMES = (RUN_JSON, RUN_STARTED, CAMPAIGN_COPY, BUDGETS_COPY, JOB_JSON, JOB_SPEC, KERNEL_JSON,
+NAMES = (RUN_JSON, RUN_STARTED, CAMPAIGN_COPY, BUDGETS_COPY, RETRIED_DIR, JOB_JSON, JOB_SPEC, KERNEL_JSON,
          EXIT_JSON, STDOUT, STDERR, COMMAND, NOT_AVAILABLE, EXIT_CODE)
 
 

@@ -466,17 +466,22 @@ def host_noise_html(run: RunResult) -> list[str]:
                             + (f" r{job.repeat}" if job.repeat else "")
                             + f" {html.escape(m.key.suite)}@{html.escape(m.key.load)}: "
                             + html.escape(host_noise_line(m.host_noise)) + "</li>")
-        for r in job.host_noise_retries:
+        for r in job.retries:
             again = r.get("measured_again")  # which suites ran again (older runs: the whole job)
+            where = str(r.get("dir"))
+            # a link only to a directory inside the run (run.json may be hostile: no scheme, no way out)
+            link = (f"<a href='{html.escape(where)}'>{html.escape(where)}</a>"
+                    if ":" not in where and not where.startswith("/") and ".." not in where.split("/")
+                    else html.escape(where))
             rows.append(f"<li><b>measured again</b> {html.escape(job.board)}/{html.escape(job.variant)}"
                         + (f" {html.escape(', '.join(map(str, again)))}" if again else "") + ": "
-                        f"{html.escape('; '.join(r.get('reasons', [])))} (raw files: "
-                        f"<a href='{html.escape(str(r.get('dir')))}'>{html.escape(str(r.get('dir')))}</a>)</li>")
+                        f"{html.escape('; '.join(r.get('reasons', [])))} (raw files: {link})</li>")
     if not rows:
         return []
     return ["<h2 id='host-noise'>Host noise during the measurements</h2>",
             "<p>hypervisor steal (/proc/stat) and the host monitor's longest stall while each tool ran; "
-            "a breach the steal explains is INFRA and measured again</p>", "<ul>", *rows, "</ul>"]
+            "a breach the steal explains is INFRA and measured again, as is a tool that lost its own "
+            "start-up race</p>", "<ul>", *rows, "</ul>"]
 
 
 def host_noise_line(noise: dict) -> str:

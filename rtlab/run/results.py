@@ -156,12 +156,20 @@ def read_elapsed(host_dir: Path, json_file: Optional[str] = None) -> Optional[fl
     return (end - start).total_seconds() + 1.0
 
 
+#: the first words of a tool's exit that lost its own start-up race
+#: (Suite.start_race_exits): the runner measures such a suite again
+TOOL_RACE = "tool start-up race"
+
+
 def tool_exit_problem(suite: Suite, rc: int, host_dir: Path) -> Optional[str]:
     """Why a tool's exit code makes its run INFRA (a crash, a tool that could
     not start), or None when it produced a result: exit 0, or an exit the
     suite says is the kernel's (pi_stress deadlock), judged from the raw files."""
     if rc == 0 or suite.accepts_exit(rc, host_dir):
         return None
+    race = suite.start_race_exits.get(rc)
+    if race is not None:
+        return f"{TOOL_RACE}: {suite.tool} exited with {rc}, {race}"
     err = MeasurementDir(host_dir).stderr
     try:  # the last lines say why; a runaway stderr is not read whole
         tail = tail_text(err, SMALL_FILE_MAX_BYTES).strip().splitlines()[-3:] if err.is_file() else []

@@ -39,11 +39,11 @@ from ..images import ensure_images
 from ..kernel import tree_state
 from ..core.procutil import die_with_parent
 from ..core.model import JobResult, Measurement, MeasurementKey, RunResult, ToolOutput, Verdict
-from .results import JobSpec, ResultsDir, collect, new_run_id, read_exit_code, tool_exit_problem
+from .results import TOOL_RACE, JobSpec, ResultsDir, collect, new_run_id, read_exit_code, tool_exit_problem
 from ..suites import SUITES, SuiteRun, not_available
 from ..suites.rtbench import image_overlays  # rtbench in the board image
 from ..core.fsutil import read_json
-from ..core.rundir import BUDGETS_COPY, CAMPAIGN_COPY, JobDir
+from ..core.rundir import BUDGETS_COPY, CAMPAIGN_COPY, RETRIED_DIR, JobDir
 
 #: the board-side pytest files (shipped in the package, so an installed rtlab runs them)
 SUITES_DIR = Path(__file__).resolve().parent.parent / "boardtests"
@@ -340,6 +340,13 @@ def _run_board_tests(job: Job, rd: ResultsDir, job_dir: Path, spec_path: Path, l
     return collect_suites(job, job_dir, events, result)
 
 
+def cured_by_measuring_again(m: Measurement) -> bool:
+    """INFRA whose first reason a fresh attempt can cure: the host's steal
+    explains the breach (rtlab.core.hostnoise), or the tool lost its own
+    start-up race (Suite.start_race_exits). Anything else stays as judged."""
+    return m.verdict == Verdict.INFRA and bool(m.reasons) and m.reasons[0].startswith((hostnoise.STOLE, TOOL_RACE))
+
+
 def _measured_by(m: Measurement, run: SuiteRun) -> bool:
     return m.key.suite == run.name and m.key.load == run.load
 
@@ -572,25 +579,26 @@ def run_campaign(campaign: Campaign, *, results_root: Path = RESULTS_DIR,
         progress(f"{label} {_job_summary(jr)}")
 
     def run_judged(job: Job, label: str, **kw) -> JobResult:
-        # a breach the host's steal explains is INFRA (rtlab.core.hostnoise):
-        # the suites it hit are measured again (a fresh boot), up to RETRIES
-        # times, the others are kept as judged; host_noise_retries names each
-        # stolen attempt, whose raw files stay in the run (host-stolen/)
+        # INFRA that measuring again can cure: a breach the host's steal
+        # explains (rtlab.core.hostnoise) or a tool that lost its own start-up
+        # race (Suite.start_race_exits). Those suites are measured again (a
+        # fresh boot), up to RETRIES times, the others are kept as judged;
+        # the job's retries name each attempt, whose raw files stay in the
+        # run (measured-again/)
         jr = run_job(job, rd, images, progress, label, built=built, lock_timeout=lock_timeout, **kw)
-        stolen: list[dict] = []
+        attempts: list[dict] = []
         for attempt in range(1, hostnoise.RETRIES + 1):
             rd.finish_job(jr, budgets)
-            hit = [m for m in jr.measurements if m.verdict == Verdict.INFRA
-                   and m.reasons[:1] and m.reasons[0].startswith(hostnoise.STOLE)]
+            hit = [m for m in jr.measurements if cured_by_measuring_again(m)]
             if not hit:
                 break
             again = tuple(s for s in job.suites if any(_measured_by(m, s) for m in hit))
             jd = rd.job_dir(jr.board, jr.variant, jr.repeat)
-            kept = rd.path / "host-stolen" / f"{jd.relative_to(rd.path)}".replace("/", "-") / str(attempt)
+            kept = rd.path / RETRIED_DIR / f"{jd.relative_to(rd.path)}".replace("/", "-") / str(attempt)
             kept.parent.mkdir(parents=True, exist_ok=True)
             os.replace(jd, kept)
-            stolen.append({"dir": str(kept.relative_to(rd.path)), "reasons": [m.reasons[0] for m in hit],
-                           "measured_again": [s.id for s in again]})
+            attempts.append({"dir": str(kept.relative_to(rd.path)), "reasons": [m.reasons[0] for m in hit],
+                             "measured_again": [s.id for s in again]})
             progress(f"{label} INFRA, {hit[0].reasons[0]}: measuring {', '.join(s.id for s in again)} "
                      f"again ({attempt}/{hostnoise.RETRIES})")
             try:
@@ -602,7 +610,7 @@ def run_campaign(campaign: Campaign, *, results_root: Path = RESULTS_DIR,
                     e.job_result = _merge_retry(job, jr, part, again, kept, jd)  # type: ignore[union-attr]
                 raise
             jr = _merge_retry(job, jr, retry, again, kept, jd)
-        jr.host_noise_retries = stolen
+        jr.retries = attempts
         return jr
 
     # several jobs at once (--places N) and/or rack boards, which hold a place

@@ -198,6 +198,11 @@ class Suite:
         parameters. A run well short of it was cut off: INFRA, not a verdict."""
         return None
 
+    #: exit codes with which the tool lost a start-up race of its own: neither
+    #: a latency nor the lab, so INFRA and measured again (rtlab.run.runner),
+    #: each with the words that say so
+    start_race_exits: ClassVar[dict[int, str]] = {}
+
     def accepts_exit(self, rc: int, host_dir: Path) -> bool:
         """Whether a run that exited with *rc* still produced a result (a
         kernel failure the gate judges as FAIL) rather than an infra error."""

@@ -54,7 +54,7 @@ def test_the_local_board_records_the_hosts_real_steal(tmp_path, campaign):
     assert 0 <= noise["burst_ms"] <= max(noise["steal_ms"].values()) and noise["max_gap_ms"] >= 0
     run = json.loads((run_dir / "run.json").read_text())
     (m,) = run["jobs"][0]["measurements"]
-    assert m["host_noise"] == noise and run["jobs"][0]["host_noise_retries"] == []
+    assert m["host_noise"] == noise and run["jobs"][0]["retries"] == []
     snap = json.loads((job / "snapshot.json").read_text())
     assert snap["host_noise"]["cyclictest@idle"] == noise
     html = (run_dir / "report.html").read_text()
@@ -107,8 +107,8 @@ def test_a_breach_the_host_keeps_stealing_is_retried_then_infra_never_fail(tmp_p
     assert m["verdict"] == "infra" and m["reasons"][0].startswith("host stole "), m["reasons"]
     assert "max " in m["reasons"][1] and ">= budget 1 us" in m["reasons"][1]
     # both stolen attempts kept, raw files and all, and named
-    assert [r["dir"] for r in job["host_noise_retries"]] == ["host-stolen/local-host/1", "host-stolen/local-host/2"]
-    for r in job["host_noise_retries"]:
+    assert [r["dir"] for r in job["retries"]] == ["measured-again/local-host/1", "measured-again/local-host/2"]
+    for r in job["retries"]:
         assert r["reasons"][0].startswith("host stole ")
         assert (run_dir / r["dir"] / "cyclictest@idle" / "cyclictest.json").exists()
         assert (run_dir / r["dir"] / "cyclictest@idle" / hostnoise.HOST_NOISE_FILE).exists()
@@ -138,7 +138,7 @@ def test_a_real_breach_after_a_stolen_attempt_is_fail(tmp_path, campaign):
     assert res.returncode == 1, out
     run = json.loads((run_dir_of(res) / "run.json").read_text())
     (job,) = run["jobs"]
-    assert len(job["host_noise_retries"]) == 1 and "measuring cyclictest@idle again (1/2)" in out
+    assert len(job["retries"]) == 1 and "measuring cyclictest@idle again (1/2)" in out
     (m,) = job["measurements"]
     assert m["verdict"] == "fail" and not m["reasons"][0].startswith("host stole"), m["reasons"]
     assert m["host_noise"]["burst_ms"] == 0
@@ -174,11 +174,11 @@ def test_only_the_stolen_measurement_is_measured_again(tmp_path, campaign):
     (job,) = json.loads((run_dir / "run.json").read_text())["jobs"]
     verdicts = {m["key"]["suite"]: m["verdict"] for m in job["measurements"]}
     assert verdicts == {"cyclictest": "infra", "signaltest": "pass"}, verdicts
-    assert [r["measured_again"] for r in job["host_noise_retries"]] == [["cyclictest@idle"]] * 2
+    assert [r["measured_again"] for r in job["retries"]] == [["cyclictest@idle"]] * 2
     jd = run_dir / "local" / "host"
     sig = next(m for m in job["measurements"] if m["key"]["suite"] == "signaltest")
     assert (jd / sig["output"]["path"]).is_file(), sig["output"]
     assert (jd / "cyclictest@idle" / "cyclictest.json").is_file()
-    for r in job["host_noise_retries"]:  # each stolen attempt: the stolen suite's files, not the kept one's
+    for r in job["retries"]:  # each stolen attempt: the stolen suite's files, not the kept one's
         assert (run_dir / r["dir"] / "cyclictest@idle" / "cyclictest.json").is_file()
         assert not (run_dir / r["dir"] / "signaltest@idle").exists()

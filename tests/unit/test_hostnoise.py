@@ -143,11 +143,11 @@ def test_host_noise_round_trips_and_reaches_the_store_and_report(tmp_path):
 
     m = judge(noisy(20498, 20.0, max_gap_ms=31.5), Budget(max_us=20000))
     jr = JobResult(board="b", variant="rt", budget_class="k", measurements=[m],
-                   host_noise_retries=[{"dir": "host-stolen/b-rt/1", "reasons": [m.reasons[0]]}])
+                   retries=[{"dir": "measured-again/b-rt/1", "reasons": [m.reasons[0]]}])
     run = RunResult(run_id="r1", started="2026-11-23T00:00:00Z", campaign="c", jobs=[jr])
     back = RunResult.from_json(json.loads(json.dumps(run.to_json())))
     assert back.jobs[0].measurements[0].host_noise == m.host_noise
-    assert back.jobs[0].host_noise_retries == jr.host_noise_retries
+    assert back.jobs[0].retries == jr.retries
     for f in ("host_steal_ms", "host_steal_burst_ms", "host_max_gap_ms"):
         assert field_type(VERDICT, f) is float, f
     from rtlab.store.schema import points_for_run
@@ -156,7 +156,7 @@ def test_host_noise_round_trips_and_reaches_the_store_and_report(tmp_path):
     assert pts[0].fields["host_max_gap_ms"] == 31.5 and "host_steal_ms" in FIELDS[VERDICT]
     html = write_html_report(back, tmp_path / "report.html").read_text()
     assert "Host noise during the measurements" in html and "host stole 20 ms" in html
-    assert "host-stolen/b-rt/1" in html
+    assert "measured-again/b-rt/1" in html
 
 
 def test_snapshot_gets_each_suites_host_noise(tmp_path):
