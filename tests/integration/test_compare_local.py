@@ -114,9 +114,22 @@ def test_the_shipped_local_budget_fails_a_several_fold_p99(tmp_path, campaign):
     cyclictest whose p99 went up several-fold (a SCHED_FIFO thread stealing
     400 us every 3 ms: p99 ~450 us against ~40-90 us unchanged) breaks the
     derived idle p99 limit of 300 us, by the percentile, not by the max."""
-    c = campaign(["local"], budgets=textwrap.dedent(BUDGETS), suites=SUITES)
-    with stealing(spin_us=400, period_ms=3):
-        run = run_dir_of(rtlab("run", "--campaign", c, "--results", tmp_path / "r", "--no-publish", timeout=300))
+    # judged by the shipped file from the start, so the runner measures a
+    # host-stolen attempt again (up to twice) as CI would; a run still stolen
+    # after that is INFRA, which CI retries: here once more. The hypervisor
+    # stole 1.7 % of a 2 s window once (p99 533 us, INFRA: the steal can
+    # explain a p99 breach), so one attempt is not enough on this VM
+    c = campaign(["local"], budgets=(ROOT / "budgets" / "default.yaml").read_text(), suites=SUITES)
+    for _ in range(2):
+        with stealing(spin_us=400, period_ms=3):
+            res = rtlab("run", "--campaign", c, "--results", tmp_path / "r", "--no-publish", timeout=600)
+        run = run_dir_of(res)
+        (job,) = json.loads((run / "run.json").read_text())["jobs"]
+        stolen = res.returncode == 2 and job["measurements"] and all(
+            m["verdict"] != "infra" or m["reasons"][0].startswith("host stole") for m in job["measurements"])
+        if not stolen:
+            break
+    assert res.returncode == 1, res.stdout + res.stderr  # FAIL: never INFRA turned into a verdict
     gate = rtlab("gate", run, "--budgets", ROOT / "budgets" / "default.yaml")
     assert gate.returncode == 1, gate.stdout + gate.stderr
     # the p99 reason must be there; a host stall may add a max reason before it (27 ms seen once)

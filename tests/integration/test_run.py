@@ -92,8 +92,15 @@ def test_broken_budget_exits_1_and_gate_rejudges(tmp_path, campaign):
         budgets:
           local: {"*": {cyclictest: {"*": {max_us: 1}}}}
     """
-    res = rtlab("run", "--campaign", campaign(["local"], budgets=tight),
-                "--results", tmp_path / "r", "--no-publish")
+    c = campaign(["local"], budgets=tight)
+    # every sample breaks 1 us, and a max the hypervisor's steal explains is
+    # INFRA, measured again twice by the runner; a run still stolen after
+    # that is CI's to retry: here once more (all three attempts of one run
+    # were stolen, 20-30 ms bursts, in a fresh-clone CI run)
+    for _ in range(2):
+        res = rtlab("run", "--campaign", c, "--results", tmp_path / "r", "--no-publish")
+        if not (res.returncode == 2 and "Not passed:\n  INFRA local/host/cyclictest/idle: host stole" in res.stdout):
+            break
     assert res.returncode == 1, res.stdout + res.stderr
     assert "FAIL local/host/cyclictest/idle: max" in res.stdout
     assert "INFRA" not in res.stdout.split("Not passed:")[-1].split("Verdict")[0]
