@@ -348,7 +348,9 @@ def cured_by_measuring_again(m: Measurement) -> bool:
 
 
 def _measured_by(m: Measurement, run: SuiteRun) -> bool:
-    return m.key.suite == run.name and m.key.load == run.load
+    # a suite with several outputs keys them <name>-<part> (rtla timerlat:
+    # -irq, -thread; Suite.measurement_names); one it could not parse, <name>
+    return m.key.load == run.load and m.key.suite in {run.name, *SUITES[run.suite].measurement_names(run.name)}
 
 
 def _merge_retry(job: Job, before: JobResult, retry: JobResult, again: tuple[SuiteRun, ...],

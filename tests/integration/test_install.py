@@ -14,6 +14,8 @@ import sys
 import sysconfig
 from pathlib import Path
 
+from rtlab.core import hostnoise
+
 ROOT = Path(__file__).resolve().parents[2]
 SHIPPED = ["pyproject.toml", "README.md", "rtlab", "env", "campaigns", "budgets", "kernel-configs",
            "lava", "labgrid"]
@@ -65,7 +67,7 @@ def test_pip_installed_rtlab_runs_the_local_board_outside_the_checkout(tmp_path)
     (m,) = job["measurements"]
     assert m["output"]["threads"], m
     if m["verdict"] == "infra":
-        assert res.returncode == 2 and m["reasons"][0].startswith("host stole"), m
+        assert res.returncode == 2 and m["reasons"][0].startswith(hostnoise.STOLE), m
     else:
         assert m["verdict"] in ("pass", "fail") and res.returncode in (0, 1), (m, res.returncode)
     assert all(t["cycles"] > 0 for t in m["output"]["threads"])

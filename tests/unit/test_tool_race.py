@@ -63,3 +63,38 @@ def test_a_hostile_retries_list_is_refused_and_never_linked_out(tmp_path):
                  {"dir": "measured-again/b-v/1", "reasons": ["tool start-up race: x"]}])])))
     assert "href='javascript" not in html and "href='../" not in html
     assert "<a href='measured-again/b-v/1'>" in html
+
+
+def test_a_retry_keeps_every_measurement_of_the_suites_not_measured_again(tmp_path):
+    """_merge_retry: the retry's measurements of the suites measured again,
+    the earlier attempt's of the others (raw files moved back), in campaign
+    order; a suite with two outputs (timerlat -irq/-thread) keeps both."""
+    from rtlab.core.model import JobResult
+    from rtlab.plan.campaign import Job
+    from rtlab.run.runner import _merge_retry
+    from rtlab.suites import SuiteRun
+    from rtlab.targets.boards import load_boards
+    from rtlab.targets.variants import load_variants
+
+    runs = (SuiteRun(id="timerlat@idle", name="timerlat", suite="timerlat", load="idle"),
+            SuiteRun(id="sigwaittest@irq", name="sigwaittest", suite="sigwaittest", load="irq"))
+    job = Job(board=load_boards()["local"], variant=load_variants()["host"], suites=runs)
+
+    def m(suite, load, verdict):
+        return Measurement(MeasurementKey(board="local", variant="host", suite=suite, load=load),
+                           ToolOutput(path="", tool=suite.split("-")[0]), [], verdict=verdict)
+    before = JobResult(board="local", variant="host", arch="x86_64", budget_class="local", duration_s=10,
+                       measurements=[m("timerlat-irq", "idle", Verdict.PASS), m("timerlat-thread", "idle", Verdict.PASS),
+                                     m("sigwaittest", "irq", Verdict.INFRA)])
+    retry = JobResult(board="local", variant="host", arch="x86_64", budget_class="local", duration_s=3,
+                      measurements=[m("sigwaittest", "irq", Verdict.PASS)])
+    kept, job_dir = tmp_path / "kept", tmp_path / "job"
+    (kept / "timerlat@idle").mkdir(parents=True)
+    (kept / "sigwaittest@irq").mkdir()
+    (job_dir / "sigwaittest@irq").mkdir(parents=True)
+    merged = _merge_retry(job, before, retry, runs[1:], kept, job_dir)
+    assert [(x.key.suite, x.verdict) for x in merged.measurements] == [
+        ("timerlat-irq", Verdict.PASS), ("timerlat-thread", Verdict.PASS), ("sigwaittest", Verdict.PASS)]
+    assert (job_dir / "timerlat@idle").is_dir() and not (kept / "timerlat@idle").exists()
+    assert (kept / "sigwaittest@irq").is_dir()  # the earlier attempt's raw files stay with it
+    assert merged.duration_s == 13
