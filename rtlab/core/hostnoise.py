@@ -198,12 +198,18 @@ def stolen_share(noise: dict[str, Any]) -> float:
 
 def stolen_breach(noise: Optional[dict[str, Any]], threshold_ms: float, *,
                   max_us: Optional[float] = None, budget_max_us: Optional[float] = None,
+                  share_over: Optional[float] = None,
                   percentiles: tuple[str, ...] = ()) -> Optional[str]:
     """The INFRA reason when the host's steal explains every breach, else None.
 
     A breached max (*max_us* over *budget_max_us*): one CPU lost at least
-    *threshold_ms* within BURST_WINDOW_S and the max minus the most that can
-    have been stolen there is under the budget. A breached percentile p (in
+    *threshold_ms* within BURST_WINDOW_S, the max minus the most that can
+    have been stolen there is under the budget, and no more of the samples
+    reached the budget (*share_over*) than the most stolen CPU's share of
+    the window, a tick more than read: a periodic wake-up is late by a
+    stall only when it falls due inside it, so a stall of S ms makes at
+    most S / interval samples late, and a max budget most samples break is
+    the kernel's whatever the host stole. A breached percentile p (in
     *percentiles*): the CPUs were stolen from for at least the (100 - p) %
     of the window the breach needs above the budget (a wake-up due while
     its vCPU is stolen is late; no more wake-ups than that can be)."""
@@ -220,6 +226,9 @@ def stolen_breach(noise: Optional[dict[str, Any]], threshold_ms: float, *,
     if max_us is not None and budget_max_us is not None:
         # the most that can have been stolen in that window: a tick more than read
         if burst < threshold_ms or max_us - (burst + tick) * 1000 >= budget_max_us:
+            return None
+        most = (total + tick) / (window * 1000) if window > 0 else 1.0
+        if share_over is not None and share_over > most:
             return None
         why.append(f"{STOLE} {burst:g} ms from {noise.get('burst_cpu') or 'a CPU'} within {BURST_WINDOW_S:g} s")
     for p in percentiles:

@@ -266,24 +266,31 @@ class Verdict(str, enum.Enum):
 
     INFRA is never a latency statement: the board did not boot, the console
     was lost, a load died or a tool crashed, so nothing was judged.
+    SHOWN is measured but judged against nothing, on purpose: a suite the
+    budget file lists under ``unbudgeted``, or a whole-run number that is not
+    a latency (rtbench's throughput). It is never a pass: a job or run that
+    judged nothing else is SHOWN, and its exit code is not 0.
     """
 
     PASS = "pass"
     FAIL = "fail"
     INFRA = "infra"
+    SHOWN = "shown"
 
 
 def combine_verdicts(verdicts) -> Verdict:
     """One verdict for many. A broken budget is definitive (a retry cannot
     fix it), so FAIL wins; otherwise any INFRA (or a measurement never
-    judged) makes the whole incomplete; PASS only when everything passed.
-    Each part keeps its own verdict: nothing is relabelled."""
+    judged) makes the whole incomplete; PASS when everything judged passed
+    and something was judged (SHOWN parts beside it are shown, not passed);
+    SHOWN when nothing was judged at all. Each part keeps its own verdict:
+    nothing is relabelled."""
     vs = set(verdicts)
     if Verdict.FAIL in vs:
         return Verdict.FAIL
-    if vs - {Verdict.PASS}:
+    if vs - {Verdict.PASS, Verdict.SHOWN}:
         return Verdict.INFRA
-    return Verdict.PASS
+    return Verdict.PASS if Verdict.PASS in vs else Verdict.SHOWN
 
 
 @dataclass(frozen=True)
@@ -472,5 +479,6 @@ class RunResult:
         )
 
 
-#: exit codes of `rtlab run` and `rtlab gate`
-EXIT_CODE = {Verdict.PASS: 0, Verdict.FAIL: 1, Verdict.INFRA: 2}
+#: exit codes of `rtlab run` and `rtlab gate`: a run that judged nothing
+#: (every measurement shown only) has no verdict to pass, like INFRA
+EXIT_CODE = {Verdict.PASS: 0, Verdict.FAIL: 1, Verdict.INFRA: 2, Verdict.SHOWN: 2}

@@ -19,7 +19,7 @@ from .config import shown
 from ..errors import InputError
 from .fsutil import read_bounded, result_max_bytes
 
-VERDICTS = ("pass", "fail", "infra")
+VERDICTS = ("pass", "fail", "infra", "shown")
 
 
 class Doc:

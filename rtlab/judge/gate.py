@@ -61,6 +61,15 @@ def sample_problems(out: ToolOutput, expected: Optional[int], interval_us: Optio
     return problems
 
 
+def self_checked(out: ToolOutput) -> bool:
+    """The tool ran a check of its own and it passed (pi_stress: no
+    deadlocked inversion group; rt-migrate-test -c: priority order kept):
+    its suite's parser sets ``metrics["failed"] = 0`` then, and a
+    ToolFailure when it failed. Only that makes an unbudgeted measurement
+    a PASS: without it nothing was judged (SHOWN)."""
+    return out.failure is None and out.metrics.get("failed") == 0
+
+
 def judge(m: Measurement, budget: Budget | None, *, unbudgeted: bool = False,
           where: str = "", steal_infra_ms: float = DEFAULT_STEAL_INFRA_MS) -> Measurement:
     """*m* against *budget* (:func:`judge_samples`); a checkpointed soak's kept
@@ -75,8 +84,9 @@ def judge(m: Measurement, budget: Budget | None, *, unbudgeted: bool = False,
 def judge_samples(m: Measurement, budget: Budget | None, *, unbudgeted: bool = False,
                   where: str = "", steal_infra_ms: float = DEFAULT_STEAL_INFRA_MS) -> Measurement:
     """*unbudgeted*: the budget file says this suite has no budget on purpose
-    (shown, not judged against a limit); without that, a measurement with no
-    budget is an error naming the key (*where*: the budget file), never a pass.
+    (SHOWN: measured, judged against nothing, never a pass, unless the tool's
+    own check passed); without that, a measurement with no budget is an error
+    naming the key (*where*: the budget file), never a pass.
     Breaches that hypervisor steal during the measurement explains (a max:
     at least *steal_infra_ms* from one CPU at once; a percentile: enough of
     the window stolen; rtlab.core.hostnoise.stolen_breach) are INFRA, neither
@@ -97,8 +107,12 @@ def judge_samples(m: Measurement, budget: Budget | None, *, unbudgeted: bool = F
         suite = Suite.for_tool(out.tool)
         key = suite.metric if suite is not None and suite.result_kind == METRICS else None
         if key is not None and key in out.metrics:  # a whole-run number, not latencies
-            m.verdict = Verdict.PASS
-            m.reasons.append(f"{out.tool} measures {key}, not latency: shown, not budgeted")
+            if self_checked(out):
+                m.verdict = Verdict.PASS
+                m.reasons.append(f"{out.tool}'s own check passed; {key} shown, not budgeted")
+            else:
+                m.verdict = Verdict.SHOWN
+                m.reasons.append(f"{out.tool} measures {key}, not latency: shown, not judged")
             return m
         m.verdict = Verdict.INFRA
         m.reasons.append(f"{out.tool} produced no measurements")
@@ -115,8 +129,12 @@ def judge_samples(m: Measurement, budget: Budget | None, *, unbudgeted: bool = F
         return m
     m.budget = budget
     if budget is None:
-        if unbudgeted:
+        if unbudgeted and self_checked(out):
             m.verdict = Verdict.PASS
+            m.reasons.append(f"{out.tool}'s own check passed; latencies unbudgeted by "
+                             f"{where or 'the budget file'}: shown, not judged")
+        elif unbudgeted:
+            m.verdict = Verdict.SHOWN
             m.reasons.append(f"unbudgeted by {where or 'the budget file'}: shown, not judged")
         else:
             m.verdict = Verdict.INFRA
@@ -158,6 +176,7 @@ def judge_samples(m: Measurement, budget: Budget | None, *, unbudgeted: bool = F
         # the host's doing, not the kernel's: retried (rtlab.run.runner), never a verdict
         stolen = stolen_breach(m.host_noise, steal_infra_ms,
                                max_us=allt.max_us if max_breached else None, budget_max_us=budget.max_us,
+                               share_over=m.share_over_budget if max_breached else None,
                                percentiles=tuple(pct_breached))
         if stolen:
             m.verdict = Verdict.INFRA

@@ -66,6 +66,9 @@ def job_suite(run: RunResult, job: JobResult) -> ET.Element:
             ET.SubElement(tc, "error", message=reasons or "not judged", type="infra").text = \
                 f"{k.label()}: {reasons or 'not judged'}"
             counts["errors"] += 1
+        elif m.verdict == Verdict.SHOWN:  # measured, judged against nothing: not a pass
+            ET.SubElement(tc, "skipped", message=reasons or "shown, not judged")
+            counts["skipped"] += 1
         ET.SubElement(tc, "system-out").text = f"{_stats(m)}\nraw: {', '.join(m.raw)}"
     for na in job.not_available:  # the board cannot run the suite (no tracer): not judged
         tc = _case(el, classname, f"{na['suite']}@{na['load']}")

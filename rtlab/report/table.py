@@ -189,5 +189,6 @@ def comparison_table(run: RunResult) -> str:
                f"({counts[Verdict.PASS]} jobs pass, {counts[Verdict.FAIL]} over budget, "
                f"{infra_jobs + measured[Verdict.INFRA]} infra errors; measurements: "
                f"{measured[Verdict.PASS]} pass, {measured[Verdict.FAIL]} fail, "
-               f"{measured[Verdict.INFRA]} infra)")
+               f"{measured[Verdict.INFRA]} infra"
+               + (f", {measured[Verdict.SHOWN]} shown, not judged" if measured[Verdict.SHOWN] else "") + ")")
     return "\n".join(out)

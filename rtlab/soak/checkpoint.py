@@ -196,7 +196,7 @@ def judge_soak(m: Measurement, budget, inner: Callable[..., Measurement], **kw: 
     if m.verdict == Verdict.FAIL:
         if stopped or infra:
             m.reasons.append(f"run incomplete ({stopped or '; '.join(infra)}): the breach is in the kept samples")
-    elif m.verdict == Verdict.PASS and (stopped or infra):
+    elif m.verdict in (Verdict.PASS, Verdict.SHOWN) and (stopped or infra):
         m.verdict = Verdict.INFRA
         m.reasons = list(dict.fromkeys(([stopped] if stopped else []) + infra))
     elif m.verdict == Verdict.INFRA and infra:

@@ -436,7 +436,7 @@ FIELDS: dict[str, dict[str, Any]] = {
               "overflows": int, "share_over_budget": float, **_BUDGET, "kernel_version": str,
               **_RUN, "extra_*": float},
     HIST: {"count": int},
-    VERDICT: {"verdict": str, "passed": int, "failed": int, "infra": int, "reason": str,
+    VERDICT: {"verdict": str, "passed": int, "failed": int, "infra": int, "shown": int, "reason": str,
               "max_us": float, **_PCT, "share_over_budget": float, **_BUDGET, **_RUN,
               "campaign": str, "branch": str, "repeat": int, "budget_class": str, "cycles": int,
               "bucket_us": float, "hist_size": int, "overflows": int,
@@ -485,7 +485,9 @@ def _pwcet_fields(est: Any) -> dict[str, Any]:
 
 
 def _verdict_ints(v: str) -> dict[str, int]:
-    return {"passed": int(v == "pass"), "failed": int(v == "fail"), "infra": int(v == "infra")}
+    # "shown" (measured, judged against nothing) is counted on its own: never passed
+    return {"passed": int(v == "pass"), "failed": int(v == "fail"), "infra": int(v == "infra"),
+            "shown": int(v == "shown")}
 
 
 def points_for_run(run: RunResult, precision: str = "s") -> list[Point]:

@@ -62,9 +62,14 @@ def test_the_local_board_records_the_hosts_real_steal(tmp_path, campaign):
 
 
 class Stealer:
-    """A /proc/stat copy whose cpu0 loses *ticks* every 50 ms while on."""
+    """A /proc/stat copy whose cpu0 loses *ticks* every 50 ms while on.
 
-    def __init__(self, path: Path, ticks: int = 4):
+    The default claims more of cpu0 than the wall clock has (10 ticks a
+    50 ms): the budget (max 1 us) breaks in every sample, and a steal only
+    explains as many late samples as the time it took (rtlab.core.hostnoise
+    .stolen_breach), so the made-up host must have taken all of it."""
+
+    def __init__(self, path: Path, ticks: int = 10):
         self.path, self.ticks, self.steal = path, ticks, 0
         self.on = threading.Event()
         self.on.set()

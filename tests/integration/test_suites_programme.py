@@ -69,6 +69,14 @@ def has_block(stdout, board, suite, load, variant):
     return False
 
 
+def expected_verdict(m) -> str:
+    """Every suite is budgeted here (LOOSE), so all pass but a whole-run
+    number that is not a latency and that no check of its tool judged
+    (hackbench's seconds): shown, never passed (pi_stress's own check did)."""
+    out = m["output"]
+    return "shown" if not out["threads"] and out["metrics"].get("failed") != 0 else "pass"
+
+
 def check_load_ran(raw: Path, name: str, cpus):
     s = json.loads((raw / f"load-{name}.json").read_text())
     assert s["problems"] == [], (raw, s)
@@ -101,7 +109,7 @@ def test_every_suite_and_every_load_on_a_qemu_guest(tmp_path):
         if suite == "cyclictest-dies":
             assert m["verdict"] == "infra"
             continue
-        assert m["verdict"] == "pass", (suite, load, m["reasons"])
+        assert m["verdict"] == expected_verdict(m), (suite, load, m["reasons"])
         assert m["output"]["threads"] or m["output"]["metrics"], (suite, load)
         assert has_block(out, "qemu-x86_64", suite, load, "rt-iso"), (suite, load)
     assert {(s, l) for (_, _, s, l) in ms} >= {("cyclictest", l) for l in EVERY_LOAD}
@@ -132,10 +140,14 @@ def test_every_suite_on_the_local_board(tmp_path):
     ms = measurements(run_dir_of(res))
     assert {s for (_, _, s, _) in ms} == {e["name"] for e in PROGRAMME["suites"]}
     for (_, _, suite, load), m in ms.items():
-        assert m["verdict"] == "pass", (suite, load, m["reasons"])
+        assert m["verdict"] == expected_verdict(m), (suite, load, m["reasons"])
         assert has_block(res.stdout, "local", suite, load, "host"), (suite, load)
     assert ms[("local", "host", "pi_stress", "idle")]["output"]["metrics"]["inversions"] > 0
     assert ms[("local", "host", "hackbench", "idle")]["output"]["metrics"]["time_s"] > 0
+    # judged by its own check / judged by nothing, and the summary says which
+    assert ms[("local", "host", "pi_stress", "idle")]["verdict"] == "pass"
+    assert ms[("local", "host", "hackbench", "idle")]["verdict"] == "shown"
+    assert "1 shown, not judged" in res.stdout.split("Verdict:")[-1], res.stdout[-600:]
     rtb = ms[("local", "host", "rtbench", "idle")]["output"]["threads"]
     assert {t["extra"]["benchmark"] for t in rtb} >= {"clock_gettime", "wakeup_sem_othercpu"}
     raw = run_dir_of(res) / "local" / "host" / "cyclictest@stress+network"

@@ -126,10 +126,11 @@ def test_no_budget_is_an_error_naming_the_key_unless_declared_unbudgeted(tmp_pat
     # an empty budget file: the same, never a green gate
     f.write_text("budgets: {}\n")
     assert judge_run(_run_with(meas(thread({10: 100}))), load_budgets(f)).verdict == Verdict.INFRA
-    # said on purpose: shown, passed
+    # said on purpose: shown, judged against nothing, so never passed
     f.write_text("budgets: {}\nunbudgeted:\n  k: [cyclictest]\n")
     run = judge_run(_run_with(meas(thread({10: 100}))), load_budgets(f))
-    assert run.verdict == Verdict.PASS and "unbudgeted by budgets.yaml" in run.jobs[0].measurements[0].reasons[0]
+    assert run.verdict == Verdict.SHOWN and "unbudgeted by budgets.yaml" in run.jobs[0].measurements[0].reasons[0]
+    assert EXIT_CODE[run.verdict] != 0
     f.write_text('budgets: {}\nunbudgeted:\n  "*": [other]\n')
     assert judge_run(_run_with(meas(thread({10: 100}))), load_budgets(f)).verdict == Verdict.INFRA
 

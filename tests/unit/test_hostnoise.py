@@ -92,6 +92,26 @@ def test_a_breach_the_steal_cannot_explain_stays_fail(max_us, burst, budget, why
     assert not any(r.startswith("host stole") for r in m.reasons)
 
 
+def test_a_max_budget_more_samples_break_than_the_steal_can_delay_stays_fail():
+    """A stall of S ms delays the wake-ups due inside it: at most S / interval
+    samples, so a max budget broken by more of the samples than the most
+    stolen CPU lost of the window (a tick more) is the kernel's."""
+    def breached(share_late):
+        late = int(1000 * share_late)
+        m = meas(thread({10: 1000 - late, 20498: late}, size=100000))
+        m.host_noise = {"burst_ms": 30.0, "burst_cpu": "cpu1", "tick_ms": 10.0, "window_s": 10.0,
+                        "steal_ms": {"cpu0": 0.0, "cpu1": 40.0}}  # (40 + 10) ms of 10 s: 0.5 %
+        return judge(m, Budget(max_us=20000))
+    assert breached(0.004).verdict == Verdict.INFRA  # 0.4 % of the samples: the steal can have done it
+    j = breached(0.2)
+    assert j.verdict == Verdict.FAIL and j.share_over_budget == 0.2, j.reasons
+    # every sample over a 1 us budget: never the host's, whatever it stole
+    m = meas(thread({10: 1000}, size=100000))
+    m.host_noise = {"burst_ms": 30.0, "burst_cpu": "cpu0", "tick_ms": 10.0, "window_s": 2.0,
+                    "steal_ms": {"cpu0": 900.0, "cpu1": 900.0}}
+    assert judge(m, Budget(max_us=1)).verdict == Verdict.FAIL
+
+
 def test_a_percentile_breach_is_the_hosts_only_when_enough_time_was_stolen():
     def stolen(per_cpu_ms):
         m = meas(thread({10: 980, 395: 15, 800: 5}, size=100000))
