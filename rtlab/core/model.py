@@ -278,6 +278,19 @@ class Verdict(str, enum.Enum):
     SHOWN = "shown"
 
 
+class InfraCause(str, enum.Enum):
+    """Why a measurement is INFRA, where a fresh attempt on a fresh boot can
+    cure it (the runner measures those again, rtlab.run.runner); any other
+    INFRA has no cause set and stays as judged."""
+
+    #: the hypervisor's steal explains every breach (rtlab.core.hostnoise)
+    HOST_STEAL = "host-steal"
+    #: the tool lost a start-up race of its own (Suite.start_race_exits)
+    TOOL_RACE = "tool-race"
+    #: the tool ran, exited 0 and recorded no sample at all in some thread
+    NO_SAMPLES = "no-samples"
+
+
 def combine_verdicts(verdicts) -> Verdict:
     """One verdict for many. A broken budget is definitive (a retry cannot
     fix it), so FAIL wins; otherwise any INFRA (or a measurement never
@@ -329,10 +342,18 @@ class Measurement:
     #: the host's steal and stalls while the tool ran (rtlab.core.hostnoise,
     #: host-noise.json), None where nobody watched (LAVA, older runs)
     host_noise: Optional[dict[str, Any]] = None
+    #: with an INFRA verdict: the cause a fresh attempt can cure, None otherwise
+    infra_cause: Optional[InfraCause] = None
 
     def __post_init__(self) -> None:
         if isinstance(self.budget, dict):  # as run.json holds it
             self.budget = Budget.from_json(self.budget)
+        if isinstance(self.infra_cause, str) and not isinstance(self.infra_cause, InfraCause):
+            self.infra_cause = InfraCause(self.infra_cause)
+
+    def set_infra(self, reasons: list[str], cause: Optional[InfraCause] = None) -> None:
+        """INFRA for *reasons*; *cause* only where measuring again can cure it."""
+        self.verdict, self.reasons, self.infra_cause = Verdict.INFRA, list(reasons), cause
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -346,6 +367,7 @@ class Measurement:
             "evidence": self.evidence,
             **({"params": self.params} if self.params else {}),
             "host_noise": self.host_noise,
+            **({"infra_cause": self.infra_cause.value} if self.infra_cause else {}),
         }
 
     @classmethod
@@ -361,6 +383,7 @@ class Measurement:
             evidence=d.get("evidence"),
             params=dict(d.get("params") or {}),
             host_noise=d.get("host_noise"),
+            infra_cause=InfraCause(d["infra_cause"]) if d.get("infra_cause") else None,
         )
 
 
@@ -392,7 +415,8 @@ class JobResult:
     #: earlier attempts the runner measured again (rtlab.run.runner): a breach
     #: the host's steal explains (rtlab.core.hostnoise), or a tool that lost a
     #: start-up race of its own (Suite.start_race_exits); each {"dir" (raw
-    #: files, relative to the run), "reasons", "measured_again" (suite ids)}
+    #: files, relative to the run), "reasons", "measured_again" (suite ids),
+    #: "causes" (InfraCause values)}
     retries: list[dict[str, Any]] = field(default_factory=list)
 
     @property

@@ -18,8 +18,10 @@ from typing import Any, Callable, Optional
 from .config import shown
 from ..errors import InputError
 from .fsutil import read_bounded, result_max_bytes
+from .model import InfraCause, Verdict
 
-VERDICTS = ("pass", "fail", "infra", "shown")
+VERDICTS = tuple(v.value for v in Verdict)
+INFRA_CAUSES = tuple(c.value for c in InfraCause)
 
 
 class Doc:
@@ -185,6 +187,12 @@ def measurement(d: Doc) -> None:
     d.field("budget", budget)
     d.field("share_over_budget", number(0, 1))
     d.field("evidence", obj)
+    d.field("infra_cause", _infra_cause)
+
+
+def _infra_cause(d: Doc) -> None:
+    if d.value not in INFRA_CAUSES:
+        raise d.error(f"must be one of {', '.join(INFRA_CAUSES)}, got {shown(d.value)}")
 
 
 def job(d: Doc) -> None:
@@ -206,6 +214,7 @@ def retry(d: Doc) -> None:
     d.field("dir", string, required=True)
     d.field("reasons", str_list)
     d.field("measured_again", str_list)
+    d.field("causes", lambda c: c.items(_infra_cause))
 
 
 def run(d: Doc) -> None:

@@ -11,7 +11,7 @@ from typing import Optional
 
 from ..plan.budgets import Budget, Budgets
 from ..core.hostnoise import DEFAULT_STEAL_INFRA_MS, stolen_breach
-from ..core.model import PERCENTILES, Measurement, RunResult, ToolOutput, Verdict
+from ..core.model import PERCENTILES, InfraCause, Measurement, RunResult, ToolOutput, Verdict
 from ..soak.checkpoint import is_soak, judge_soak
 from ..suites import METRICS, Suite
 
@@ -95,6 +95,7 @@ def judge_samples(m: Measurement, budget: Budget | None, *, unbudgeted: bool = F
         return m
     out = m.output
     m.reasons = []
+    m.infra_cause = None
     if out.failure is not None:  # the tool's own verdict on the kernel (pi_stress deadlock)
         m.verdict = Verdict.FAIL
         m.reasons.append(out.failure.message)
@@ -117,10 +118,9 @@ def judge_samples(m: Measurement, budget: Budget | None, *, unbudgeted: bool = F
         m.verdict = Verdict.INFRA
         m.reasons.append(f"{out.tool} produced no measurements")
         return m
-    empty = sample_problems(out, None)
+    empty = sample_problems(out, None)  # without an expected count: threads with no sample at all
     if empty:
-        m.verdict = Verdict.INFRA
-        m.reasons.extend(empty)
+        m.set_infra(empty, InfraCause.NO_SAMPLES)
         return m
     bad = [t.thread for t in out.threads if not all(math.isfinite(x) for x in (t.min_us, t.avg_us, t.max_us))]
     if bad:  # NaN >= budget is false: a NaN maximum would pass every budget
@@ -179,8 +179,7 @@ def judge_samples(m: Measurement, budget: Budget | None, *, unbudgeted: bool = F
                                share_over=m.share_over_budget if max_breached else None,
                                percentiles=tuple(pct_breached))
         if stolen:
-            m.verdict = Verdict.INFRA
-            m.reasons = [stolen, f"(breaches not judged: {'; '.join(m.reasons)})"]
+            m.set_infra([stolen, f"(breaches not judged: {'; '.join(m.reasons)})"], InfraCause.HOST_STEAL)
             return m
     m.verdict = Verdict.FAIL if failed else Verdict.PASS
     if failed and m.evidence:  # what the trace at the breach says delayed the thread

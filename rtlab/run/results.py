@@ -42,7 +42,7 @@ from ..errors import InputError
 from ..core import hostnoise
 from ..judge.evidence import EVIDENCE_DIR, read_analysis
 from ..judge.gate import judge_run, sample_problems
-from ..core.model import JobResult, Measurement, MeasurementKey, RunResult, ToolOutput, Verdict
+from ..core.model import InfraCause, JobResult, Measurement, MeasurementKey, RunResult, ToolOutput
 from ..report.plot import write_html_report
 from ..suites import Suite, SuiteRun
 from ..suites.board import check_variant
@@ -200,6 +200,8 @@ def collect(job_dir: Path, key: MeasurementKey, suite: Suite, run: SuiteRun, *,
     raw = raw_files(job_dir, run)
     reasons = list(before)
     outs: dict[str, ToolOutput] = {}
+    cause: Optional[InfraCause] = None  # where measuring again can cure the INFRA
+    checked: list[str] = []
     rc = read_exit_code(host_dir)
     if rc is None:
         if not before:  # the backend's own reason explains a tool that never ran
@@ -208,6 +210,8 @@ def collect(job_dir: Path, key: MeasurementKey, suite: Suite, run: SuiteRun, *,
         problem = tool_exit_problem(suite, rc, host_dir)
         if problem:
             reasons.append(problem)
+            if rc in suite.start_race_exits and not (before or after):  # nothing else went wrong
+                cause = InfraCause.TOOL_RACE
         else:
             try:
                 outs = suite.parse_outputs(job_dir, run)
@@ -218,7 +222,9 @@ def collect(job_dir: Path, key: MeasurementKey, suite: Suite, run: SuiteRun, *,
                     if Path(out.path).is_absolute():
                         out.path = str(Path(out.path).relative_to(job_dir))
                     if check is not None:
-                        reasons += check(out)
+                        found = check(out)
+                        checked += found
+                        reasons += found
                     # a run cut short is INFRA, not a verdict (sample_problems)
                     # ... unless it stopped itself at the breach (evidence armed): that short
                     # run is the breach's record, judged on what it measured
@@ -226,9 +232,12 @@ def collect(job_dir: Path, key: MeasurementKey, suite: Suite, run: SuiteRun, *,
                     reasons += sample_problems(out, expected, run.params.get("interval_us"),
                                                read_elapsed(host_dir, suite.json_file), suite.duration_s(run))
     reasons += after
-    found = read_analysis(host_dir)
-    ev = ({"dir": f"{run.id}/{EVIDENCE_DIR}", "summary": found.get("summary"), "why": found.get("why")}
-          if found is not None else None)
+    if (cause is None and rc == 0 and reasons and not (before or after or checked)
+            and recorded_nothing(outs.values())):
+        cause = InfraCause.NO_SAMPLES
+    analysis = read_analysis(host_dir)
+    ev = ({"dir": f"{run.id}/{EVIDENCE_DIR}", "summary": analysis.get("summary"), "why": analysis.get("why")}
+          if analysis is not None else None)
     ms = [Measurement(dataclasses.replace(key, suite=f"{key.suite}-{suffix}") if suffix else key, out, raw)
           for suffix, out in outs.items()] or [Measurement(key, ToolOutput(path="", tool=suite.tool), raw)]
     noise = hostnoise.load(host_dir)  # the host's steal while the tool ran: the gate reads it
@@ -237,9 +246,18 @@ def collect(job_dir: Path, key: MeasurementKey, suite: Suite, run: SuiteRun, *,
         m.params = {**run.params, "cpus": list(run.cpus)}  # what the verdict compares alike
         m.host_noise = noise
         if reasons:
-            m.verdict = Verdict.INFRA
-            m.reasons = list(reasons)
+            m.set_infra(reasons, cause)
     return ms
+
+
+def recorded_nothing(outs) -> bool:
+    """Some thread of a latency output that ran recorded no sample at all:
+    the tool measured nothing there (sigwaittest's ping-pong that never
+    started under the irq load, measured once in 117), not a latency, and a
+    fresh attempt can cure it. A thread cut short is not this: its samples
+    say what it measured."""
+    outs = list(outs)
+    return bool(outs) and any(t.cycles <= 0 for o in outs for t in o.threads)
 
 
 class ResultsDir:

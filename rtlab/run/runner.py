@@ -39,7 +39,7 @@ from ..images import ensure_images
 from ..kernel import tree_state
 from ..core.procutil import die_with_parent
 from ..core.model import JobResult, Measurement, MeasurementKey, RunResult, ToolOutput, Verdict
-from .results import TOOL_RACE, JobSpec, ResultsDir, collect, new_run_id, read_exit_code, tool_exit_problem
+from .results import JobSpec, ResultsDir, collect, new_run_id, read_exit_code, tool_exit_problem
 from ..suites import SUITES, SuiteRun, not_available
 from ..suites.rtbench import image_overlays  # rtbench in the board image
 from ..core.fsutil import read_json
@@ -341,10 +341,10 @@ def _run_board_tests(job: Job, rd: ResultsDir, job_dir: Path, spec_path: Path, l
 
 
 def cured_by_measuring_again(m: Measurement) -> bool:
-    """INFRA whose first reason a fresh attempt can cure: the host's steal
-    explains the breach (rtlab.core.hostnoise), or the tool lost its own
-    start-up race (Suite.start_race_exits). Anything else stays as judged."""
-    return m.verdict == Verdict.INFRA and bool(m.reasons) and m.reasons[0].startswith((hostnoise.STOLE, TOOL_RACE))
+    """INFRA with a cause a fresh attempt can cure (InfraCause: the host's
+    steal explains the breach, the tool lost its own start-up race, or it
+    recorded no sample at all). Anything else stays as judged."""
+    return m.verdict == Verdict.INFRA and m.infra_cause is not None
 
 
 def _measured_by(m: Measurement, run: SuiteRun) -> bool:
@@ -581,9 +581,10 @@ def run_campaign(campaign: Campaign, *, results_root: Path = RESULTS_DIR,
         progress(f"{label} {_job_summary(jr)}")
 
     def run_judged(job: Job, label: str, **kw) -> JobResult:
-        # INFRA that measuring again can cure: a breach the host's steal
-        # explains (rtlab.core.hostnoise) or a tool that lost its own start-up
-        # race (Suite.start_race_exits). Those suites are measured again (a
+        # INFRA that measuring again can cure (Measurement.infra_cause): a
+        # breach the host's steal explains (rtlab.core.hostnoise), a tool that
+        # lost its own start-up race (Suite.start_race_exits) or recorded no
+        # sample at all. Those suites are measured again (a
         # fresh boot), up to RETRIES times, the others are kept as judged;
         # the job's retries name each attempt, whose raw files stay in the
         # run (measured-again/)
@@ -600,7 +601,8 @@ def run_campaign(campaign: Campaign, *, results_root: Path = RESULTS_DIR,
             kept.parent.mkdir(parents=True, exist_ok=True)
             os.replace(jd, kept)
             attempts.append({"dir": str(kept.relative_to(rd.path)), "reasons": [m.reasons[0] for m in hit],
-                             "measured_again": [s.id for s in again]})
+                             "measured_again": [s.id for s in again],
+                             "causes": sorted({m.infra_cause.value for m in hit if m.infra_cause})})
             progress(f"{label} INFRA, {hit[0].reasons[0]}: measuring {', '.join(s.id for s in again)} "
                      f"again ({attempt}/{hostnoise.RETRIES})")
             try:

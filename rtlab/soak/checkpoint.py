@@ -36,7 +36,7 @@ import os
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from ..core.model import Histogram, Measurement, ThreadResult, ToolOutput, Verdict
+from ..core.model import Histogram, InfraCause, Measurement, ThreadResult, ToolOutput, Verdict
 from ..core.fsutil import read_json
 from ..core.rundir import MeasurementDir
 
@@ -186,21 +186,22 @@ def judge_soak(m: Measurement, budget, inner: Callable[..., Measurement], **kw: 
     that is incomplete (or that the lab broke) is INFRA, never PASS."""
     infra = list(m.reasons) if m.verdict == Verdict.INFRA else []
     if not any(t.cycles > 0 for t in m.output.threads):
-        if m.verdict != Verdict.INFRA:
-            m.verdict = Verdict.INFRA
-            m.reasons = ["nothing checkpointed"]
+        # a soak is resumed (`rtlab run --resume`), never measured again whole
+        m.set_infra(m.reasons if m.verdict == Verdict.INFRA else ["nothing checkpointed"])
         return m
     m.verdict = None
     inner(m, budget, **kw)
+    if m.infra_cause != InfraCause.HOST_STEAL:
+        m.infra_cause = None  # only a stolen breach is worth a whole soak again; the rest resume
     stopped = incomplete(m.output)
     if m.verdict == Verdict.FAIL:
         if stopped or infra:
             m.reasons.append(f"run incomplete ({stopped or '; '.join(infra)}): the breach is in the kept samples")
     elif m.verdict in (Verdict.PASS, Verdict.SHOWN) and (stopped or infra):
-        m.verdict = Verdict.INFRA
-        m.reasons = list(dict.fromkeys(([stopped] if stopped else []) + infra))
+        m.set_infra(list(dict.fromkeys(([stopped] if stopped else []) + infra)))
     elif m.verdict == Verdict.INFRA and infra:
-        m.reasons = list(dict.fromkeys(infra + m.reasons))
+        # the run broke off as well: a fresh attempt of the same cause would not cure that
+        m.set_infra(list(dict.fromkeys(infra + m.reasons)))
     return m
 
 

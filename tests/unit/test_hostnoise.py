@@ -11,7 +11,7 @@ from rtlab.core import hostnoise
 from rtlab.plan.budgets import Budget, load_budgets
 from rtlab.errors import InputError
 from rtlab.judge.gate import judge, judge_run
-from rtlab.core.model import JobResult, RunResult, Verdict
+from rtlab.core.model import InfraCause, JobResult, RunResult, Verdict
 
 from test_gate import _run_with, meas, thread
 
@@ -78,6 +78,10 @@ def test_a_breach_the_host_stole_is_infra_never_pass_or_fail():
     assert m.verdict == Verdict.INFRA
     assert m.reasons[0].startswith("host stole 20 ms from cpu1 within 0.25 s")
     assert "max 20498 us >= budget 20000 us" in m.reasons[1]
+    assert m.infra_cause == InfraCause.HOST_STEAL  # what the runner measures again on
+    # judged again without the steal: FAIL, and the cause goes with the INFRA
+    m.verdict, m.host_noise = None, None
+    assert judge(m, Budget(max_us=20000)).verdict == Verdict.FAIL and m.infra_cause is None
 
 
 @pytest.mark.parametrize("max_us,burst,budget,why", [

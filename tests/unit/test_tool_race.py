@@ -4,23 +4,63 @@ breach; any other crash stays a plain INFRA, measured once.
 
 sigwaittest's race (rt-tests semathread(): the receiver blocks SIGUSR2 only
 when it first runs, the sender signals 10 ms after start) killed it with
-exit 140 on the local board under the irq load (programme, 2026-11-26)."""
-from rtlab.core.model import Measurement, MeasurementKey, ToolOutput, Verdict
-from rtlab.run.results import TOOL_RACE, tool_exit_problem
+exit 140 on the local board under the irq load (programme, 2026-11-26);
+in the next programme run it exited 0 with both receivers "not yet ready"
+and no sample (InfraCause.NO_SAMPLES, measured again too). The runner goes
+by the typed cause (Measurement.infra_cause), never by a reason's words."""
+import json
+import shutil
+from pathlib import Path
+
+from rtlab.core.model import InfraCause, Measurement, MeasurementKey, ToolOutput, Verdict
+from rtlab.run.results import TOOL_RACE, collect, tool_exit_problem
 from rtlab.run.runner import cured_by_measuring_again
-from rtlab.suites import SUITES
+from rtlab.suites import SUITES, SuiteRun
+
+RT = Path(__file__).resolve().parents[1] / "fixtures" / "rt-tests-2.4"
 
 
-def measurement(reasons):
-    key = MeasurementKey(board="local", variant="host", suite="sigwaittest", load="irq")
-    return Measurement(key, ToolOutput(path="", tool="sigwaittest"), [], verdict=Verdict.INFRA, reasons=reasons)
+def collected(tmp_path, suite, rc, files, before=(), after=()):
+    """The measurements rtlab.run.results.collect makes of raw files on disk."""
+    run = SuiteRun(id=f"{suite}@irq", name=suite, suite=suite, load="irq", params=SUITES[suite].params({}),
+                   cpus=(0, 1))
+    d = tmp_path / run.id
+    d.mkdir(parents=True)
+    for name, src in files.items():
+        if isinstance(src, Path):
+            shutil.copy(src, d / name)
+        else:
+            (d / name).write_text(src)
+    (d / "exit.json").write_text(json.dumps({"exit_code": rc, "elapsed_s": 4.0}))
+    key = MeasurementKey(board="local", variant="host", suite=suite, load="irq")
+    return collect(tmp_path, key, SUITES[suite], run, before=before, after=after)
 
 
 def test_sigwaittest_killed_by_sigusr2_is_its_start_up_race(tmp_path):
-    (tmp_path / "stderr.txt").write_text("User defined signal 2\n")
-    why = tool_exit_problem(SUITES["sigwaittest"], 140, tmp_path)
-    assert why.startswith(f"{TOOL_RACE}: sigwaittest exited with 140, killed by SIGUSR2"), why
-    assert cured_by_measuring_again(measurement([why]))
+    (m,) = collected(tmp_path, "sigwaittest", 140, {"stderr.txt": "User defined signal 2\n"})
+    assert m.verdict == Verdict.INFRA and m.infra_cause == InfraCause.TOOL_RACE
+    assert m.reasons[0].startswith(f"{TOOL_RACE}: sigwaittest exited with 140, killed by SIGUSR2"), m.reasons
+    assert cured_by_measuring_again(m)
+    # run.json keeps the cause, and reads it back typed
+    assert Measurement.from_json(json.loads(json.dumps(m.to_json()))).infra_cause == InfraCause.TOOL_RACE
+
+
+def test_a_tool_that_recorded_no_sample_is_measured_again(tmp_path):
+    """The real capture: sigwaittest exited 0 under the irq load with both
+    receivers "not yet ready" and 0 samples."""
+    (m,) = collected(tmp_path, "sigwaittest", 0, {"sigwaittest.json": RT / "sigwaittest-irq-no-samples.json",
+                                                   "stdout.txt": RT / "sigwaittest-irq-no-samples.txt"})
+    assert m.verdict == Verdict.INFRA and m.infra_cause == InfraCause.NO_SAMPLES, m.reasons
+    assert m.reasons[0] == "sigwaittest thread 0 (cpu 0) recorded 0 cycles"
+    assert cured_by_measuring_again(m)
+    # a load that died beside it: that is the measurement's problem, measured once
+    (m,) = collected(tmp_path / "died", "sigwaittest", 0,
+                     {"sigwaittest.json": RT / "sigwaittest-irq-no-samples.json"},
+                     after=["load irq: 2 of its 6 processes exited during the measurement"])
+    assert m.verdict == Verdict.INFRA and m.infra_cause is None and not cured_by_measuring_again(m)
+    # samples in every thread: judged, no cause
+    (m,) = collected(tmp_path / "ok", "sigwaittest", 0, {"sigwaittest.json": RT / "sigwaittest-t2.json"})
+    assert m.verdict is None and m.infra_cause is None
 
 
 def test_other_crashes_are_plain_infra_measured_once(tmp_path):
@@ -28,12 +68,17 @@ def test_other_crashes_are_plain_infra_measured_once(tmp_path):
     for suite, rc in [("sigwaittest", 139), ("svsematest", 140), ("cyclictest", 140)]:
         why = tool_exit_problem(SUITES[suite], rc, tmp_path)
         assert why == f"{SUITES[suite].tool} exited with {rc}: Segmentation fault", why
-        assert not cured_by_measuring_again(measurement([why]))
-    # the race named second (a load died first) is not the measurement's cause
-    assert not cured_by_measuring_again(measurement(["load irq: 2 of its 6 processes exited", f"{TOOL_RACE}: x"]))
-    assert not cured_by_measuring_again(measurement([]))
-    m = measurement([f"{TOOL_RACE}: x"])
-    m.verdict = Verdict.FAIL
+        (m,) = collected(tmp_path / f"{suite}-{rc}", suite, rc, {"stderr.txt": "Segmentation fault\n"})
+        assert m.verdict == Verdict.INFRA and m.infra_cause is None and not cured_by_measuring_again(m)
+    # the race beside a load that died: not the race alone, measured once
+    (m,) = collected(tmp_path / "load", "sigwaittest", 140, {"stderr.txt": "User defined signal 2\n"},
+                     before=["load irq: 2 of its 6 processes exited"])
+    assert m.reasons[0].startswith("load irq") and m.infra_cause is None and not cured_by_measuring_again(m)
+    # (the runner measures again on the typed cause only: one set by the gate or collect)
+    m = Measurement(MeasurementKey("b", "v", "s", "idle"), ToolOutput(path="", tool="s"), [],
+                    verdict=Verdict.INFRA, reasons=[f"{TOOL_RACE}: x"])
+    assert not cured_by_measuring_again(m), "a reason's words are not a cause"
+    m.infra_cause, m.verdict = InfraCause.TOOL_RACE, Verdict.FAIL
     assert not cured_by_measuring_again(m)
 
 
@@ -41,7 +86,6 @@ def test_a_hostile_retries_list_is_refused_and_never_linked_out(tmp_path):
     """run.json comes from a merge request's job: the report lists and links
     each attempt measured again, so each must be an object with a string dir,
     and only a path inside the run becomes a link."""
-    import json
 
     import pytest
 
@@ -52,11 +96,19 @@ def test_a_hostile_retries_list_is_refused_and_never_linked_out(tmp_path):
 
     job = {"board": "local", "variant": "host", "measurements": []}
     for bad, words in [([5], "retries"), ([{"dir": 1}], "dir"), ([{"reasons": ["x"]}], "dir"),
-                       ([{"dir": "d", "measured_again": "abc"}], "measured_again")]:
+                       ([{"dir": "d", "measured_again": "abc"}], "measured_again"),
+                       ([{"dir": "d", "causes": ["rm -rf /"]}], "causes")]:
         (tmp_path / "run.json").write_text(json.dumps({"run_id": "r", "started": "s",
                                                        "jobs": [{**job, "retries": bad}]}))
         with pytest.raises(InputError, match=words):
             load_run(tmp_path)
+    # a measurement's cause is one rtlab knows, or the file is refused
+    m = {"key": {"board": "b", "variant": "v", "suite": "s"}, "verdict": "infra", "infra_cause": "reboot-lab",
+         "output": {"path": "", "tool": "s", "threads": []}}
+    (tmp_path / "run.json").write_text(json.dumps({"run_id": "r", "started": "s",
+                                                   "jobs": [{**job, "measurements": [m]}]}))
+    with pytest.raises(InputError, match="infra_cause"):
+        load_run(tmp_path)
     html = "\n".join(host_noise_html(RunResult("r", "", "", jobs=[JobResult(
         board="b", variant="v", arch="x", budget_class="c",
         retries=[{"dir": "javascript:alert(1)", "reasons": []}, {"dir": "../../etc", "reasons": []},
