@@ -268,7 +268,7 @@ class Verdict(str, enum.Enum):
     was lost, a load died or a tool crashed, so nothing was judged.
     SHOWN is measured but judged against nothing, on purpose: a suite the
     budget file lists under ``unbudgeted``, or a whole-run number that is not
-    a latency (rtbench's throughput). It is never a pass: a job or run that
+    a latency (hackbench's seconds). It is never a pass: a job or run that
     judged nothing else is SHOWN, and its exit code is not 0.
     """
 

@@ -177,7 +177,8 @@ def judge_samples(m: Measurement, budget: Budget | None, *, unbudgeted: bool = F
         stolen = stolen_breach(m.host_noise, steal_infra_ms,
                                max_us=allt.max_us if max_breached else None, budget_max_us=budget.max_us,
                                share_over=m.share_over_budget if max_breached else None,
-                               percentiles=tuple(pct_breached))
+                               percentiles=tuple(pct_breached),
+                               late={p: allt.share_at_or_above(budget.percentiles_us[p]) for p in pct_breached})
         if stolen:
             m.set_infra([stolen, f"(breaches not judged: {'; '.join(m.reasons)})"], InfraCause.HOST_STEAL)
             return m

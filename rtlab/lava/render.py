@@ -35,6 +35,7 @@ from typing import Any, Callable, Optional, Sequence, Union
 import yaml
 
 from .. import ROOT
+from ..targets.arch import get_or_none
 from ..targets.boards import BOARD_WORKDIR, Board
 from ..plan.campaign import Campaign, Job
 from ..core.config import format_cpulist, load_yaml
@@ -306,8 +307,9 @@ def _deploy_and_boot(lb: LavaBoard, variant: Variant, images: ImageSet, kernel: 
         q = lb.qemu
         kernel_args = q.kernel_args(boot_args)
         # what the server's qemu.jinja2 needs to render the options of lava/devices/<board>.yaml
-        extra = [*(e for e in q.extra if not e.startswith("-nic")), *(() if lb.lava_arch == "arm64"
-                                                                     else (f"-machine {q.machine}", f"-cpu {q.cpu}"))]
+        arch = get_or_none(lb.lava_arch)  # the job context's arch, what qemu.jinja2 branches on
+        extra = [*(e for e in q.extra if not e.startswith("-nic")),
+                 *(() if arch is not None and arch.lava_sets_machine else (f"-machine {q.machine}", f"-cpu {q.cpu}"))]
         context.update({"machine": q.machine, "cpu": q.cpu, "memory": q.memory_mb,
                         "no_kvm": True, "extra_options": extra})
         qemu_images: dict[str, dict[str, Any]] = {

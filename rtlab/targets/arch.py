@@ -70,6 +70,10 @@ class Arch:
     kernel_flavour: str
     lava: str            # LAVA's arch name (job context `arch`, device's architectures)
     qemu: Qemu
+    #: lava-server's qemu.jinja2 writes -cpu/-machine itself for this LAVA
+    #: arch (from the job context's cpu and machine: arm64); for the others a
+    #: job passes them in extra_options (rtlab.lava.render)
+    lava_sets_machine: bool = False
     #: U-Boot's command for this arch's kernel image (bootz zImage, booti Image)
     uboot_boot: str = ""
     #: device trees shipped in Debian's kernel packages that boards of this
@@ -112,7 +116,7 @@ for _a in (
          cross_packages=("gcc-x86-64-linux-gnu", "libc6-dev-amd64-cross")),
     Arch(name="aarch64", debian="arm64", triplet="aarch64-linux-gnu", elf_machine=183, elf_bits=64,
          kernel_arch="arm64", cross="aarch64-linux-gnu-", kernel_image="arch/arm64/boot/Image",
-         kernel_flavour="arm64", lava="arm64", uboot_boot="booti",
+         kernel_flavour="arm64", lava="arm64", uboot_boot="booti", lava_sets_machine=True,
          qemu=Qemu("qemu-system-aarch64", "virt", "cortex-a57", "ttyAMA0", package="qemu-system-arm"),
          aliases=("arm64",), cross_packages=("gcc-aarch64-linux-gnu", "libc6-dev-arm64-cross")),
     # 32-bit ARM (ARMv7-A, hard float): i.MX6 (Cortex-A9), AM335x (Cortex-A8).

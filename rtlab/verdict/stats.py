@@ -213,13 +213,6 @@ def censored_shift_test(baseline: Sequence[float], baseline_censored: Sequence[b
                      method="Mann-Whitney U, censored runs tied at the top (exact permutation)")
 
 
-def adjust(pvalues: Sequence[float]) -> list[float]:
-    """Benjamini-Hochberg adjusted p-values over one campaign's tests."""
-    if not len(pvalues):
-        return []
-    return [float(x) for x in sps.false_discovery_control(np.asarray(pvalues, dtype=float), method="bh")]
-
-
 def median(values: Sequence[float]) -> float:
     return float(np.median(np.asarray(values, dtype=float)))
 
@@ -410,50 +403,6 @@ def session_ratio(pools: Sequence[tuple[Any, Sequence[Any]]], confidence: float 
     n0 = n0_num / dfb
     upper = max(0.0, (f / float(sps.f.ppf(1 - confidence, dfb, dfw)) - 1) / n0)
     return upper, max(0.0, (f - 1) / n0), float(sps.f.sf(f, dfb, dfw))
-
-
-@dataclass(frozen=True)
-class SessionCheck:
-    """Do a pool's runs cluster by session (run id)? One-way ANOVA."""
-
-    sessions: int
-    runs: int
-    f: Optional[float]
-    p: Optional[float]
-    #: share of a run's variance that is per session (intraclass correlation)
-    icc: Optional[float]
-
-    @property
-    def clusters(self) -> Optional[bool]:
-        return None if self.p is None else self.p < 0.05
-
-    def text(self) -> str:
-        if self.p is None:
-            return (f"{self.runs} runs in {self.sessions} sessions: cannot tell whether they cluster "
-                    f"(needs >= 2 sessions and a session with >= 2 runs)")
-        way = ("they cluster by session: a baseline pool needs many sessions, or paired A/B runs"
-               if self.clusters else "no clustering by session found")
-        return (f"{self.runs} runs in {self.sessions} sessions: between-session share {self.icc:.0%} "
-                f"(F={self.f:.2g}, p={self.p:.2g}): {way}")
-
-
-def session_check(values: Sequence[float], sessions: Sequence[Any], floor: float = 0.5) -> SessionCheck:
-    x = _logs(values, floor)
-    G = _one_hot(list(sessions))
-    ns = G.sum(0)
-    n, k = len(x), len(ns)
-    if k < 2 or n - k < 1:
-        return SessionCheck(k, n, None, None, None)
-    means = (x @ G) / ns
-    ssw = float(((x - G @ means) ** 2).sum())
-    ssb = float((ns * (means - x.mean()) ** 2).sum())
-    msw, msb = ssw / (n - k), ssb / (k - 1)
-    if msw <= 0:
-        return SessionCheck(k, n, None, None, None)
-    f = msb / msw
-    n0 = (n - (ns ** 2).sum() / n) / (k - 1)
-    tau2 = max(0.0, (msb - msw) / n0)
-    return SessionCheck(k, n, f, float(sps.f.sf(f, k - 1, n - k)), tau2 / (tau2 + msw))
 
 
 def session_ratio_arrays(B: np.ndarray, sessions: Sequence[Any], confidence: float = 0.9) -> np.ndarray:

@@ -134,6 +134,22 @@ def test_a_percentile_breach_is_the_hosts_only_when_enough_time_was_stolen():
     assert judge(stolen(190.0), Budget(percentiles_us={"99": 300, "50": 5})).verdict == Verdict.FAIL
 
 
+def test_a_percentile_breach_with_more_late_samples_than_the_steal_can_delay_stays_fail():
+    """tests/integration/test_compare_local.py's case: a SCHED_FIFO hog
+    delays ~13 % of the wake-ups by 400 us (p99 ~450 us against 300 us)
+    while the hypervisor stole 1.7 % of the window: without every sample the
+    steal can have delayed, 11 % are still late, so p99 still breaks."""
+    def run(late_per_mille, stolen_ms):
+        m = meas(thread({30: 1000 - late_per_mille, 450: late_per_mille}, size=100000))
+        m.host_noise = {"burst_ms": 0.0, "burst_cpu": None, "tick_ms": 10.0, "window_s": 2.0,
+                        "steal_ms": {"cpu0": stolen_ms, "cpu1": stolen_ms}}
+        return judge(m, Budget(max_us=20000, percentiles_us={"99": 300}))
+    assert run(130, 34.0).verdict == Verdict.FAIL  # 13 % late, (34 + 10) ms of 2 s = 2.2 % stolen
+    j = run(15, 34.0)  # 1.5 % late: all of it can be the steal's
+    assert j.verdict == Verdict.INFRA and j.infra_cause == InfraCause.HOST_STEAL, j.reasons
+    assert run(35, 34.0).verdict == Verdict.FAIL  # 3.5 % - 2.2 % = 1.3 % >= the 1 % a p99 needs
+
+
 def test_steal_never_touches_a_pass_or_a_run_without_readings():
     assert judge(noisy(500, 500.0), Budget(max_us=20000)).verdict == Verdict.PASS
     m = meas(thread({10: 999, 20498: 1}, size=100000))  # LAVA: nobody watched the host
