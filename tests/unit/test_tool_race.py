@@ -9,13 +9,14 @@ in the next programme run it exited 0 with both receivers "not yet ready"
 and no sample (InfraCause.NO_SAMPLES, measured again too). The runner goes
 by the typed cause (Measurement.infra_cause), never by a reason's words."""
 import json
-import shutil
 from pathlib import Path
 
 from rtlab.core.model import InfraCause, Measurement, MeasurementKey, ToolOutput, Verdict
 from rtlab.run.results import TOOL_RACE, collect, tool_exit_problem
 from rtlab.run.runner import cured_by_measuring_again
 from rtlab.suites import SUITES, SuiteRun
+
+from test_suites_unit import raw_dir  # the raw files of one suite run, on disk
 
 RT = Path(__file__).resolve().parents[1] / "fixtures" / "rt-tests-2.4"
 
@@ -24,14 +25,7 @@ def collected(tmp_path, suite, rc, files, before=(), after=()):
     """The measurements rtlab.run.results.collect makes of raw files on disk."""
     run = SuiteRun(id=f"{suite}@irq", name=suite, suite=suite, load="irq", params=SUITES[suite].params({}),
                    cpus=(0, 1))
-    d = tmp_path / run.id
-    d.mkdir(parents=True)
-    for name, src in files.items():
-        if isinstance(src, Path):
-            shutil.copy(src, d / name)
-        else:
-            (d / name).write_text(src)
-    (d / "exit.json").write_text(json.dumps({"exit_code": rc, "elapsed_s": 4.0}))
+    raw_dir(tmp_path, run, files, rc)
     key = MeasurementKey(board="local", variant="host", suite=suite, load="irq")
     return collect(tmp_path, key, SUITES[suite], run, before=before, after=after)
 
