@@ -464,7 +464,8 @@ class PlaceLease:
                 res = self._client("-p", f"+{self.token}", "lock")
                 if res.returncode != 0:
                     raise PlaceError(f"lock of place {self.place} (reservation {self.token}) failed: "
-                                     f"{(res.stderr or res.stdout).strip()[-500:]}")
+                                     f"labgrid-client exit {res.returncode}: "
+                                     f"{(res.stderr or res.stdout).strip()[-500:] or '(nothing printed)'}")
                 self.locked = True
                 other = self._live_foreign_lease()
                 if other is None:

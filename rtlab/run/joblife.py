@@ -342,14 +342,32 @@ def my_children() -> set[int]:
 JOB_PIDS: set[int] = set()
 
 
-def kill_job(proc_pid: int, children_before: set[int]) -> list[int]:
+def kill_job(proc_pid: int, children_before: set[int], token: Optional[str] = None) -> list[int]:
     """Everything a job started: the tree under its pytest process, and what
     was re-parented to this (subreaper) process since the job began (loads
-    that setsid made orphans), minus the other jobs' processes."""
+    that setsid made orphans), minus the other jobs' processes.
+
+    With *token* (the job's RTLAB_JOB_TOKEN), a new child of this process is
+    the job's orphan only if it carries the token: under ``--places N`` the
+    other jobs' threads start children here too (labgrid-client reserving,
+    locking, powering; their keepers), and a job that ended SIGKILLed them
+    (a parallel job's lock failed "exit -9" in bench_rack at 2 and 4 places)."""
     hit = kill_tree(proc_pid)
     for pid in sorted(my_children() - children_before - JOB_PIDS - {proc_pid}):
+        if token is not None and not carries_token(pid, token):
+            continue
         hit += kill_tree(pid)
     return hit
+
+
+def carries_token(pid: int, token: str) -> bool:
+    """Whether process *pid* has the job's token in its environment (every
+    process the job starts inherits it)."""
+    try:
+        with open(f"/proc/{pid}/environ", "rb") as f:
+            return f"{JOB_TOKEN_ENV}={token}".encode() in f.read().split(b"\0")
+    except OSError:
+        return False
 
 
 def _alive(pid: int) -> bool:

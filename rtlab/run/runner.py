@@ -304,7 +304,7 @@ def _run_board_tests(job: Job, rd: ResultsDir, job_dir: Path, spec_path: Path, l
         finally:
             # the whole job, whatever session its parts made for themselves:
             # pytest, the QEMU or pty shell it started, the tools, the loads
-            joblife.kill_job(proc.pid, children_before)
+            joblife.kill_job(proc.pid, children_before, token=keeper.token)
             if proc.poll() is None:
                 proc.wait()
             joblife.JOB_PIDS.discard(proc.pid)
