@@ -63,7 +63,24 @@ if [ ${#missing[@]} -gt 0 ] || [ $need_update = 1 ]; then
 fi
 if [ ${#missing[@]} -gt 0 ]; then
   echo "setup: installing ${missing[*]}"
+  # no package's service starts while it is installed (sshd would listen on
+  # every address of the machine): Debian's policy-rc.d, unless the host has
+  # one of its own already
+  guard=""
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    guard=/usr/sbin/policy-rc.d
+    printf '#!/bin/sh\n# rtlab setup: no service starts during apt-get install\nexit 101\n' > "$guard"
+    chmod 755 "$guard"
+    trap 'rm -f "$guard"' EXIT
+  fi
   apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  if [ -n "$guard" ]; then rm -f "$guard"; trap - EXIT; fi
+  # openssh-server installed here enables the machine's ssh service for the
+  # next boot: the multi-host lab starts sshd inside its exporter hosts alone.
+  # (A host that had sshd before keeps it as it was: it is not in $missing.)
+  if [[ " ${missing[*]} " == *" openssh-server "* ]] && command -v systemctl >/dev/null 2>&1; then
+    systemctl disable ssh >/dev/null 2>&1 || true
+  fi
 fi
 # influxd is started on demand by rtlab, never as a system service
 if command -v systemctl >/dev/null 2>&1 && systemctl is-enabled influxdb >/dev/null 2>&1; then

@@ -216,6 +216,19 @@ class Twin:
         return acc.result(ready=True, timed_out=timed_out).lines()
 
 
+def in_own_netns() -> bool:
+    """True inside a named network namespace (``ip netns add``: a host of
+    rtlab's multi-host lab), whose addresses only the lab's namespaces reach.
+    (pid 1's namespace cannot be read in every container, so the test is
+    whether this process's namespace is one of /run/netns.)"""
+    try:
+        own = os.stat("/proc/self/ns/net")
+        named = [os.stat(p) for p in Path("/run/netns").iterdir()]
+    except OSError:
+        return False
+    return any((n.st_dev, n.st_ino) == (own.st_dev, own.st_ino) for n in named)
+
+
 def main(argv: Optional[list[str]] = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m rtlab.lab.irqtwin", description=__doc__.splitlines()[0])
     ap.add_argument("--listen", default="127.0.0.1:0", help="HOST:PORT of the protocol (0: a free port)")
@@ -224,8 +237,9 @@ def main(argv: Optional[list[str]] = None) -> int:
     ap.add_argument("--skip-every", type=int, default=0, help="(tests) swallow every Nth stimulus")
     a = ap.parse_args(argv)
     host, _, port = a.listen.rpartition(":")
-    if host not in ("127.0.0.1", "localhost", "::1"):
-        print("irqtwin: listens on loopback only", file=sys.stderr)
+    if host not in ("127.0.0.1", "localhost", "::1") and not in_own_netns():
+        print("irqtwin: listens on loopback only (or, inside a network namespace of a multi-host lab, "
+              "on its host's address)", file=sys.stderr)
         return 2
     srv = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     srv.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)

@@ -177,7 +177,12 @@ class TFTPStagingDriver(Driver):
                         link.parent.mkdir(exist_ok=True)
                         shutil.copyfile(src, link)
                         src = str(link)
-                    ManagedFile(src, self.provider).sync_to_resource(symlink=self._dest(internal, name))
+                    # detect_nfs off: a file the exporter host sees at
+                    # the same path (a shared /home, or this machine's lab of
+                    # namespaces) would be linked where it is, and the
+                    # generated uEnv.txt is in a temporary directory
+                    ManagedFile(src, self.provider, detect_nfs=False).sync_to_resource(
+                        symlink=self._dest(internal, name))
             self.staged = {n: {"path": self._dest(internal, n), "size": os.path.getsize(p),
                                "source": "generated" if n == cfg_name else os.path.realpath(p)}
                            for n, p in files.items()}

@@ -89,8 +89,10 @@ def rack_down(directory=None, timeout: float = 30.0) -> bool:
             os.kill(pid, signal.SIGKILL)
     if st.get("netns_prefix"):
         # a multi-host lab whose service was SIGKILLed: its hosts still stand
+        from ..rack.hostssh import reclaim_etc
         from ..rack.hosts import reclaim
         reclaim(st["netns_prefix"])
+        reclaim_etc(st["netns_prefix"])
     # whatever the service could not stop (it was SIGKILLed): its process
     # groups, but only processes that are still ours (pids get reused)
     for pgid in (st.get("pids") or {}).values():  # pid == process group (own session)

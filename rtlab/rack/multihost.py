@@ -11,9 +11,13 @@ This service makes that lab on one machine, every host a network namespace
                 --bind <host address>): its share of rack.yaml's boards
                 (QEMU, UART relay, TFTP), its own HTTP PDU, labgrid-exporter
                 named <rack name>-expK and its ser2net, all listening on the
-                host's own address; it declares its boards' places
-    runner1..runnerN  empty hosts: `rtlab rack exec runnerK -- CMD` runs a
-                job there (LG_COORDINATOR, LG_HOSTNAME set)
+                host's own address; it declares its boards' places; and
+                sshd on the host's address (rtlab.rack.hostssh): how jobs
+                stage kernels into its boards' TFTP directories (labgrid's
+                RemoteTFTPProvider: rsync over SSH)
+    runner1..runnerN  hosts for jobs: `rtlab rack exec runnerK -- CMD` runs a
+                job there (LG_COORDINATOR, LG_HOSTNAME set); each has its own
+                /etc/ssh with the lab's client key and known_hosts
 
 State: ``<dir>/rack.json`` (``hosts``: role, namespace, address; every
 exporter host's own state in ``<dir>/<host>/rack.json``). SIGTERM: each
@@ -36,6 +40,7 @@ from typing import Optional
 from .. import ROOT
 from ..core.procutil import venv_tool
 from .config import RackConfig, load_rack_config
+from .hostssh import LabSSH
 from .hosts import HostLab
 from .service import serve_until_signalled
 from .state import read_state, write_state
@@ -45,6 +50,10 @@ COORDINATOR_PORT = 20418
 PDU_PORT = 20480
 READY_TIMEOUT_S = 180.0
 MIN_HOSTS, MAX_HOSTS = 2, 8
+#: a dead exporter host is started again after this long (its reboot), up to
+#: BRING_BACK_TRIES times before the lab fails
+HOST_REBOOT_S = 2.0
+BRING_BACK_TRIES = 3
 
 
 class MultiHostError(Exception):
@@ -77,6 +86,10 @@ class MultiHostRack:
         self.stopping = threading.Event()
         self.started = time.time()
         self.coordinator_address = ""
+        #: the runner hosts' SSH to the exporter hosts (labgrid's ManagedFile)
+        self.ssh = LabSSH(self.dir / "ssh", self.lab.net)
+        #: exporter host -> times it was brought back (serve)
+        self.restarts: dict[str, int] = {}
 
     def say(self, msg: str) -> None:
         print(f"{time.strftime('%H:%M:%S')} {msg}", flush=True)
@@ -94,7 +107,7 @@ class MultiHostRack:
         st = {"state": status, "pid": os.getpid(), "dir": str(self.dir), "name": self.cfg.name,
               "config": str(self.cfg.path), "coordinator": self.coordinator_address,
               "multihost": True, "netns_prefix": self.lab.prefix, "hosts": hosts,
-              "started": self.started, "places": places,
+              "started": self.started, "places": places, "restarts": dict(self.restarts),
               "pids": {k: p.pid for k, p in self.procs.items()}}
         if error:
             st["error"] = error
@@ -106,8 +119,12 @@ class MultiHostRack:
         self.lab.up()
         self.say(f"hosts: {', '.join(f'{n} ({h.netns} {h.address})' for n, h in self.lab.hosts.items())}")
         self.coordinator_address = f"{self.lab.coordinator.address}:{COORDINATOR_PORT}"
+        self.ssh.prepare({h: self.lab.hosts[h].address for h in self.shares})
+        for runner in self.runners:
+            self.ssh.configure_runner(self.lab.hosts[runner].netns)
         self._start_coordinator()
         for host, boards in self.shares.items():
+            self._start_sshd(host)
             self._start_exporter_host(host, boards)
         self._wait_ready()
         self.state("ready")
@@ -128,6 +145,9 @@ class MultiHostRack:
         cdir.mkdir(exist_ok=True)
         self._spawn("coord", "coord", [venv_tool("labgrid-coordinator"), "-l", self.coordinator_address], cwd=cdir)
 
+    def _start_sshd(self, host: str) -> None:
+        self._spawn(f"sshd-{host}", host, self.ssh.sshd_argv(host, self.lab.hosts[host].address), cwd=self.dir)
+
     def _start_exporter_host(self, host: str, boards: list) -> None:
         d = self.dir / host
         d.mkdir(exist_ok=True)
@@ -140,9 +160,9 @@ class MultiHostRack:
         env = {k: v for k, v in os.environ.items() if k not in ("LG_COORDINATOR", "RTLAB_RACK_DIR")}
         self._spawn(host, host, argv, cwd=ROOT, env=env)
 
-    def _wait_ready(self) -> None:
+    def _wait_ready(self, hosts: Optional[list] = None) -> None:
         deadline = time.monotonic() + READY_TIMEOUT_S
-        pending = set(self.shares)
+        pending = set(hosts or self.shares)
         while pending:
             for host in sorted(pending):
                 st = read_state(self.dir / host) or {}
@@ -160,18 +180,55 @@ class MultiHostRack:
                 raise MultiHostError("stopped while starting")
 
     def serve(self) -> None:
-        """Supervise: the coordinator host's labgrid-coordinator comes back if
-        it dies (as systemd would bring it back); an exporter host's service
-        supervises its own parts, and one that dies is the lab's failure."""
+        """Supervise, as systemd on each host would: the coordinator host's
+        labgrid-coordinator comes back if it dies; an exporter host whose rack
+        service died (the host lost power, or the service crashed) is brought
+        back whole: whatever is left on it is killed (its boards' QEMUs go
+        with it, as with a power loss), then sshd and the service start again
+        and re-export its boards. An exporter host's service supervises its
+        own parts."""
         while not self.stopping.wait(0.5):
             if self.procs["coord"].poll() is not None:
                 self.say(f"labgrid-coordinator exited with {self.procs['coord'].returncode}: restarting it")
                 self._start_coordinator()
                 self.state("ready")
             for host in self.shares:
-                if self.procs[host].poll() is not None and not self.stopping.is_set():
-                    raise MultiHostError(f"exporter host {host}'s rack service exited with "
-                                         f"{self.procs[host].returncode} (see {self.dir / (host + '.log')})")
+                if self.stopping.is_set():
+                    break
+                if self.procs[host].poll() is not None:
+                    self._bring_back(host)
+                    continue
+                sshd = self.procs[f"sshd-{host}"]
+                if sshd.poll() is not None:
+                    self.say(f"sshd of {host} exited with {sshd.returncode}: restarting it")
+                    self._start_sshd(host)
+
+    def _bring_back(self, host: str) -> None:
+        self.say(f"exporter host {host}'s rack service exited with {self.procs[host].returncode}: "
+                 f"the host comes back")
+        self.restarts[host] = self.restarts.get(host, 0) + 1
+        for attempt in range(1, BRING_BACK_TRIES + 1):
+            self.lab.kill_host(host)
+            for name in (host, f"sshd-{host}"):
+                try:
+                    self.procs[name].wait(10)
+                except subprocess.TimeoutExpired:
+                    pass
+            # a host takes a moment to reboot; and whatever killed it (a test's
+            # kill loop) may still be at work: what starts then dies at once
+            if self.stopping.wait(HOST_REBOOT_S):
+                return
+            self._start_sshd(host)
+            self._start_exporter_host(host, self.shares[host])
+            try:
+                self._wait_ready([host])
+                break
+            except MultiHostError as e:
+                if attempt == BRING_BACK_TRIES or self.stopping.is_set():
+                    raise
+                self.say(f"exporter host {host} did not come back ({e}): again")
+        self.state("ready")
+        self.say(f"exporter host {host} is back ({self.restarts[host]} restart(s))")
 
     def stop(self) -> None:
         self.stopping.set()
@@ -190,6 +247,7 @@ class MultiHostRack:
                 self.say(f"exporter host {host} did not stop within 30 s: killing its host")
         # then every process left on any host goes, and the hosts themselves
         self.lab.down()
+        self.ssh.remove()
         for p in self.procs.values():
             try:
                 p.wait(10)

@@ -63,7 +63,9 @@ class PowerController(threading.Thread):
     def stop(self) -> None:
         self.q.put(None)
 
-    def switch(self, outlet: int, on: bool, via: str) -> None:
+    def switch(self, outlet: int, on: bool, via: str, client: str = "") -> None:
+        """Switch *outlet*; the log names how (*via*) and, for a request, the
+        address it came from (*client*: in a multi-host lab, the runner host)."""
         board = self.outlets[outlet]
 
         def do():
@@ -72,7 +74,7 @@ class PowerController(threading.Thread):
             with open(self.log_path, "a") as f:
                 f.write(json.dumps({"t": round(time.time(), 3), "outlet": outlet, "board": board.name,
                                     "set": "on" if on else "off", "was": "on" if was else "off",
-                                    "via": via}) + "\n")
+                                    "via": via, **({"from": client} if client else {})}) + "\n")
         self.submit(do)
 
     def fault(self, outlet: int, fault: str) -> dict:
@@ -128,7 +130,7 @@ class _Handler(BaseHTTPRequestHandler):
             if value not in ("0", "1"):
                 return self._reply(400, f"bad value {value!r} (0 or 1)\n")
             try:
-                self.server.controller.switch(outlet, value == "1", via="GET")
+                self.server.controller.switch(outlet, value == "1", via="GET", client=self.client_address[0])
             except Exception as e:  # noqa: BLE001 - a PDU error, not a crash
                 return self._reply(500, f"{type(e).__name__}: {e}\n")
             return self._reply(200, self._state(outlet))
@@ -153,7 +155,7 @@ class _Handler(BaseHTTPRequestHandler):
         if value not in ("0", "1"):
             return self._reply(400, f"bad value {value!r} (0 or 1)\n")
         try:
-            self.server.controller.switch(outlet, value == "1", via="PUT")
+            self.server.controller.switch(outlet, value == "1", via="PUT", client=self.client_address[0])
         except Exception as e:  # noqa: BLE001
             return self._reply(500, f"{type(e).__name__}: {e}\n")
         return self._reply(200, self._state(outlet))

@@ -91,9 +91,8 @@ class Rack:
                  coordinator: Optional[str] = None):
         self.cfg = cfg
         #: the address this rack's network services listen on (the PDU, the
-        #: exporter's ser2net): loopback for one host; the exporter host's own
-        #: address in a multi-host lab (the interrupt-probe twins stay on
-        #: loopback: rtlab.lab.irqtwin refuses anything else)
+        #: exporter's ser2net, the interrupt-probe twins): loopback for one
+        #: host; the exporter host's own address in a multi-host lab
         self.bind = bind
         #: another host's coordinator (a multi-host lab): not started here
         self.external_coordinator = coordinator
@@ -217,12 +216,13 @@ class Rack:
         log.close()
 
     def _start_irq_probe(self, board: str, sock: Path) -> int:
-        """The board's twin probe (rtlab.lab.irqtwin) on a free loopback port:
-        QEMU's probe UART connects to *sock*, jobs to the port (the exporter
-        exports it as NetworkIrqProbe)."""
+        """The board's twin probe (rtlab.lab.irqtwin) on a free port of this
+        host's address (loopback on one host): QEMU's probe UART connects to
+        *sock*, jobs to the port (the exporter exports it as NetworkIrqProbe,
+        at RTLAB_RACK_BIND)."""
         port_file = self.dir / "boards" / board / "irqprobe.port"
         port_file.unlink(missing_ok=True)
-        self._spawn(f"irqprobe-{board}", [sys.executable, "-m", "rtlab.lab.irqtwin", "--listen", "127.0.0.1:0",
+        self._spawn(f"irqprobe-{board}", [sys.executable, "-m", "rtlab.lab.irqtwin", "--listen", f"{self.bind}:0",
                                           "--chardev", str(sock), "--port-file", str(port_file)], cwd=ROOT)
         deadline = time.monotonic() + 30
         while time.monotonic() < deadline:

@@ -8,7 +8,16 @@ through labgrid: the exporter hosts' own PDU logs and the boards' console
 logs (QEMU's U-Boot, on the exporter host) show it happened there. A whole
 runner host killed loses its place to the job queued on the other runner
 host within T (the exporter hosts' reapers, and the waiting job's). `rtlab
-rack down` leaves no namespace, veth or process of the lab behind.
+rack down` leaves no namespace, veth, /etc/netns entry or process of the lab
+behind.
+
+A whole `rtlab run` from a runner host boots boards of both exporter hosts
+their real way: the kernel and initramfs go to the exporter host by SSH
+(labgrid's ManagedFile: rsync to the host's labgrid cache, a symlink in the
+board's TFTP directory), U-Boot fetches them over TFTP there, and the RK356x
+twin's interrupt-response probe is reached at its exporter host's address.
+An exporter host killed whole (every process in its namespace) is brought
+back by the lab's supervisor, and the next run on its board passes.
 """
 import json
 import os
@@ -24,6 +33,7 @@ import pytest
 from rtlab import ROOT
 from rtlab.rack.control import rack_down, rack_up
 from rtlab.core.procutil import pid_alive
+from rtlab.rack.hostssh import leftover_etc
 from rtlab.rack.hosts import kill_netns, leftovers, netns_pids
 
 from conftest import wait_line
@@ -160,8 +170,97 @@ def test_rack_up_hosts_splits_the_rack_over_namespace_hosts_and_down_leaves_noth
             if p.stdout:
                 p.stdout.close()
         rack_down(d)
-    # nothing of the lab is left: no namespace, no veth, no process
+    # nothing of the lab is left: no namespace, no veth, no /etc/netns, no process
     assert leftovers(prefix) == [], leftovers(prefix)
+    assert leftover_etc(prefix) == []
     alive = [pid for pid in every_pid if pid and pid_alive(pid)]
     assert alive == [], f"lab processes survive rack down: {alive}"
     assert json.loads((d / "rack.json").read_text())["state"] == "stopped"
+
+
+CAMPAIGN = """
+name: multihost
+budgets: {budgets}
+boards: [rack-aarch64, twin-rk356x]
+variants: [rt]
+suites:
+  - name: cyclictest
+    params: {{interval_us: 10000, duration_s: 3, histogram_us: 20000}}
+  - name: irq-response
+    params: {{period_us: 50000, pulse_us: 100, samples: 60, histogram_us: 50000}}
+"""
+
+
+def test_rtlab_run_on_a_runner_host_stages_over_ssh_and_boots_boards_of_both_exporter_hosts(tmp_path):
+    (tmp_path / "budgets.yaml").write_text('budgets:\n  qemu-tcg: {"*": {"*": {"*": {max_us: 10000000}}}}\n')
+    camp = tmp_path / "campaign.yaml"
+    camp.write_text(CAMPAIGN.format(budgets=tmp_path / "budgets.yaml"))
+    d = tmp_path / "lab"
+    try:
+        st = rack_up(d, hosts=2)
+    except Exception as e:  # noqa: BLE001
+        rack_down(d)
+        pytest.fail(f"rack up --hosts 2: {e}")
+    prefix, hosts = st["netns_prefix"], st["hosts"]
+    try:
+        board_host = {b: h for h in ("exp1", "exp2") for b in hosts[h]["boards"]}
+        assert board_host["vb0"] != board_host["vb1"]
+        # runner1 has an /etc/ssh of its own (and the machine's is untouched)
+        assert leftover_etc(prefix) == sorted(f"/etc/netns/{hosts[r]['netns']}" for r in ("runner1", "runner2"))
+        res = subprocess.run([str(Path(sys.executable).parent / "rtlab"), "rack", "exec", "--dir", str(d), "runner1",
+                              "--", str(Path(sys.executable).parent / "rtlab"), "run", "--campaign", str(camp),
+                              "--no-publish", "--results", str(tmp_path / "results"), "--places", "2"],
+                             cwd=ROOT, capture_output=True, text=True, timeout=900)
+        assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
+        run_dir = next((tmp_path / "results").iterdir())
+        run = json.loads((run_dir / "run.json").read_text())
+        verdicts = {(j["board"], m["key"]["suite"]): m["verdict"]
+                    for j in run["jobs"] for m in j["measurements"]}
+        assert verdicts == {("rack-aarch64", "cyclictest"): "pass", ("twin-rk356x", "cyclictest"): "pass",
+                            ("twin-rk356x", "irq-response"): "pass"}, verdicts
+        irq = next(m for j in run["jobs"] for m in j["measurements"] if m["key"]["suite"] == "irq-response")
+        assert irq["output"]["threads"][0]["cycles"] == 60
+        runner1 = hosts["runner1"]["address"]
+        for env_board in ("rack-aarch64", "twin-rk356x"):
+            spec = json.loads((run_dir / env_board / "rt" / "job-spec.json").read_text())
+            name = spec["place"].removeprefix("rack-")
+            host = board_host[name]
+            # staged over SSH from runner1: the exporter host's sshd let its key in,
+            # and the board's TFTP files are labgrid's synced copies, not the runner's
+            assert f"Accepted publickey for root from {runner1}" in (d / f"sshd-{host}.log").read_text()
+            tftp = d / host / "boards" / name / "tftp" / "rtlab"
+            for f in ("kernel", "initrd", "uEnv.txt"):
+                assert (tftp / f).is_symlink() and os.readlink(tftp / f).startswith("/var/cache/labgrid/"), f
+            # U-Boot on that exporter host fetched them over TFTP and Linux came up
+            console = (d / host / "boards" / name / "console.log").read_text(errors="replace")
+            assert "TFTP from server" in console and "Bytes transferred" in console
+            assert "Linux version" in console
+        # the probe twin listens on its exporter host's address, not loopback
+        port = int((d / board_host["rk356x0"] / "boards" / "rk356x0" / "irqprobe.port").read_text())
+        listening = subprocess.run(["ip", "netns", "exec", hosts[board_host["rk356x0"]]["netns"], "ss", "-ltnH"],
+                                   capture_output=True, text=True, timeout=30).stdout
+        assert f"{hosts[board_host['rk356x0']]['address']}:{port}" in listening, listening
+
+        # an exporter host loses power (every process on it, its boards' QEMUs
+        # too) and comes back: its boards are exported and staged to again
+        exp = board_host["rk356x0"]
+        kill_netns(hosts[exp]["netns"])
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline:
+            lab = json.loads((d / "rack.json").read_text())
+            if lab.get("restarts", {}).get(exp) == 1 and lab["state"] == "ready":
+                break
+            time.sleep(1)
+        assert lab.get("restarts") == {exp: 1}, lab.get("restarts")
+        camp.write_text(CAMPAIGN.format(budgets=tmp_path / "budgets.yaml")
+                        .replace("boards: [rack-aarch64, twin-rk356x]", "boards: [twin-rk356x]")
+                        .replace("  - name: cyclictest\n    params: {interval_us: 10000, duration_s: 3, "
+                                 "histogram_us: 20000}\n", ""))
+        res = subprocess.run([str(Path(sys.executable).parent / "rtlab"), "rack", "exec", "--dir", str(d), "runner2",
+                              "--", str(Path(sys.executable).parent / "rtlab"), "run", "--campaign", str(camp),
+                              "--no-publish", "--results", str(tmp_path / "results2")],
+                             cwd=ROOT, capture_output=True, text=True, timeout=900)
+        assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-2000:]
+    finally:
+        rack_down(d)
+    assert leftovers(prefix) == [] and leftover_etc(prefix) == []

@@ -1,6 +1,7 @@
 """The interrupt-response probe: protocol, labgrid resource and driver
 against fake probes speaking the protocol over loopback TCP, and the twin
 probe (rtlab.lab.irqtwin) against a fake board on its chardev socket."""
+import os
 import socket
 import threading
 import time
@@ -281,3 +282,32 @@ def test_twin_never_ready_without_a_board(twin):
 def test_twin_marks_are_distinct_printable_and_never_ready():
     assert len(set(MARKS)) == len(MARKS) == 90
     assert b"R"[0] not in MARKS and all(0x21 <= m < 0x7F for m in MARKS)
+
+
+def test_the_twin_listens_beyond_loopback_only_inside_a_named_network_namespace(tmp_path):
+    """In the machine's own namespace a non-loopback address is refused (the
+    twin would answer the host's network); inside a lab host's namespace
+    (ip netns add) it listens on that host's address."""
+    import subprocess
+    import sys
+    ns = f"rtlabt{os.getpid() % 100000}"
+    argv = [sys.executable, "-m", "rtlab.lab.irqtwin", "--chardev", str(tmp_path / "c.sock"),
+            "--port-file", str(tmp_path / "port")]
+    res = subprocess.run([*argv, "--listen", "10.239.1.2:0"], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2 and "loopback only" in res.stderr
+    subprocess.run(["ip", "netns", "add", ns], check=True)
+    try:
+        subprocess.run(["ip", "-n", ns, "addr", "add", "10.239.1.2/24", "dev", "lo"], check=True)
+        subprocess.run(["ip", "-n", ns, "link", "set", "lo", "up"], check=True)
+        p = subprocess.Popen(["ip", "netns", "exec", ns, *argv, "--listen", "10.239.1.2:0"],
+                             stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 30
+        while not (tmp_path / "port").is_file() and p.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert (tmp_path / "port").is_file(), p.stderr.read() if p.poll() is not None else "no port file"
+        ss = subprocess.run(["ip", "netns", "exec", ns, "ss", "-ltnH"], capture_output=True, text=True).stdout
+        assert f"10.239.1.2:{int((tmp_path / 'port').read_text())}" in ss
+        p.kill()
+        p.wait()
+    finally:
+        subprocess.run(["ip", "netns", "del", ns])

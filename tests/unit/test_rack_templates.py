@@ -42,7 +42,7 @@ def test_rack_files_agree():
     for host in (cfg.coordinator, cfg.pdu):
         assert host.startswith("127.0.0.1:") and not host.endswith(":20408")
     env = {"RTLAB_RACK_BOARDS": " ".join(cfg.boards), "RTLAB_RACK_DIR": "/r",
-           "RTLAB_RACK_PDU": "http://127.0.0.1:1"}
+           "RTLAB_RACK_PDU": "http://127.0.0.1:1", "RTLAB_RACK_BIND": "127.0.0.1"}
     for i, b in enumerate(cfg.boards):
         env.update({f"RTLAB_RACK_TTY_{b}": f"/dev/pts/{7 + i}", f"RTLAB_RACK_OUTLET_{b}": str(i)})
     groups = _render(cfg.exporter_config, env)
@@ -57,6 +57,10 @@ def test_rack_files_agree():
     assert "NetworkIrqProbe" not in groups["rk356x0"]
     probed = _render(cfg.exporter_config, {**env, "RTLAB_RACK_IRQPROBE_rk356x0": "4242"})
     assert probed["rk356x0"]["NetworkIrqProbe"] == {"host": "127.0.0.1", "port": 4242}
+    # an exporter host of the multi-host lab exports it at its own address
+    probed = _render(cfg.exporter_config, {**env, "RTLAB_RACK_IRQPROBE_rk356x0": "4242",
+                                           "RTLAB_RACK_BIND": "10.231.1.2"})
+    assert probed["rk356x0"]["NetworkIrqProbe"] == {"host": "10.231.1.2", "port": 4242}
     assert "NetworkIrqProbe" not in probed["vb1"]
     # every place owns exactly one board's group; rack-aarch64 jobs can use all
     owned = [m.split("/") for p in cfg.places.values() for m in p.matches]
