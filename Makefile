@@ -60,10 +60,11 @@ reference-jobs: images
 test-rack: images
 	@$(PY) -m pytest -m rack tests/integration/test_rack_twins.py $(PYTEST_ARGS)
 
-# the lab soak: 6 clients on 2 runner hosts (network namespaces), 4 places,
-# RTLAB_SOAK_S (600) seconds of jobs with random faults (tests/integration/
+# the lab soak: `rtlab run` jobs from 4 clients on 2 runner hosts against 4
+# QEMU boards on 2 exporter hosts (rack up --hosts 2: network namespaces),
+# RTLAB_SOAK_S (600) seconds with random faults (tests/integration/
 # test_rack_soak.py; needs CAP_NET_ADMIN). Not part of make test.
-test-rack-soak: setup
+test-rack-soak: images
 	@$(PY) -m pytest -m rack -s tests/integration/test_rack_soak.py $(PYTEST_ARGS)
 
 # the minutes-long lab tests kept out of make test (CI's time): coordinator
