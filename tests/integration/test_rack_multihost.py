@@ -77,14 +77,19 @@ def pdu_switches(d: Path) -> list[dict]:
     return [json.loads(x) for x in path.read_text().splitlines()] if path.is_file() else []
 
 
-def test_rack_up_hosts_splits_the_rack_over_namespace_hosts_and_down_leaves_nothing(tmp_path, monkeypatch):
-    monkeypatch.setenv("RTLAB_LEASE_S", str(T))  # the exporter hosts' reapers
-    d = tmp_path / "lab"
+def lab_up(d: Path) -> dict:
+    """`rack up --hosts 2` in *d*; a lab that fails to start is torn down and fails the test."""
     try:
-        st = rack_up(d, hosts=2)
+        return rack_up(d, hosts=2)
     except Exception as e:  # noqa: BLE001
         rack_down(d)
         pytest.fail(f"rack up --hosts 2: {e} (network namespaces need CAP_NET_ADMIN)")
+
+
+def test_rack_up_hosts_splits_the_rack_over_namespace_hosts_and_down_leaves_nothing(tmp_path, monkeypatch):
+    monkeypatch.setenv("RTLAB_LEASE_S", str(T))  # the exporter hosts' reapers
+    d = tmp_path / "lab"
+    st = lab_up(d)
     jobs = []
     prefix = st["netns_prefix"]
     every_pid = [st["pid"], *st["pids"].values()]
@@ -196,11 +201,7 @@ def test_rtlab_run_on_a_runner_host_stages_over_ssh_and_boots_boards_of_both_exp
     camp = tmp_path / "campaign.yaml"
     camp.write_text(CAMPAIGN.format(budgets=tmp_path / "budgets.yaml"))
     d = tmp_path / "lab"
-    try:
-        st = rack_up(d, hosts=2)
-    except Exception as e:  # noqa: BLE001
-        rack_down(d)
-        pytest.fail(f"rack up --hosts 2: {e}")
+    st = lab_up(d)
     prefix, hosts = st["netns_prefix"], st["hosts"]
     try:
         board_host = {b: h for h in ("exp1", "exp2") for b in hosts[h]["boards"]}
