@@ -49,6 +49,7 @@ import json
 import os
 import threading
 import time
+from collections import deque
 from pathlib import Path
 from typing import Any, Optional
 from .fsutil import read_json
@@ -91,33 +92,64 @@ def parse_steal(text: str) -> dict[str, int]:
     return out
 
 
+class NoiseSummary:
+    """What the readings say, kept as they come: a soak reads /proc/stat every
+    SAMPLE_S for hours, so no reading is kept but the first, the last and
+    those within BURST_WINDOW_S of the newest (memory stays flat; it grew
+    ~4.5 kB a second while every reading was kept)."""
+
+    def __init__(self) -> None:
+        self.count = 0
+        self.first: Optional[tuple[float, dict[str, int]]] = None
+        self.last: Optional[tuple[float, dict[str, int]]] = None
+        self.recent: deque[tuple[float, dict[str, int]]] = deque()  # the readings the next window may start at
+        self.max_gap_ms = 0.0
+        self.best = 0
+        self.best_cpu: Optional[str] = None
+
+    def add_gap(self, ms: float) -> None:
+        self.max_gap_ms = max(self.max_gap_ms, ms)
+
+    def add(self, t: float, steal: dict[str, int]) -> None:
+        """One reading (monotonic s, steal ticks per CPU), oldest first. Each
+        reading ends a window of at most BURST_WINDOW_S; two readings further
+        apart than the window, when the host stalled the monitor itself,
+        still count as one window."""
+        if self.first is None:
+            self.first = (t, steal)
+        while len(self.recent) >= 2 and self.recent[0][0] < t - BURST_WINDOW_S:
+            self.recent.popleft()
+        start = self.recent[0][1] if self.recent else steal
+        for cpu in self.first[1]:  # the CPUs of the first reading (a tie: the CPU that got there first)
+            d = steal.get(cpu, 0) - start.get(cpu, 0)
+            if d > self.best:
+                self.best, self.best_cpu = d, cpu
+        self.recent.append((t, steal))
+        self.last = (t, steal)
+        self.count += 1
+
+    def result(self, tick: float = 10.0) -> dict[str, Any]:
+        out: dict[str, Any] = {"window_s": 0.0, "samples": self.count, "tick_ms": tick, "steal_ms": {},
+                               "burst_ms": 0.0, "burst_cpu": None, "max_gap_ms": round(self.max_gap_ms, 1)}
+        if self.count < 2 or self.first is None or self.last is None:
+            return out
+        (t0, first), (t1, last) = self.first, self.last
+        out["window_s"] = round(t1 - t0, 3)
+        out["steal_ms"] = {c: round((last.get(c, v) - v) * tick, 1) for c, v in sorted(first.items())}
+        out["burst_ms"], out["burst_cpu"] = round(self.best * tick, 1), self.best_cpu
+        return out
+
+
 def summarise(samples: list[tuple[float, dict[str, int]]], gaps_ms: list[float],
               tick: float = 10.0) -> dict[str, Any]:
     """What the readings say: *samples* are (monotonic s, steal ticks per
     CPU), oldest first; *gaps_ms* the monitor's oversleeps."""
-    out: dict[str, Any] = {"window_s": 0.0, "samples": len(samples), "tick_ms": tick, "steal_ms": {},
-                           "burst_ms": 0.0, "burst_cpu": None,
-                           "max_gap_ms": round(max(gaps_ms), 1) if gaps_ms else 0.0}
-    if len(samples) < 2:
-        return out
-    t0, first = samples[0]
-    t1, last = samples[-1]
-    out["window_s"] = round(t1 - t0, 3)
-    out["steal_ms"] = {c: round((last.get(c, v) - v) * tick, 1) for c, v in sorted(first.items())}
-    best, best_cpu = 0, None
-    for cpu in first:
-        j = 0
-        for i in range(len(samples)):  # windows of at most BURST_WINDOW_S, each reading as its end
-            ti, si = samples[i]
-            # (two readings further apart than the window, when the host
-            # stalled the monitor itself, still count as one window)
-            while j < i - 1 and samples[j][0] < ti - BURST_WINDOW_S:
-                j += 1
-            d = si.get(cpu, 0) - samples[j][1].get(cpu, 0)
-            if d > best:
-                best, best_cpu = d, cpu
-    out["burst_ms"], out["burst_cpu"] = round(best * tick, 1), best_cpu
-    return out
+    acc = NoiseSummary()
+    for t, steal in samples:
+        acc.add(t, steal)
+    for g in gaps_ms:
+        acc.add_gap(g)
+    return acc.result(tick)
 
 
 class Monitor:
@@ -126,8 +158,7 @@ class Monitor:
     def __init__(self, stat_path: Optional[str] = None, period_s: float = SAMPLE_S):
         self.stat_path = stat_path or os.environ.get(STAT_ENV) or PROC_STAT
         self.period_s = period_s
-        self.samples: list[tuple[float, dict[str, int]]] = []
-        self.gaps_ms: list[float] = []
+        self.summary = NoiseSummary()
         self._stop = threading.Event()
         self._thread: Optional[threading.Thread] = None
         self.error: Optional[str] = None
@@ -135,7 +166,7 @@ class Monitor:
     def _read(self) -> None:
         try:
             with open(self.stat_path) as f:
-                self.samples.append((time.monotonic(), parse_steal(f.read())))
+                self.summary.add(time.monotonic(), parse_steal(f.read()))
         except OSError as e:  # a host without /proc/stat: said, never a verdict
             self.error = f"{self.stat_path}: {e}"
 
@@ -144,7 +175,7 @@ class Monitor:
             t = time.monotonic()
             if self._stop.wait(self.period_s):
                 return
-            self.gaps_ms.append(max(0.0, (time.monotonic() - t - self.period_s) * 1000))
+            self.summary.add_gap(max(0.0, (time.monotonic() - t - self.period_s) * 1000))
             self._read()
 
     def start(self) -> "Monitor":
@@ -158,7 +189,7 @@ class Monitor:
         if self._thread is not None:
             self._thread.join(timeout=5)
         self._read()
-        out = summarise(self.samples, self.gaps_ms, tick_ms())
+        out = self.summary.result(tick_ms())
         out["source"] = f"host {self.stat_path}, every {self.period_s:g} s"
         if self.error:
             out["error"] = self.error

@@ -287,7 +287,8 @@ def _run_board_tests(job: Job, rd: ResultsDir, job_dir: Path, spec_path: Path, l
                     finished = False
                 new, pos = _read_events(events_path, pos)
                 for ev in new:
-                    events.append(ev)
+                    if ev.get("event") != "checkpoint":  # shown and published, then dropped: a
+                        events.append(ev)  # 12 h soak has 720 and its checkpoint.json holds them
                     _show_event(ev, label, progress)
                     # a soak's checkpoint to the live sinks (the store: rtlab.store.live)
                     soak_live.checkpoint(ev, run_id=rd.run_id, board=board.name, arch=board.arch,
@@ -310,7 +311,7 @@ def _run_board_tests(job: Job, rd: ResultsDir, job_dir: Path, spec_path: Path, l
             joblife.JOB_PIDS.discard(proc.pid)
             timing.append(events_path, "pytest_process", time.monotonic() - t_spawn)
         new, pos = _read_events(events_path, pos)
-        events.extend(new)
+        events.extend(ev for ev in new if ev.get("event") != "checkpoint")
     if board.kind == "local":  # its work dir is here: whatever no fetch brought home
         kept = joblife.salvage_local(workdir, job_dir, [s.id for s in job.suites])
         if kept:
