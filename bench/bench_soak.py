@@ -58,7 +58,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import rtlab.suites  # noqa: E402,F401 - the suites register the parsers' tools
 from rtlab.soak import pwcet, checkpoint as soak  # noqa: E402
-from rtlab.core.model import ThreadResult  # noqa: E402
 from rtlab.parsers import parse_file  # noqa: E402
 
 
@@ -73,7 +72,6 @@ def first_part(cp_path: Path, fraction: float):
         soak.add_segment(head, s["index"], out, duration_s=s["duration_s"], elapsed_s=s["elapsed_s"],
                          gap_before_s=s.get("gap_before_s"))
     rest_max = max((s["max_us"] for s in segs[k:]), default=None)
-    state["rest_samples"] = sum(s["cycles"] for s in segs[k:])
     return head, rest_max, state
 
 
@@ -144,10 +142,18 @@ def _mem_available_kib() -> int:
     return 0
 
 
-def _loose_budgets(board: str) -> str:
-    """A budget file no run of *board* breaches: these runs measure, the gate is not the point."""
+def write_campaign(path: Path, name: str, board: str, suites: list[tuple[str, dict]],
+                   variant: Optional[str] = None) -> Path:
+    """A campaign of *suites* ((suite, params), in order) on *board*, with a
+    budget file beside it that no run breaches: these runs measure, the gate
+    is not the point."""
     from rtlab.targets.boards import find_board
-    return f'budgets:\n  {find_board(board).budget_class}: {{"*": {{"*": {{"*": {{max_us: 10000000}}}}}}}}\n'
+    budgets = path.parent / "budgets.yaml"
+    budgets.write_text(f'budgets:\n  {find_board(board).budget_class}: {{"*": {{"*": {{"*": {{max_us: 10000000}}}}}}}}\n')
+    path.write_text(json.dumps({"name": name, "budgets": str(budgets), "boards": [board],
+                                **({"variants": [variant]} if variant else {}),
+                                "suites": [{"name": n, "params": p} for n, p in suites]}, indent=1) + "\n")
+    return path
 
 
 def measure_flat(seconds: int, checkpoint_s: int, board: str, work: Path, out: Path | None,
@@ -160,11 +166,8 @@ def measure_flat(seconds: int, checkpoint_s: int, board: str, work: Path, out: P
     from rtlab.run.joblife import board_workdir
 
     work.mkdir(parents=True, exist_ok=True)
-    (work / "budgets.yaml").write_text(_loose_budgets(board))
-    (work / "campaign.yaml").write_text(
-        f"name: bench-soak-flat\nbudgets: {work / 'budgets.yaml'}\nboards: [{board}]\nsuites:\n"
-        f"  - name: cyclictest-soak\n    params: {{interval_us: 1000, duration_s: {seconds}, "
-        f"checkpoint_s: {checkpoint_s}, histogram_us: {histogram_us}}}\n")
+    write_campaign(work / "campaign.yaml", "bench-soak-flat", board, [("cyclictest-soak", {
+        "interval_us": 1000, "duration_s": seconds, "checkpoint_s": checkpoint_s, "histogram_us": histogram_us})])
     log = open(work / "rtlab.log", "w")
     root = Path(__file__).resolve().parents[1]
     proc = subprocess.Popen([sys.executable, "-m", "rtlab.cli", "run", "--campaign", str(work / "campaign.yaml"),
@@ -230,20 +233,20 @@ def estimate_row(cp: Path, fraction: float) -> tuple[dict, list[float]]:
     maximum over the rest, and the soak's checkpoint gaps."""
     head, rest_max, state = first_part(cp, fraction)
     gaps = [s["gap_before_s"] for s in state["segments"] if s.get("gap_before_s") is not None]
-    threads = [ThreadResult.from_json(t) for t in head["threads"]]
     allt = soak.output_of(head, str(cp)).combined()
+    rest_samples = sum(s["cycles"] for s in state["segments"][len(head["segments"]):])
     bm = [s["max_us"] for s in head["segments"]]
     est = pwcet.estimate(histogram=allt.histogram if allt else None, block_maxima=bm,
                          interval_us=head["interval_us"], observed_max_us=allt.max_us if allt else None)
     row = {"run": str(cp.parent), "segments_fit": len(head["segments"]),
-           "samples_fit": sum(t.cycles for t in threads), "max_fit": allt.max_us if allt else None,
+           "samples_fit": allt.cycles if allt else 0, "max_fit": allt.max_us if allt else None,
            "max_rest": rest_max, "estimate": est.per_sample_us, "ci": est.per_sample_ci_us,
            "refused": est.refused}
     if est.ok and rest_max is not None:
         row["covered"] = (est.per_sample_ci_us or (0, est.per_sample_us))[1] >= rest_max
         row["over_estimate"] = est.per_sample_us / rest_max
-    if est.fit and est.method == "pot-gpd" and rest_max is not None and state["rest_samples"]:
-        row["rest_max_predicted"] = predicted_max(est.fit, state["rest_samples"], rest_max)
+    if est.fit and est.method == "pot-gpd" and rest_max is not None and rest_samples:
+        row["rest_max_predicted"] = predicted_max(est.fit, rest_samples, rest_max)
     return row, gaps
 
 
@@ -263,22 +266,18 @@ def validate(rounds: int, board: str, duration_s: int, checkpoint_s: int, interv
     import subprocess
     import time
 
-    from scipy import stats as sstats
-
     from rtlab.run.results import load_run
 
     root = Path(__file__).resolve().parents[1]
     work.mkdir(parents=True, exist_ok=True)
-    (work / "budgets.yaml").write_text(_loose_budgets(board))
-    common = f"interval_us: {interval_us}, duration_s: {duration_s}, histogram_us: {histogram_us}"
-    entries = {"soak": f"  - name: cyclictest-soak\n    params: {{{common}, checkpoint_s: {checkpoint_s}}}\n",
-               "plain": f"  - name: cyclictest\n    params: {{{common}}}\n"}
+    common = {"interval_us": interval_us, "duration_s": duration_s, "histogram_us": histogram_us}
+    entries = {"soak": ("cyclictest-soak", {**common, "checkpoint_s": checkpoint_s}),
+               "plain": ("cyclictest", common)}
     rows, gaps = [], []
     for r in range(rounds):
         order = ["soak", "plain"] if r % 2 == 0 else ["plain", "soak"]
-        campaign = work / f"campaign-{r}.yaml"
-        campaign.write_text(f"name: bench-soak-validate\nbudgets: {work / 'budgets.yaml'}\nboards: [{board}]\n"
-                            + (f"variants: [{variant}]\n" if variant else "") + "suites:\n" + "".join(entries[k] for k in order))
+        campaign = write_campaign(work / f"campaign-{r}.yaml", "bench-soak-validate", board,
+                                  [entries[k] for k in order], variant)
         results = work / f"round-{r}"
         t0 = time.monotonic()
         with open(work / f"rtlab-{r}.log", "w") as log:
@@ -321,7 +320,7 @@ def validate(rounds: int, board: str, duration_s: int, checkpoint_s: int, interv
         if not pairs:
             continue
         ratios = [a / b for a, b in pairs]
-        p = float(sstats.wilcoxon([a - b for a, b in pairs]).pvalue) if len(pairs) >= 5 and \
+        p = float(sps.wilcoxon([a - b for a, b in pairs]).pvalue) if len(pairs) >= 5 and \
             any(a != b for a, b in pairs) else None
         summary[f"{stat}_ratio_median"] = statistics.median(ratios)
         print(f"{stat} with / without checkpoints, paired by round: median x{statistics.median(ratios):.3f} "

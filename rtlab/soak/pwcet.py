@@ -252,6 +252,12 @@ def fit_gpd(y: np.ndarray, n_cens: int = 0, cens_at: float = math.inf) -> tuple[
     return float(r.x[0]), float(math.exp(r.x[1]))
 
 
+def _exponential_scale(y: np.ndarray, n_cens: int, top: float) -> float:
+    """The exponential tail's (GPD xi = 0) maximum-likelihood scale, *n_cens*
+    exceedances censored at *top*: the total excess over the uncensored count."""
+    return (float(np.sum(y)) + (n_cens * top if n_cens and math.isfinite(top) else 0.0)) / len(y)
+
+
 def heavy_tail_p(nll_free: float, nll_exponential: float, xi: float) -> float:
     """One-sided p of the likelihood-ratio test of xi = 0 against xi > 0 (a
     boundary-free one-parameter test: half the chi-square(1) tail when the
@@ -379,8 +385,7 @@ def _pot(est: Estimate, hist: Histogram, rng, p: float, p_hour: Optional[float],
     if p_fit <= ALPHA:
         est.refused = f"cannot estimate: goodness of fit (KS, tail vs GPD) failed (p={p_fit:.2g} <= {ALPHA})"
         return est
-    # the exponential tail's own maximum likelihood (censored): sigma = total excess / uncensored count
-    sigma0 = (float(np.sum(y)) + (n_cens * top if n_cens and math.isfinite(top) else 0.0)) / len(y)
+    sigma0 = _exponential_scale(y, n_cens, top)
     p_heavy = heavy_tail_p(_gpd_nll([xi, math.log(sigma)], y, n_cens, top),
                            _gpd_nll([0.0, math.log(sigma0)], y, n_cens, top), xi)
     if _heavy_tail_check(est, xi, p_heavy):
@@ -405,7 +410,7 @@ def _pot(est: Estimate, hist: Histogram, rng, p: float, p_hour: Optional[float],
             continue
         xb, sb = fit_gpd(yb, cb, top)
         if xb < 0:  # as the estimate itself
-            xb, sb = 0.0, (float(np.sum(yb)) + (cb * top if cb and math.isfinite(top) else 0.0)) / len(yb)
+            xb, sb = 0.0, _exponential_scale(yb, cb, top)
         fits.append((xb, sb, kb / n))
         boot_s[b] = _gpd_level(u, xb, sb, kb / n, p)
         if p_hour is not None:

@@ -5,6 +5,7 @@ turns a breach the steal explains into INFRA, and where the numbers go
 import json
 import random
 import time
+import tracemalloc
 
 import pytest
 
@@ -261,4 +262,25 @@ def test_a_long_watch_keeps_only_the_readings_a_window_needs(tmp_path):
     out = m.stop()
     assert out["samples"] > 100 and out["window_s"] > 0.9
     assert len(m.summary.recent) < out["samples"] / 2  # the last BURST_WINDOW_S of a 1 s watch
-    assert not hasattr(m, "samples") and not hasattr(m, "gaps_ms")
+
+
+def test_the_summary_holds_no_more_memory_after_20000_more_readings():
+    # what the Monitor holds, measured: 20,000 more readings (17 min at
+    # SAMPLE_S) must not cost memory; the old list grew ~250 B a reading
+    acc = hostnoise.NoiseSummary()
+    for i in range(1000):
+        acc.add(i * hostnoise.SAMPLE_S, {"cpu0": i // 40, "cpu1": i // 90})
+        acc.add_gap(i % 7)
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for i in range(1000, 21000):
+            acc.add(i * hostnoise.SAMPLE_S, {"cpu0": i // 40, "cpu1": i // 90})
+            acc.add_gap(i % 7)
+        grown = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert grown < 20_000, f"{grown} B more after 20,000 readings"
+    r = acc.result(10.0)
+    assert r["samples"] == 21000 and r["window_s"] == pytest.approx(20999 * hostnoise.SAMPLE_S)
+    assert r["steal_ms"] == {"cpu0": 20999 // 40 * 10.0, "cpu1": 20999 // 90 * 10.0} and r["max_gap_ms"] == 6.0
