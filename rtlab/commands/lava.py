@@ -57,6 +57,9 @@ def register(sub):
     r.add_argument("--no-validate", action="store_true", help="skip LAVA's schema check (needs Debian's lava-common)")
     r.add_argument("--commit", default=None,
                    help="the kernel commit the jobs measure, in their names and metadata (default: $RTLAB_KERNEL_SHA)")
+    r.add_argument("--kernel-tree", type=Path, metavar="PATH",
+                   help="the jobs boot kernels built from this tree (the commit under test; rtlab's kernel "
+                        "cache) instead of Debian's; a variant that does not build is judged FAIL at ingest")
     r.set_defaults(func=render)
 
     v = lsub.add_parser("validate", help="check job files against LAVA's own schema (lava-common)")
@@ -115,7 +118,8 @@ def register(sub):
         sp.set_defaults(func=func)
         if name == "up":
             sp.add_argument("--board", "-b", action="append",
-                            help="only this QEMU board gets a device (repeatable; default: every QEMU board)")
+                            help="this board gets a device (repeatable; any board of lava/boards.yaml that "
+                                 "runs here: twins, U-Boot boards; default: every QEMU board)")
             sp.add_argument("--no-health-checks", action="store_true",
                             help="no health check jobs (devices stay Unknown until their first job)")
         if name == "status":
@@ -148,6 +152,19 @@ def _numbered(progress, prefix: str, msg: str) -> None:
 
 def _progress():
     return Progress()
+
+
+def _build_failures(paths, boards=None, variants=None) -> list[dict]:
+    """The board/variant pairs of rendered directories (index.json) whose
+    kernel did not build from the commit under test: no job, a FAIL to ingest."""
+    out = []
+    for p in map(Path, paths):
+        index = p / "index.json"
+        if p.is_dir() and index.is_file():
+            out += [b for b in json.loads(index.read_text()).get("build_failed", [])
+                    if (not boards or b["board"]["name"] in boards)
+                    and (not variants or b["variant"]["name"] in variants)]
+    return out
 
 
 def _job_files(paths, boards=None, variants=None) -> list[Path]:
@@ -189,15 +206,22 @@ def render(args) -> int:
     progress = _progress()
     campaign = load_campaign(args.campaign, variants=args.variant)
     out = args.out or Path(RESULTS) / "lava-jobs" / campaign.name
+    commit = args.commit if args.commit is not None else commit_from_env().get("sha", "")
+    if args.kernel_tree is not None and not commit:
+        from ..kernel.tree import tree_state
+
+        commit = tree_state(args.kernel_tree).commit or ""
     index = render_campaign(campaign, out, boards=args.board, lab_boards=not args.no_lab_boards,
-                            artifacts_url=args.artifacts_url, progress=progress,
-                            commit=args.commit if args.commit is not None else commit_from_env().get("sha", ""))
+                            artifacts_url=args.artifacts_url, progress=progress, commit=commit,
+                            kernel_tree=args.kernel_tree)
     for n in index["not_available"]:
         progress(f"  not available: {n['board']}/{n['variant']}: {n['reason']}")
     for s in index["skipped_boards"]:
         progress(f"  skipped board {s['board']}: {s['reason']}")
     for s in index["not_rendered"]:
         progress(f"  not rendered: {s['board']}/{s['variant']}/{s['suite']}: {s['reason']}")
+    for b in index["build_failed"]:
+        progress(f"  kernel did not build: {b['board']['name']}/{b['variant']['name']}: {b['error']}")
     if args.no_validate or not index["jobs"]:
         return 0
     results, version = validate_files([out / j["file"] for j in index["jobs"]])
@@ -238,7 +262,8 @@ def run(args) -> int:
                      f"(needs its lab: rtlab lava submit, or --lab-boards / --device)")
             continue
         selected.append((f, spec))
-    if not selected:
+    failed = _build_failures(args.jobs, args.board, args.variant)
+    if not selected and not failed:
         print("rtlab lava run: no jobs to run", file=sys.stderr)
         return 2
     out = args.out or Path(RESULTS) / "lava-runs" / new_run_id()
@@ -252,7 +277,8 @@ def run(args) -> int:
         print(f"records: {out}")
         return 0
     run_res, run_dir = ingest_records([load_record(r) for r in records], args.results or Path(RESULTS),
-                                      budgets_file=args.budgets, commit=commit_from_env(), progress=progress)
+                                      budgets_file=args.budgets, commit=commit_from_env(), build_failed=failed,
+                                      progress=progress)
     return _finish(run_res, run_dir)
 
 
@@ -284,7 +310,11 @@ def submit(args) -> int:
     progress = _progress()
     identity, uri = _server(args)
     files = _job_files(args.jobs)
-    ids = dispatch.submit(files, identity=identity, uri=uri)
+    # variants whose kernel did not build have no job: judged with the rest
+    args.build_failed = _build_failures(args.jobs)
+    if not files and not args.build_failed:
+        raise InputError(" ".join(map(str, args.jobs)), "no LAVA jobs to submit")
+    ids = dispatch.submit(files, identity=identity, uri=uri) if files else {}
     for f, jid in ids.items():
         print(f"{jid}\t{f}")
     if not args.wait:
@@ -310,7 +340,8 @@ def fetch(args) -> int:
     if not args.ingest:
         return 0
     run_res, run_dir = ingest_records([load_record(r) for r in records], args.results or Path(RESULTS),
-                                      budgets_file=args.budgets, commit=commit_from_env(), progress=progress)
+                                      budgets_file=args.budgets, commit=commit_from_env(),
+                                      build_failed=getattr(args, "build_failed", ()), progress=progress)
     return _finish(run_res, run_dir)
 
 
@@ -320,10 +351,11 @@ def lab_up(args) -> int:
     st = lab.up(progress)
     if not args.no_health_checks:
         progress("lava lab: health checks (a boot job per board: rt kernel, kernel facts, 1 s cyclictest)")
-        lab.write_health_checks(st, render_health_checks(lab.dir / "health-job", list(set(st.devices.values())),
+        # this call's boards (the checks of earlier `up --board` calls stand)
+        lab.write_health_checks(st, render_health_checks(lab.dir / "health-job", sorted(lab.lab_boards()),
                                                          progress))
     for dev, board in sorted(st.devices.items()):
-        progress(f"  device {dev} (device type {DEVICE_TYPE}, tag {board})")
+        progress(f"  device {dev} (device type {st.device_types.get(dev, DEVICE_TYPE)}, tag {board})")
     print(f"LAVA lab up: {st.url} (lavacli --uri: see `rtlab lava lab status --json`; "
           f"rtlab lava submit --local-lab)")
     return 0
@@ -356,15 +388,22 @@ def lab_status(args) -> int:
 def render_health_checks(out: Path, boards: list[str], progress) -> dict[str, Path]:
     """Each board's health check: its rt kernel booted, the kernel facts
     checked, cyclictest for 1 s (rendered like any rtlab job)."""
+    from ..lava.boards import load_lava_boards
+
     campaign_file = out / "campaign.yaml"
     out.mkdir(parents=True, exist_ok=True)
+    # a campaign names rtlab boards; LAVA-only boards (lava/boards.yaml lab:)
+    # come from render's `boards`, which also narrows the campaign's to these
+    lava_boards = load_lava_boards()
+    named = sorted(b for b in boards if not lava_boards[b].lab) or \
+        [next(n for n, lb in lava_boards.items() if not lb.lab)]
     campaign_file.write_text(json.dumps({
-        "name": "lava-health", "budgets": str(ROOT / "budgets" / "default.yaml"), "boards": sorted(boards),
+        "name": "lava-health", "budgets": str(ROOT / "budgets" / "default.yaml"), "boards": named,
         "variants": ["rt"],
         "suites": [{"name": "cyclictest", "params": {"interval_us": 1000, "duration_s": 1, "histogram_us": 2000},
                     "overrides": {"qemu-tcg": {"histogram_us": 50000}}}]}))
     campaign = load_campaign(campaign_file)
-    index = render_campaign(campaign, out / "jobs", boards=sorted(boards), lab_boards=False, progress=progress)
+    index = render_campaign(campaign, out / "jobs", boards=sorted(boards), progress=progress)
     found = {e["board"]: out / "jobs" / e["file"] for e in index["jobs"]}
     for job in found.values():
         _relax_timeouts(job)

@@ -41,7 +41,7 @@ import json
 import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Callable, Optional, Sequence
 
 from .. import ROOT
 from ..targets.boards import Board
@@ -237,10 +237,14 @@ def _copy_evidence(rec: LavaRecord, dest: Path) -> list[str]:
 
 def ingest_records(records: list[LavaRecord], results_root: Path, *, run_id: Optional[str] = None,
                    budgets_file: Optional[Path] = None, commit: Optional[dict] = None,
+                   build_failed: Sequence[dict] = (),
                    progress: Callable[[str], None] = lambda m: None) -> tuple[RunResult, Path]:
-    if not records:
+    """*build_failed*: the render index's board/variant pairs whose kernel
+    did not build from the commit under test (no LAVA job): FAIL, as on the
+    labgrid path."""
+    if not records and not build_failed:
         raise InputError("rtlab lava ingest", "no LAVA records given")
-    spec0 = records[0].spec
+    spec0 = records[0].spec if records else build_failed[0]
     budgets_file = Path(budgets_file) if budgets_file else ROOT / spec0.get("budgets", "budgets/default.yaml")
     budgets = load_budgets(budgets_file)
     started = min((r.started for r in records if r.started), default=None) or dt.datetime.utcnow()
@@ -255,7 +259,11 @@ def ingest_records(records: list[LavaRecord], results_root: Path, *, run_id: Opt
         rd.keep(campaign_file, CAMPAIGN_COPY)
 
     run = RunResult(run_id=rd.run_id, started=started.isoformat() + "Z",
-                    campaign=spec0.get("campaign", ""), commit=commit or {})
+                    campaign=spec0.get("campaign", ""), commit=dict(commit or {}))
+    built_from = next((r.spec.get("kernel", {}).get("commit") for r in records
+                       if r.spec.get("kernel", {}).get("commit")), None)
+    if built_from and not run.commit.get("sha"):  # kernels built from the commit under test (--kernel-tree)
+        run.commit["sha"] = built_from
     jobs: dict[tuple[str, str], tuple[JobResult, JobSpec]] = {}
     for rec in records:
         s = rec.spec
@@ -277,6 +285,14 @@ def ingest_records(records: list[LavaRecord], results_root: Path, *, run_id: Opt
                  + (f", {m.key.suite}@{m.key.load} parsed" if m is not None and m.verdict is None else "")
                  + (f", {m.verdict.value}: {'; '.join(m.reasons)}" if m is not None and m.verdict else ""))
     run.jobs = [jr for jr, _ in jobs.values()]
+    for b in build_failed:
+        board, variant = Board.from_json(b["board"]), Variant.from_json(b["variant"])
+        if (board.name, variant.name) in jobs:
+            continue
+        jr = JobResult(board=board.name, variant=variant.name, arch=board.arch, budget_class=board.budget_class,
+                       build_error=str(b["error"]))
+        progress(f"{board.name}/{variant.name}: FAIL: {jr.build_error}")
+        run.jobs.append(jr)
     for jr in run.jobs:
         rd.finish_job(jr, budgets)
     rd.finish(run)

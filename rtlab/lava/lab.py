@@ -25,11 +25,24 @@ dictionaries, device-type templates, health checks and job logs of this lab
 live in its directory.
 
 Provisioning (one ``lava-server manage shell`` call, idempotent): a superuser
-``rtlab`` and an API token for lavacli, the worker, the device type ``qemu``
-and one device per QEMU board of lava/boards.yaml (``<board>-01``), tagged
-with the board's name (the boards share the ``qemu`` type; the tag routes a
-job to the right machine), whose dictionary extends the board's own template
-``rtlab-<board>.jinja2`` (machine, CPU, memory, options of its env file).
+``rtlab`` and an API token for lavacli, the worker, and one device
+(``<board>-01``) per board: by default every QEMU board of lava/boards.yaml;
+``boards=`` (``up --board``) may name any board that runs on this machine,
+the rack's twins and the U-Boot boards too. Each device is of its board's
+device type (``qemu``; ``qemu-uboot-aarch64`` ...), tagged with the board's
+name (boards share device types; the tag routes a job to the right machine),
+and its dictionary extends the board's own template ``rtlab-<board>.jinja2``:
+
+* a QEMU board's: LAVA's ``qemu.jinja2`` with the machine, CPU, memory and
+  options of its env file (the server renders what lava-run is given);
+* any other board's (twins, U-Boot boards): its device dictionary of
+  lava/devices/ as it is, the form lava-run runs, so the server hands the
+  worker what lava-run gets here. One thing differs: lava-run takes the
+  board's ``--dispatcher`` file (the TFTP server's address as the board sees
+  it, QEMU's user network: 10.0.2.2), a server has one dispatcher
+  configuration per worker (under /etc/lava-server, which the lab leaves
+  alone), so that address is written into the board's template instead.
+
 LAVA finds a device's health check by that template's name: the board's
 health check is an rtlab boot job (boot, kernel facts, a 1 s cyclictest) of
 the rt kernel, rendered at ``up`` from the board's images; a device whose
@@ -80,6 +93,7 @@ class LabState:
     token: str = ""
     worker_token: str = ""
     devices: dict[str, str] = field(default_factory=dict)      # device hostname -> rtlab board
+    device_types: dict[str, str] = field(default_factory=dict)  # device hostname -> LAVA device type
     pids: dict[str, list[int]] = field(default_factory=dict)   # service -> [pid, start ticks]
 
     @property
@@ -111,8 +125,10 @@ def _port_free(port: int) -> bool:
 class LocalLavaLab:
     def __init__(self, directory: Optional[Path] = None, boards: Optional[list[str]] = None):
         self.dir = Path(directory or lab_dir()).resolve()
-        #: the QEMU boards of lava/boards.yaml that get a device (default: all)
+        #: the boards of lava/boards.yaml that get a device (default: the QEMU boards)
         self.boards = boards
+        #: boards whose device-type template this `up` wrote anew
+        self.changed_templates: set[str] = set()
 
     # -- state ----------------------------------------------------------------
     @property
@@ -248,37 +264,46 @@ class LocalLavaLab:
         res = subprocess.run(["dpkg-query", "-W", "-f=${Version}", "lava-server"], capture_output=True, text=True)
         return res.stdout.strip() or "unknown"
 
-    def _lab_boards(self):
+    def lab_boards(self) -> dict:
+        """The boards of this ``up``: every QEMU board, or those asked for
+        (any board of lava/boards.yaml that runs on this machine)."""
         from .boards import load_lava_boards
 
-        boards = {n: lb for n, lb in load_lava_boards().items() if lb.boot == "qemu" and not lb.lab}
-        if self.boards:
-            unknown = [b for b in self.boards if b not in boards]
-            if unknown:
-                raise RtlabError(f"LAVA lab: no QEMU board {', '.join(unknown)} in lava/boards.yaml "
-                                 f"(known: {', '.join(sorted(boards))})")
-            boards = {n: boards[n] for n in self.boards}
-        return boards
+        here = {n: lb for n, lb in load_lava_boards().items() if lb.runs_here}
+        if not self.boards:
+            return {n: lb for n, lb in here.items() if not lb.lab}
+        unknown = [b for b in self.boards if b not in here]
+        if unknown:
+            raise RtlabError(f"LAVA lab: no board {', '.join(unknown)} that runs on this machine in "
+                             f"lava/boards.yaml (known: {', '.join(sorted(here))})")
+        return {n: here[n] for n in self.boards}
 
     def _write_templates(self, progress) -> None:
-        """Per board: its device-type template and its device dictionary."""
-        for name, lb in self._lab_boards().items():
-            (self.dir / "device-types" / f"rtlab-{name}.jinja2").write_text(device_type_template(lb))
+        """Per board: its device-type template and its device dictionary
+        (a board whose template changed is health-checked again)."""
+        for name, lb in self.lab_boards().items():
+            template = self.dir / "device-types" / f"rtlab-{name}.jinja2"
+            text = device_type_template(lb)
+            if not template.exists() or template.read_text() != text:
+                template.write_text(text)
+                self.changed_templates.add(name)
             (self.dir / "devices" / f"{name}-01.jinja2").write_text(
                 f"{{# rtlab board {name}: written by `rtlab lava lab up` #}}\n"
                 f"{{% extends 'rtlab-{name}.jinja2' %}}\n")
 
     def _provision(self, st: LabState, progress) -> None:
-        boards = self._lab_boards()
-        devices = {f"{name}-01": name for name in boards}
-        script = PROVISION.format(params=json.dumps({
-            "user": LAB_USER, "worker": WORKER, "device_type": DEVICE_TYPE, "devices": devices}))
-        out = self._run(["lava-server", "manage", "shell", "-c", script], st, "provisioning", timeout=600)
+        boards = self.lab_boards()
+        devices = {f"{name}-01": [name, lb.device_type] for name, lb in boards.items()}
+        out = self._run(["lava-server", "manage", "shell", "-c", provision_script(devices)], st,
+                        "provisioning", timeout=600)
         try:
             answer = json.loads(out.strip().splitlines()[-1])
         except (ValueError, IndexError):
             raise RtlabError(f"LAVA lab: provisioning said {out.strip()[-300:]!r}") from None
-        st.token, st.worker_token, st.devices = answer["token"], answer["worker_token"], devices
+        # the devices of earlier `up --board` calls stay the lab's
+        st.token, st.worker_token = answer["token"], answer["worker_token"]
+        st.devices = {**st.devices, **{d: name for d, (name, _) in devices.items()}}
+        st.device_types = {**st.device_types, **{d: t for d, (_, t) in devices.items()}}
 
     def _spawn(self, st: LabState, service: str, cmd: list[str]) -> None:
         if st.running(service):
@@ -335,25 +360,24 @@ class LocalLavaLab:
         (HEALTH_CHECKS_PATH/rtlab-<board>.yaml, found by the dictionary's
         template) and have LAVA run it: devices go to health Unknown, and
         the scheduler runs the health check before any other job."""
-        changed = []
+        changed = set(self.changed_templates)
         for board, job in jobs.items():
             check = self.dir / "health-checks" / f"rtlab-{board}.yaml"
             text = Path(job).read_text()
             if not check.exists() or check.read_text() != text:
                 check.write_text(text)
-                changed.append(board)
-        # a check that did not change keeps its verdict (an `up` of a running
-        # lab does not re-check every device)
+                changed.add(board)
+        # a device whose check and template did not change keeps its verdict
+        # (an `up` of a running lab does not re-check every device)
         script = RECHECK.format(params=json.dumps([d for d, b in st.devices.items() if b in changed]))
         self._run(["lava-server", "manage", "shell", "-c", script], st, "health checks", timeout=600)
 
-    def add_device(self, hostname: str, tag: str) -> None:
-        """One more device of type qemu on the lab's worker, health Unknown
-        (its dictionary, ``devices/<hostname>.jinja2``, written by the caller)."""
+    def add_device(self, hostname: str, tag: str, device_type: str = DEVICE_TYPE) -> None:
+        """One more device on the lab's worker, health Unknown (its
+        dictionary, ``devices/<hostname>.jinja2``, written by the caller)."""
         st = self.read_state()
-        script = PROVISION.format(params=json.dumps({
-            "user": LAB_USER, "worker": WORKER, "device_type": DEVICE_TYPE, "devices": {hostname: tag}}))
-        self._run(["lava-server", "manage", "shell", "-c", script], st, "add device", timeout=600)
+        self._run(["lava-server", "manage", "shell", "-c", provision_script({hostname: [tag, device_type]})],
+                  st, "add device", timeout=600)
 
     def retire_device(self, hostname: str) -> None:
         st = self.read_state()
@@ -407,6 +431,30 @@ class LocalLavaLab:
 
 
 def device_type_template(lb) -> str:
+    """The board's device-type template (``rtlab-<board>.jinja2``)."""
+    if lb.lab:
+        return rendered_dictionary_template(lb)
+    return qemu_type_template(lb)
+
+
+def rendered_dictionary_template(lb) -> str:
+    """A twin's or U-Boot board's template: its lava-run device dictionary,
+    with the dispatcher address of its ``--dispatcher`` file filled in where
+    LAVA would substitute it (``{SERVER_IP}``: the TFTP server U-Boot loads
+    from), since the lab's worker has no per-board dispatcher file."""
+    import yaml
+
+    text = Path(lb.device).read_text()
+    if lb.dispatcher is not None:
+        ip = (yaml.safe_load(Path(lb.dispatcher).read_text()) or {}).get("dispatcher_ip")
+        if ip:
+            text = text.replace("{SERVER_IP}", str(ip))
+    head = (f"{{# rtlab board {lb.name}: lava/devices/{Path(lb.device).name} as lava-run runs it"
+            f" (written by `rtlab lava lab up`) #}}\n")
+    return head + text
+
+
+def qemu_type_template(lb) -> str:
     """A QEMU board's device-type template: LAVA's ``qemu`` type with the
     board's machine, CPU, memory and options (from its labgrid env file),
     whatever the job context says."""
@@ -420,11 +468,16 @@ def device_type_template(lb) -> str:
         {{% set arch = '{arch}' %}}
         {{% set machine = '{q.machine}' %}}
         {{% set cpu = '{q.cpu}' %}}
-        {{% set memory = {int(str(q.memory).rstrip('MmGg'))} %}}
+        {{% set memory = {q.memory_mb} %}}
         {{% set no_kvm = True %}}
         {{% set netdevice = 'user' %}}
         {{% set extra_options = {json.dumps(extra)} %}}
         """)
+
+
+def provision_script(devices: dict[str, list[str]]) -> str:
+    """The provisioning script for *devices* (hostname -> [board, device type])."""
+    return PROVISION.format(params=json.dumps({"user": LAB_USER, "worker": WORKER, "devices": devices}))
 
 
 #: run by `lava-server manage shell -c` (Django's ORM, in one process: each
@@ -444,8 +497,8 @@ if tok is None:
 w, _ = Worker.objects.get_or_create(hostname=p["worker"])
 w.health = Worker.HEALTH_ACTIVE
 w.save()
-dt, _ = DeviceType.objects.get_or_create(name=p["device_type"])
-for hostname, board in p["devices"].items():
+for hostname, (board, device_type) in p["devices"].items():
+    dt, _ = DeviceType.objects.get_or_create(name=device_type)
     tag, _ = Tag.objects.get_or_create(name=board, defaults={{"description": "rtlab board " + board}})
     d, created = Device.objects.get_or_create(hostname=hostname, defaults={{"device_type": dt, "worker_host": w}})
     d.device_type, d.worker_host = dt, w

@@ -47,7 +47,7 @@ from ..images.build import ensure_images
 from ..images.cache import DEFAULT_CACHE, DebCache
 from ..images.console import PROMPT_RE
 from ..images.imageset import ImageSet
-from ..run.runner import BOOT_ALLOWANCE_S, stage_kernel, unavailable
+from ..run.runner import BOOT_ALLOWANCE_S, KernelBuildFailed, build_kernels, stage_kernel, unavailable
 from ..suites import SUITES, Suite, SuiteRun
 from ..suites.board import fact_commands, shell_line
 from ..targets.variants import Variant
@@ -186,16 +186,17 @@ class RenderedJob:
 def render_job(lb: LavaBoard, variant: Variant, run: SuiteRun, images: ImageSet, *,
                campaign: Campaign, artifacts: Artifacts,
                loads: Union[list[lava_loads.LavaLoadPart], str, None] = None,
-               commit: str = "") -> tuple[dict, dict]:
+               commit: str = "", built: Optional[dict] = None) -> tuple[dict, dict]:
     """One LAVA job definition and its rtlab spec (also in its metadata);
-    *loads* is the run's lava_loads.plan when the caller made it already."""
+    *loads* is the run's lava_loads.plan when the caller made it already;
+    *built*: kernels built from source (rtlab.run.runner.build_kernels)."""
     suite = SUITES[run.suite]
     if loads is None:
         loads = lava_loads.plan(lb, variant, run)
     if isinstance(loads, str):
         raise InputError(campaign.path, f"{run.id} on {lb.name}: {loads}")
     board = lb.board
-    env, kernel = stage_kernel(Job(board=board, variant=variant, suites=(run,)), {board.arch: images})
+    env, kernel = stage_kernel(Job(board=board, variant=variant, suites=(run,)), {board.arch: images}, built)
     boot_args = env["LG_RTLAB_BOOT_ARGS"]
     boot_def, suite_def = f"0_{BOOT_DEFINITION}", f"1_{definition_name(run)}"
     command = shell_line(suite.command(run, board=board))
@@ -254,9 +255,10 @@ def render_job(lb: LavaBoard, variant: Variant, run: SuiteRun, images: ImageSet,
             ]}},
         ],
     }
-    if lb.boot == "qemu":
-        # the QEMU boards share LAVA's `qemu` device type; the board's tag
-        # sends the job to a device that is that machine (lava/README.md)
+    if lb.runs_here:
+        # boards QEMU makes share device types (`qemu`, `qemu-uboot-aarch64`:
+        # the QEMU boards, the twins); the board's tag sends the job to a
+        # device that is that machine (lava/README.md)
         definition["tags"] = [board.name]
     if commit:
         metadata = definition["metadata"]
@@ -297,9 +299,11 @@ def _deploy_and_boot(lb: LavaBoard, variant: Variant, images: ImageSet, kernel: 
     board = lb.board
     flavour = variant.prebuilt
     kernel_path = Path(kernel["path"])
+    # a kernel built from the commit under test, or Debian's of the flavour
+    prebuilt = images.kernels[flavour] if flavour and images.kernels[flavour].path == kernel_path else None
     k_url = artifacts.url(kernel_path, board.arch)
     r_url = artifacts.url(images.initramfs, board.arch)
-    k_sum = (images.kernels[flavour].sha256 if flavour else "") or sha256_file(kernel_path)
+    k_sum = (prebuilt.sha256 if prebuilt else "") or sha256_file(kernel_path)
     r_sum = images.initramfs_sha256 or sha256_file(images.initramfs)
 
     context: dict[str, Any] = {"arch": lb.lava_arch}
@@ -334,9 +338,9 @@ def _deploy_and_boot(lb: LavaBoard, variant: Variant, images: ImageSet, kernel: 
                   "kernel": {"url": k_url, "sha256sum": k_sum, "type": lb.kernel_type},
                   "ramdisk": {"url": r_url, "sha256sum": r_sum, "compression": "gz"}}
         if lb.dtb:
-            if not flavour:
-                raise RtlabError(f"variant {variant.name}: a DTB comes from a prebuilt kernel package")
-            dtb = extract_dtb(images, flavour, lb.dtb)
+            # a kernel built from source boots with the device tree of Debian's
+            # generic package, as on the labgrid path (the DT ABI is stable)
+            dtb = extract_dtb(images, flavour if prebuilt and flavour else "generic", lb.dtb)
             deploy["dtb"] = {"url": artifacts.url(dtb, board.arch), "sha256sum": sha256_file(dtb)}
         boot = {"method": "u-boot", "commands": "ramdisk", "timeout": _seconds_to_timeout(BOOT_TIMEOUT_S),
                 "prompts": [PROMPT_RE]}
@@ -386,9 +390,14 @@ def job_file_name(board: str, variant: str, run: SuiteRun) -> str:
 def render_campaign(campaign: Campaign, out_dir: Path, *, boards: Optional[list[str]] = None,
                     lab_boards: bool = True, artifacts_url: Optional[str] = None,
                     images: Optional[dict[str, ImageSet]] = None,
-                    progress: Callable[[str], None] = lambda m: None, commit: str = "") -> dict:
+                    progress: Callable[[str], None] = lambda m: None, commit: str = "",
+                    kernel_tree: Optional[Path] = None) -> dict:
     """Write every job of the campaign under `out_dir`; returns the index
-    (also written as `out_dir/index.json`)."""
+    (also written as `out_dir/index.json`). *kernel_tree*: the jobs boot
+    kernels built from it (the commit under test; rtlab's kernel cache, so
+    the build stage's builds are reused); a variant that does not build is
+    listed under ``build_failed``, for ingest to judge (FAIL, as on the
+    labgrid path)."""
 
     out_dir = Path(out_dir)
     lava_boards = load_lava_boards()
@@ -415,8 +424,17 @@ def render_campaign(campaign: Campaign, out_dir: Path, *, boards: Optional[list[
     rendered: list[RenderedJob] = []
     not_available: list[dict] = []
     not_rendered: list[dict] = []
-    for job in plan.jobs():
-        why = unavailable(job, images)
+    build_failed: list[dict] = []
+    jobs = plan.jobs()
+    built = build_kernels(jobs, images, Path(kernel_tree), progress) if kernel_tree is not None else {}
+    for job in jobs:
+        bk = built.get((job.board.name, job.variant.name))
+        if isinstance(bk, KernelBuildFailed):
+            build_failed.append({"board": job.board.to_json(), "variant": job.variant.to_json(),
+                                 "error": str(bk), "campaign": campaign.name,
+                                 "campaign_file": _repo_rel(campaign.path), "budgets": _repo_rel(campaign.budgets)})
+            continue
+        why = unavailable(job, images, built, kernel_tree)
         if why:
             not_available.append({"board": job.board.name, "variant": job.variant.name, "reason": why})
             continue
@@ -433,7 +451,8 @@ def render_campaign(campaign: Campaign, out_dir: Path, *, boards: Optional[list[
                                      "reason": loads})
                 continue
             definition, spec = render_job(by_name[job.board.name], job.variant, run, images[job.board.arch],
-                                          campaign=campaign, artifacts=artifacts, loads=loads, commit=commit)
+                                          campaign=campaign, artifacts=artifacts, loads=loads, commit=commit,
+                                          built=built)
             path = out_dir / job_file_name(job.board.name, job.variant.name, run)
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(_job_header(spec) + dump_job(definition))
@@ -443,13 +462,15 @@ def render_campaign(campaign: Campaign, out_dir: Path, *, boards: Optional[list[
         "budgets": _repo_rel(campaign.budgets), "artifacts_url": artifacts_url,
         "jobs": [r.index_entry(out_dir) for r in rendered],
         "not_available": not_available, "not_rendered": not_rendered, "skipped_boards": skipped,
+        "build_failed": build_failed,
         "artifacts": artifacts.published,
     }
     (out_dir / "index.json").write_text(json.dumps(index, indent=2) + "\n")
     progress(f"lava render: {len(rendered)} jobs in {out_dir}"
              + (f", {len(not_available)} board/variant pairs not available" if not_available else "")
              + (f", boards skipped: {', '.join(s['board'] for s in skipped)}" if skipped else "")
-             + (f", {len(not_rendered)} suite runs without a LAVA form" if not_rendered else ""))
+             + (f", {len(not_rendered)} suite runs without a LAVA form" if not_rendered else "")
+             + (f", {len(build_failed)} board/variant pairs whose kernel did not build" if build_failed else ""))
     return index
 
 

@@ -66,10 +66,10 @@ class Board:
     @property
     def boots_built_kernels(self) -> bool:
         """Can boot a kernel built from source for this job (`--kernel-tree`)?
-        QEMU boards and the rack's virtual twins boot what the job stages;
-        other rack boards boot Debian's kernels the rack's flashing step
-        stages, the local board its own."""
-        return self.kind == "qemu" or "twin" in self.features
+        QEMU boards and the rack's virtual twins boot what the job stages,
+        LAVA's boards what the job deploys; other rack boards boot Debian's
+        kernels the rack's flashing step stages, the local board its own."""
+        return self.kind == "qemu" or "twin" in self.features or "lava" in self.features
 
     @property
     def emulated(self) -> bool:

@@ -143,8 +143,9 @@ def test_pipeline_shape():
 def test_lava_pipeline_shape():
     """RTLAB_LAB=lava: test-lava replaces build and test, the same publish and
     gate take its artifacts; a kernel project's commit (KERNEL_REPO) is
-    refused there (LAVA jobs boot Debian's pinned kernels), while KERNEL_SHA,
-    which ci/kernel-tree.sh sets for the pinned source too, is not the test."""
+    rendered with kernels built from its tree (--kernel-tree), while
+    KERNEL_SHA, which ci/kernel-tree.sh sets for the pinned source too, is
+    not the test (the pinned source: Debian's kernels)."""
     ci = yaml.safe_load((ROOT / ".gitlab-ci.yml").read_text())
     assert ci["variables"]["RTLAB_LAB"] == "labgrid" and ci["variables"]["RTLAB_LAVA_URI"] == ""
     lava_rule = {"if": '$RTLAB_LAB == "lava"', "when": "never"}
@@ -153,7 +154,8 @@ def test_lava_pipeline_shape():
     assert job["rules"][-1] == {"if": '$RTLAB_LAB == "lava"'} and job["stage"] == "test"
     assert job["allow_failure"] == {"exit_codes": [1]} and job["retry"]["exit_codes"] == [2]
     script = "\n".join(job["script"])
-    assert 'if [ -n "$KERNEL_REPO" ]' in script and '"$KERNEL_SHA"' not in script
+    assert 'if [ -n "$KERNEL_REPO" ]; then set -- --kernel-tree "$KERNEL_TREE"' in script
+    assert '"$KERNEL_SHA"' not in script
     assert "--local-lab" in script and '--uri "$RTLAB_LAVA_URI"' in script
     for later in ("publish", "gate"):
         assert {"job": "test-lava", "artifacts": True, "optional": True} in ci[later]["needs"], later
@@ -514,3 +516,54 @@ def test_lava_lab_runs_the_test_stage_and_the_same_gate_judges_it(lava_lab, tmp_
     assert l_job["kernel"]["version"] == job["kernel"]["version"]
     assert [t["cpu"] for t in l_m["output"]["threads"]] == [t["cpu"] for t in m["output"]["threads"]]
     assert l_m["budget"]["max_us"] == m["budget"]["max_us"] == LAVA_BUDGET_US
+
+
+def test_kernel_push_on_a_lava_lab_boots_the_commits_own_kernel(lava_lab, kernel_project, ci_projects, seeded,
+                                                                 tmp_path):
+    """RTLAB_LAB=lava for a kernel project's push: test-lava renders the jobs
+    with kernels built from the pushed commit (`rtlab lava render
+    --kernel-tree`: the build the seeded pipeline left in the kernel cache),
+    the lab's worker boots that kernel and the gate judges it; a commit whose
+    rt variant does not build is FAIL with the build error, never INFRA, as
+    in the labgrid test job."""
+    lab, st = lava_lab
+    deadline = time.monotonic() + 1500
+    while (health := lab.api(st, f"devices/{BOARD}-01/")["health"]) not in ("Good", "Bad"):
+        assert time.monotonic() < deadline, f"{BOARD}-01 still {health} after 1500 s"
+        time.sleep(5)
+    assert health == "Good", f"{BOARD}-01 failed its health check: see {lab.dir / 'log'}"
+    good = kernel_project["good"]
+    r, clone, logs = run_pipeline(ci_projects["preempt"], _repo(kernel_project), good, "lava-good", tmp_path,
+                                  RTLAB_LAB="lava", RTLAB_LAVA_LAB_DIR=str(lab.dir), KERNEL_BRANCH="main",
+                                  RTLAB_REGRESSION="0", RTLAB_REPEAT="1")
+    out = r.stdout[-6000:] + r.stderr[-2000:]
+    assert r.returncode == 0, out
+    test_log = next((v for k, v in logs.items() if k.startswith("test-lava")), None)
+    assert test_log is not None, (sorted(logs), out)
+    assert "rtlab lava submit exit 0" in test_log, test_log[-4000:]
+    assert [ln for ln in gate_lines(logs) if ln.startswith("gate: PASS")], gate_lines(logs)
+    arts = clone / ".gitlab-ci-local" / "artifacts"
+    (run_json,) = [p for p in arts.rglob("run.json") if "latest" not in p.parts]
+    run = json.loads(run_json.read_text())
+    assert run["commit"]["sha"] == good
+    (job,) = run["jobs"]
+    assert (job["board"], job["variant"], job["verdict"]) == (BOARD, "preempt", "pass"), job
+    # the kernel the job staged is the commit's build, and the board ran it
+    # (the boot definition checked `uname -r` against it: else INFRA)
+    spec = json.loads(next(run_json.parent.rglob("job-spec.json")).read_text())
+    assert spec["kernel"]["commit"] == good and "/kernel/builds/" in spec["kernel"]["path"], spec["kernel"]
+    assert job["kernel"]["release"] == spec["kernel"]["release"] and job["kernel"]["version"] == spec["kernel"]["uname_v"]
+    evidence = json.loads(next(run_json.parent.rglob("lava/job.json")).read_text())
+    assert evidence["description"].endswith(good[:12]) and evidence["device"] == f"{BOARD}-01", evidence
+
+    r, clone, logs = run_pipeline(ci_projects["rt"], _repo(kernel_project), kernel_project["no-rt"], "lava-no-rt",
+                                  tmp_path, RTLAB_LAB="lava", RTLAB_LAVA_LAB_DIR=str(lab.dir), KERNEL_BRANCH="sched",
+                                  RTLAB_REGRESSION="0", RTLAB_REPEAT="1")
+    assert r.returncode != 0
+    test_log = next((v for k, v in logs.items() if k.startswith("test-lava")), "")
+    assert "rtlab lava submit exit 1" in test_log, test_log[-4000:]
+    lines = gate_lines(logs)
+    assert any(ln.startswith("gate: FAIL") and "build_error" in ln and "CONFIG_PREEMPT_RT" in ln
+               for ln in lines), lines
+    assert not [ln for ln in lines if ln.startswith("gate: INFRA")], lines
+    assert "gate exit 1" in logs["gate"]

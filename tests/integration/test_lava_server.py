@@ -193,6 +193,43 @@ def test_job_cancelled_on_the_server_is_infra(lab, jobs, tmp_path):
     assert rtlab("gate", run_dir).returncode == 2
 
 
+def test_a_uboot_twin_gets_a_device_and_runs_its_jobs_over_tftp(lab, tmp_path):
+    """`lab up --board twin-rk356x` on the running lab: the RK356x twin gets
+    a device of type qemu-uboot-aarch64 whose health check (an rtlab boot
+    job) passes; its job, routed by the board's tag, boots the way the RK
+    boards boot (U-Boot, kernel and ramdisk over TFTP from the worker's
+    TFTP root), measures and passes, as lava-run runs it
+    (test_lava_run.py)."""
+    lab_, _ = lab
+    up = rtlab("lava", "lab", "up", "--board", "twin-rk356x", timeout=1200)
+    assert up.returncode == 0, up.stdout + up.stderr
+    assert "device twin-rk356x-01 (device type qemu-uboot-aarch64, tag twin-rk356x)" in up.stdout + up.stderr
+    st = lab_.read_state()
+    assert {"qemu-aarch64-01", "twin-rk356x-01"} <= set(st.devices)  # the earlier devices stay
+    assert wait_health(lab_, st, "twin-rk356x-01", {"Good", "Bad"}) == "Good"
+    c = tmp_path / "campaign.yaml"
+    c.write_text(json.dumps({
+        "name": "lava-twin", "budgets": str(ROOT / "budgets" / "default.yaml"), "boards": ["qemu-aarch64"],
+        "variants": ["rt"], "suites": [{"name": "cyclictest",
+                                        "params": {"interval_us": 1000, "duration_s": 3, "histogram_us": 2000},
+                                        "overrides": {"qemu-tcg": {"histogram_us": 50000}}}]}))
+    res = rtlab("lava", "render", "--campaign", c, "--board", "twin-rk356x", "--out", tmp_path / "jobs")
+    assert res.returncode == 0, res.stdout + res.stderr
+    via_server = rtlab_retry_infra("lava", "submit", tmp_path / "jobs", "--local-lab", "--wait", "--out",
+                                   tmp_path / "fetched", "--results", tmp_path / "server", timeout=1800)
+    assert via_server.returncode == 0, via_server.stdout + via_server.stderr
+    job, m = _measurement(Path(via_server.stdout.split("results: ")[-1].split()[0]))
+    assert (job["board"], job["verdict"], m["verdict"]) == ("twin-rk356x", "pass", "pass"), job
+    assert job["kernel"]["realtime"] and [t["cpu"] for t in m["output"]["threads"]] == [0, 1, 2, 3]
+    jid = via_server.stdout.split()[0]
+    rec = tmp_path / "fetched" / f"job-{jid}"
+    show = json.loads((rec / "job.json").read_text())
+    assert show["device"] == "twin-rk356x-01" and show["device_type"] == "qemu-uboot-aarch64"
+    log = (rec / "log.yaml").read_text()
+    # U-Boot fetched kernel and ramdisk from the TFTP server at QEMU's gateway
+    assert "setenv serverip 10.0.2.2" in log and "tftp 0x40400000" in log and "Starting kernel" in log
+
+
 @pytest.mark.long
 def test_a_broken_device_is_taken_offline_by_its_health_check(lab):
     lab_, st = lab

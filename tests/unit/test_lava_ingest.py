@@ -488,3 +488,32 @@ def test_local_lab_device_template_sets_the_boards_machine():
     assert "{% set arch = 'arm64' %}" in text and "{% set machine = 'virt' %}" in text
     assert "{% set cpu = 'cortex-a57' %}" in text and "{% set no_kvm = True %}" in text
     assert '"-smp 2"' in text and "-initrd" not in text
+
+
+def test_local_lab_takes_the_twins_and_uboot_boards_as_lava_run_runs_them(tmp_path):
+    """`lab up --board`: any board that runs here gets a device of its own
+    device type; a twin's or U-Boot board's template is its lava-run
+    dictionary, with the TFTP server's address of its --dispatcher file
+    written where LAVA substitutes {SERVER_IP} (the lab's worker has no
+    per-board dispatcher file); jobs for them carry the board's tag, since
+    boards share device types."""
+    import jinja2
+    import yaml
+
+    from rtlab.errors import RtlabError
+    from rtlab.lava.boards import load_lava_boards
+    from rtlab.lava.lab import LocalLavaLab, device_type_template
+
+    assert sorted(LocalLavaLab(tmp_path).lab_boards()) == ["qemu-aarch64", "qemu-x86_64"]
+    lab = LocalLavaLab(tmp_path, boards=["twin-rk356x", "twin-imx6q"])
+    assert {n: lb.device_type for n, lb in lab.lab_boards().items()} == \
+        {"twin-rk356x": "qemu-uboot-aarch64", "twin-imx6q": "qemu"}
+    with pytest.raises(RtlabError, match="rk3568-rock-3a"):  # a real board needs its lab
+        LocalLavaLab(tmp_path, boards=["rk3568-rock-3a"]).lab_boards()
+    lb = load_lava_boards()["twin-rk356x"]
+    text = device_type_template(lb)
+    assert "{SERVER_IP}" in lb.device.read_text() and "{SERVER_IP}" not in text
+    rendered = yaml.safe_load(jinja2.Template(text).render(extra_kernel_args="quiet"))  # as the server does
+    commands = rendered["actions"]["boot"]["methods"]["u-boot"]["ramdisk"]["commands"]
+    assert "setenv serverip 10.0.2.2" in commands  # QEMU's user network: its TFTP server
+    assert rendered["commands"]["connect"] == yaml.safe_load(lb.device.read_text())["commands"]["connect"]

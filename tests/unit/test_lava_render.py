@@ -327,3 +327,57 @@ def test_rtla_job_on_a_kernel_without_the_tracer_says_not_available(tmp_path):
     reason = (tmp_path / NOT_AVAILABLE_TEXT).read_text()
     assert reason.startswith("the kernel has no timerlat tracer (CONFIG_TIMERLAT_TRACER): ")
     assert (tmp_path / "exit_code").read_text().strip() == "0" and not (tmp_path / "stdout.txt").exists()
+
+
+def test_a_kernel_tree_renders_jobs_that_boot_its_builds(tmp_path, monkeypatch):
+    """--kernel-tree: each job deploys the kernel built from the tree (its
+    own checksum, not the Debian flavour's the variant would otherwise boot),
+    checks that release on the board, names the commit; a variant whose
+    kernel did not build gets no job but a build_failed entry. (The build is
+    the kernel cache's: stubbed here at build_kernels, which the labgrid path
+    shares; tests/integration/test_gitlab_ci.py builds for real.)"""
+    import hashlib
+
+    from rtlab.kernel.build import BuiltKernel
+    from rtlab.lava import render as render_mod
+    from rtlab.run.runner import KernelBuildFailed
+
+    image = tmp_path / "Image"
+    image.write_bytes(b"a kernel built from the commit under test")
+    commit = "c0ffee" * 6 + "abcd"
+    built = BuiltKernel(path=image, config=tmp_path / ".config", release="6.12.117-rtlab+",
+                        build_json={"commit": commit, "describe": "v6.12.117-1-gc0ffee", "preempt": "dynamic",
+                                    "uname_v": "#1 SMP PREEMPT_DYNAMIC", "fragments": [{"name": "preempt-dynamic"}]})
+    seen = {}
+
+    def fake_build(jobs, images, kernel_tree, progress):
+        seen["tree"] = kernel_tree
+        return {("qemu-aarch64", "preempt"): built,
+                ("qemu-aarch64", "rt"): KernelBuildFailed("kernel build failed (aarch64): CONFIG_PREEMPT_RT gone")}
+
+    monkeypatch.setattr(render_mod, "build_kernels", fake_build)
+    campaign = load_campaign(boards=["qemu-aarch64"], variants=["preempt", "rt"])
+    index = render_campaign(campaign, tmp_path / "jobs", lab_boards=False, kernel_tree=tmp_path, commit=commit)
+    assert seen["tree"] == tmp_path
+    assert {(j["board"], j["variant"]) for j in index["jobs"]} == {("qemu-aarch64", "preempt")}
+    (failed,) = index["build_failed"]
+    assert (failed["board"]["name"], failed["variant"]["name"]) == ("qemu-aarch64", "rt")
+    assert "CONFIG_PREEMPT_RT" in failed["error"] and failed["budgets"]
+    for entry in index["jobs"]:
+        job, spec = load_job(tmp_path / "jobs" / entry["file"])
+        kernel = job["actions"][0]["deploy"]["images"]["kernel"]
+        assert kernel["url"] == image.resolve().as_uri()
+        assert kernel["sha256sum"] == hashlib.sha256(image.read_bytes()).hexdigest()
+        assert spec["kernel"]["commit"] == commit and spec["kernel"]["release"] == "6.12.117-rtlab+"
+        assert job["job_name"].endswith(commit[:12]) and job["metadata"]["rtlab.commit"] == commit
+        steps = [s for d in job["actions"][2]["test"]["definitions"] for s in d["repository"]["run"]["steps"]]
+        assert any('"$(uname -r)" = 6.12.117-rtlab+' in s for s in steps)
+    # the same index through `rtlab lava run`: no job to run, the failed
+    # build judged as the labgrid path judges it (FAIL, exit 1, never INFRA)
+    res = subprocess.run([sys.executable, "-m", "rtlab.cli", "lava", "run", str(tmp_path / "jobs"), "--variant", "rt",
+                          "--results", str(tmp_path / "results")], cwd=ROOT, capture_output=True, text=True,
+                         timeout=300)
+    assert res.returncode == 1, res.stdout + res.stderr
+    run = json.loads((tmp_path / "results" / "latest" / "run.json").read_text())
+    (jr,) = run["jobs"]
+    assert jr["verdict"] == "fail" and "CONFIG_PREEMPT_RT" in jr["build_error"] and jr["infra_error"] is None
