@@ -318,7 +318,10 @@ def submit(args) -> int:
     for f, jid in ids.items():
         print(f"{jid}\t{f}")
     if not args.wait:
-        return 0
+        # nothing to wait for, but a variant that did not build is a FAIL now
+        for b in args.build_failed:
+            print(f"FAIL {b['board']['name']}/{b['variant']['name']}: {b['error']}")
+        return 1 if args.build_failed else 0
     for f, jid in ids.items():
         definition, _ = load_job(Path(f))
         dispatch.wait(jid, identity=identity, uri=uri, timeout_s=args.timeout or dispatch.wait_allowance(definition),
