@@ -347,20 +347,8 @@ def check_inputs(s: Settings, store=None, has_history: Optional[Callable[[], int
     gitdir = Path(_git(tree, "rev-parse", "--absolute-git-dir").stdout.strip())
     if (gitdir / "BISECT_START").exists():
         raise BisectInputError("--kernel-tree", f"{tree}: a git bisect is under way (git bisect reset first)")
-    # not stripped: "XY path" keeps its columns (" M a" stripped lost the path: "e.g. )")
-    dirty = [ln for ln in _git(tree, "status", "--porcelain").stdout.splitlines() if ln.strip()]
-    if dirty:
-        n = len(dirty)
-        raise BisectInputError("--kernel-tree", f"{tree}: has local changes ({n} path{'s' * (n != 1)}, "
-                                                f"e.g. {dirty[0][3:]}); commit or stash them")
-    shas = {}
-    for opt, ref in (("--good", s.good), ("--bad", s.bad)):
-        if not ref or ref.startswith("-"):
-            raise BisectInputError(opt, f"{ref!r} is not a commit")
-        r = _git(tree, "rev-parse", "-q", "--verify", f"{ref}^{{commit}}", check=False)
-        if r.returncode != 0:
-            raise BisectInputError(opt, f"unknown commit {ref!r} in {tree}")
-        shas[opt] = r.stdout.strip()
+    require_clean(tree, BisectInputError)
+    shas = {opt: commit_of(tree, opt, ref, BisectInputError) for opt, ref in (("--good", s.good), ("--bad", s.bad))}
     g, b = shas["--good"], shas["--bad"]
     if g == b:
         raise BisectInputError("--bad", f"good and bad are the same commit {g[:12]}")
@@ -374,6 +362,26 @@ def check_inputs(s: Settings, store=None, has_history: Optional[Callable[[], int
                                         "(nothing was ever measured for this key: check board, variant, "
                                         "suite and load)")
     return {"good": g, "bad": b}
+
+
+def require_clean(tree: Path, error: type[InputError] = InputError) -> None:
+    """A tree rtlab may check out commits in: no local changes."""
+    # not stripped: "XY path" keeps its columns (" M a" stripped lost the path: "e.g. )")
+    dirty = [ln for ln in _git(tree, "status", "--porcelain").stdout.splitlines() if ln.strip()]
+    if dirty:
+        n = len(dirty)
+        raise error("--kernel-tree", f"{tree}: has local changes ({n} path{'s' * (n != 1)}, "
+                                     f"e.g. {dirty[0][3:]}); commit or stash them")
+
+
+def commit_of(tree: Path, opt: str, ref: str, error: type[InputError] = InputError) -> str:
+    """The full sha of *ref* (a user's option *opt*) in *tree*, or *error*."""
+    if not ref or ref.startswith("-"):
+        raise error(opt, f"{ref!r} is not a commit")
+    r = _git(tree, "rev-parse", "-q", "--verify", f"{ref}^{{commit}}", check=False)
+    if r.returncode != 0:
+        raise error(opt, f"unknown commit {ref!r} in {tree}")
+    return r.stdout.strip()
 
 
 def store_history_count(store, s: Settings) -> int:

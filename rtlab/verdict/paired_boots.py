@@ -1,0 +1,76 @@
+"""Paired A/B boots (issue #23, item 3b): the baseline kernel and the
+candidate built from one tree and booted alternately on one board, A B,
+B A, A B ..., each boot a run of its own; the paired verdict
+(rtlab.verdict.paired) then tests the differences within each pair, which
+no session effect (host, neighbours, a noisy hour) can fake.
+
+    run_pairs(campaign, tree, baseline_rev, candidate_rev, pairs, results)
+
+The tree is checked out at each side's commit in turn (a clean tree,
+refused otherwise, and put back where it was afterwards, even on error or
+cancel); both kernels come from rtlab's kernel cache after their first
+build, so a pair costs two boots. The order alternates between pairs so
+that a drift across the session (the host warming, a neighbour starting)
+falls on each side equally. Every run is on disk under
+``<results>/baseline`` and ``<results>/candidate`` and ``pairs.json``
+names them as they finish, before anything is judged.
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from pathlib import Path
+from typing import Callable
+
+from ..core.model import RunResult
+from ..kernel import tree_state
+from ..plan.campaign import Campaign
+from .bisect import _git, commit_of, original_head, require_clean, restore
+from ..run.runner import run_campaign
+
+SIDES = ("baseline", "candidate")
+
+
+def resolve(tree: Path, baseline: str, candidate: str) -> dict[str, str]:
+    """Both commits (full shas) in a clean kernel tree, or InputError."""
+    tree_state(tree)  # a kernel tree, a git repository, its top
+    require_clean(tree)
+    return {side: commit_of(tree, f"--{side}", ref) for side, ref in zip(SIDES, (baseline, candidate))}
+
+
+def run_pairs(campaign: Campaign, tree: Path, baseline: str, candidate: str, pairs: int, results: Path,
+              progress: Callable[[str], None]) -> tuple[list[RunResult], list[RunResult]]:
+    """Measure `pairs` pairs; returns (baseline runs, candidate runs), pair
+    i being the i-th of each (a pair whose run raised is not returned)."""
+    tree = Path(tree)
+    shas = resolve(tree, baseline, candidate)
+    campaign = replace(campaign, repeat=1)
+    record = {"tree": str(tree), "commits": shas, "pairs": []}
+    results.mkdir(parents=True, exist_ok=True)
+    out: dict[str, list[RunResult]] = {s: [] for s in SIDES}
+    orig = original_head(tree)
+    try:
+        for i in range(pairs):
+            order = SIDES if i % 2 == 0 else tuple(reversed(SIDES))
+            done: dict[str, RunResult] = {}
+            entry: dict[str, object] = {"pair": i + 1, "order": list(order)}
+            for side in order:
+                _git(tree, "checkout", "-q", "--detach", shas[side])
+                label = f"pair {i + 1}/{pairs} {side}"
+
+                def said(m: str, label: str = label) -> None:
+                    progress(f"{label}: {m}")
+
+                run, run_dir = run_campaign(
+                    campaign, results_root=results / side, kernel_tree=tree, evidence=False, progress=said,
+                    commit={"sha": shas[side], "pipeline_kind": "local", "paired": f"{side} {i + 1}"})
+                done[side] = run
+                entry[side] = str(run_dir)
+                progress(f"pair {i + 1}/{pairs} {side} ({shas[side][:12]}): {run.verdict.value} -> {run_dir}")
+            for side in SIDES:
+                out[side].append(done[side])
+            record["pairs"].append(entry)  # type: ignore[attr-defined]
+            (results / "pairs.json").write_text(json.dumps(record, indent=2) + "\n")
+    finally:
+        restore(tree, orig)
+    return out["baseline"], out["candidate"]
