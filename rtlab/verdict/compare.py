@@ -47,6 +47,28 @@ UNDECIDED = "undecided"
 OUTCOME_EXIT = {NO_REGRESSION: 0, REGRESSION: 1, UNDECIDED: 2}
 
 
+class CampaignOutcome:
+    """A comparison's outcome and exit code from its keys' and problems: a
+    regression anywhere wins (it is definitive); else any undecided key, a
+    problem or no key at all is undecided; else no regression."""
+
+    keys: list
+    problems: list[str]
+
+    @property
+    def outcome(self) -> str:
+        outcomes = [k.outcome for k in self.keys]
+        if REGRESSION in outcomes:
+            return REGRESSION
+        if self.problems or UNDECIDED in outcomes or not outcomes:
+            return UNDECIDED
+        return NO_REGRESSION
+
+    @property
+    def exit_code(self) -> int:
+        return OUTCOME_EXIT[self.outcome]
+
+
 # -- replicates -------------------------------------------------------------
 @dataclass
 class Replicate:
@@ -336,7 +358,7 @@ class KeyComparison:
 
 
 @dataclass
-class Comparison:
+class Comparison(CampaignOutcome):
     keys: list[KeyComparison] = field(default_factory=list)
     #: problems of the whole comparison (no runs, mixed campaigns): undecided
     problems: list[str] = field(default_factory=list)
@@ -354,19 +376,6 @@ class Comparison:
     #: ``rtlab run --repeat-until-decided``: the candidate's batches of
     #: repeats, each with the keys it measured (rtlab.verdict.sequential)
     batches: list[dict[str, Any]] = field(default_factory=list)
-
-    @property
-    def outcome(self) -> str:
-        outs = {k.outcome for k in self.keys}
-        if REGRESSION in outs:
-            return REGRESSION
-        if self.problems or UNDECIDED in outs or not self.keys:
-            return UNDECIDED
-        return NO_REGRESSION
-
-    @property
-    def exit_code(self) -> int:
-        return OUTCOME_EXIT[self.outcome]
 
     def lines(self) -> list[str]:
         out = [f"baseline: {self.baseline_source or ', '.join(self.baseline_runs)} "

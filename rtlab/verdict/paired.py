@@ -49,7 +49,7 @@ from scipy import stats as sps
 
 from ..core.model import MeasurementKey, RunResult
 from ..plan.policy import MinEffect, Policy
-from .compare import (NO_REGRESSION, OUTCOME_EXIT, REGRESSION, UNDECIDED, Replicate, parameter_differences,
+from .compare import (NO_REGRESSION, REGRESSION, UNDECIDED, CampaignOutcome, Replicate, parameter_differences,
                       side_from_runs)
 from .stats import RUN_STATISTICS
 
@@ -106,7 +106,7 @@ class PairedKey:
 
 
 @dataclass
-class PairedComparison:
+class PairedComparison(CampaignOutcome):
     policy: Policy
     baseline_runs: list[str]
     candidate_runs: list[str]
@@ -114,19 +114,6 @@ class PairedComparison:
     problems: list[str] = field(default_factory=list)
     #: the one-sided level of each REGRESSION bound (alpha / gating tests)
     alpha_per_test: float = float("nan")
-
-    @property
-    def outcome(self) -> str:
-        outcomes = [k.outcome for k in self.keys]
-        if REGRESSION in outcomes:
-            return REGRESSION
-        if self.problems or not outcomes or UNDECIDED in outcomes:
-            return UNDECIDED
-        return NO_REGRESSION
-
-    @property
-    def exit_code(self) -> int:
-        return OUTCOME_EXIT[self.outcome]
 
     def lines(self) -> list[str]:
         out = [f"paired verdict: {len(self.baseline_runs)} baseline and {len(self.candidate_runs)} candidate runs, "

@@ -436,6 +436,17 @@ def _repo(kernel_project: dict) -> Path:
 LAVA_BUDGET_US = 1
 
 
+def board_device_healthy(lab, st) -> None:
+    """Until the board's device has passed its health check (the lab's first
+    job on it): a Bad device would leave a pipeline's job queued until
+    --wait gives up."""
+    deadline = time.monotonic() + 1500
+    while (health := lab.api(st, f"devices/{BOARD}-01/")["health"]) not in ("Good", "Bad"):
+        assert time.monotonic() < deadline, f"{BOARD}-01 still {health} after 1500 s"
+        time.sleep(5)
+    assert health == "Good", f"{BOARD}-01 failed its health check: see {lab.dir / 'log'}"
+
+
 def test_lava_lab_runs_the_test_stage_and_the_same_gate_judges_it(lava_lab, tmp_path_factory, tmp_path):
     """RTLAB_LAB=lava (rtlab's own pipeline, "Run pipeline" in the web UI):
     no kernel build and no labgrid test job; test-lava renders the campaign's
@@ -449,13 +460,7 @@ def test_lava_lab_runs_the_test_stage_and_the_same_gate_judges_it(lava_lab, tmp_
     from conftest import rtlab, rtlab_retry_infra
 
     lab, st = lava_lab
-    # the board's device passed its health check (the lab's first job on it):
-    # a Bad device would leave the pipeline's job queued until --wait gives up
-    deadline = time.monotonic() + 1500
-    while (health := lab.api(st, f"devices/{BOARD}-01/")["health"]) not in ("Good", "Bad"):
-        assert time.monotonic() < deadline, f"{BOARD}-01 still {health} after 1500 s"
-        time.sleep(5)
-    assert health == "Good", f"{BOARD}-01 failed its health check: see {lab.dir / 'log'}"
+    board_device_healthy(lab, st)
     proj = make_ci_project(tmp_path_factory.mktemp("rtlab-ci-lava") / "lava", "rt", budget_us=LAVA_BUDGET_US)
     # the same job for lava-run: the CI project's campaign, rendered as test-lava renders it
     jobs = tmp_path / "lava-run-jobs"
@@ -527,11 +532,7 @@ def test_kernel_push_on_a_lava_lab_boots_the_commits_own_kernel(lava_lab, kernel
     rt variant does not build is FAIL with the build error, never INFRA, as
     in the labgrid test job."""
     lab, st = lava_lab
-    deadline = time.monotonic() + 1500
-    while (health := lab.api(st, f"devices/{BOARD}-01/")["health"]) not in ("Good", "Bad"):
-        assert time.monotonic() < deadline, f"{BOARD}-01 still {health} after 1500 s"
-        time.sleep(5)
-    assert health == "Good", f"{BOARD}-01 failed its health check: see {lab.dir / 'log'}"
+    board_device_healthy(lab, st)
     good = kernel_project["good"]
     r, clone, logs = run_pipeline(ci_projects["preempt"], _repo(kernel_project), good, "lava-good", tmp_path,
                                   RTLAB_LAB="lava", RTLAB_LAVA_LAB_DIR=str(lab.dir), KERNEL_BRANCH="main",
