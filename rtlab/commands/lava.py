@@ -29,6 +29,7 @@ from ..errors import InputError, RtlabError
 from ..lava import dispatch
 from ..lava.dispatch import record_name, run_job, validate_pipeline
 from ..lava.ingest import ingest_records, load_record
+from ..lava.boards import load_lava_boards
 from ..lava.lab import DEVICE_TYPE, LocalLavaLab
 from ..lava.render import dump_job, load_job, render_campaign
 from ..lava.schema import validate_files
@@ -311,40 +312,44 @@ def submit(args) -> int:
     identity, uri = _server(args)
     files = _job_files(args.jobs)
     # variants whose kernel did not build have no job: judged with the rest
-    args.build_failed = _build_failures(args.jobs)
-    if not files and not args.build_failed:
+    failed = _build_failures(args.jobs)
+    if not files and not failed:
         raise InputError(" ".join(map(str, args.jobs)), "no LAVA jobs to submit")
     ids = dispatch.submit(files, identity=identity, uri=uri) if files else {}
     for f, jid in ids.items():
         print(f"{jid}\t{f}")
     if not args.wait:
         # nothing to wait for, but a variant that did not build is a FAIL now
-        for b in args.build_failed:
+        for b in failed:
             print(f"FAIL {b['board']['name']}/{b['variant']['name']}: {b['error']}")
-        return 1 if args.build_failed else 0
+        return 1 if failed else 0
     for f, jid in ids.items():
         definition, _ = load_job(Path(f))
         dispatch.wait(jid, identity=identity, uri=uri, timeout_s=args.timeout or dispatch.wait_allowance(definition),
                       progress=progress)
-    args.job_ids = list(ids.values())
-    args.ingest = True
-    return fetch(args)
+    return _fetch(args, list(ids.values()), ingest=True, build_failed=failed)
 
 
 def fetch(args) -> int:
+    return _fetch(args, args.job_ids, ingest=args.ingest)
+
+
+def _fetch(args, job_ids, *, ingest: bool, build_failed=()) -> int:
+    """Each job's record from the server; with *ingest*, the one results path
+    (with *build_failed*: variants whose kernel did not build, FAIL)."""
     progress = _progress()
     identity, uri = _server(args)
     out = args.out or Path(RESULTS) / "lava-fetch"
     records = []
-    for jid in args.job_ids:
+    for jid in job_ids:
         rec = dispatch.fetch(jid, out / f"job-{jid}", identity=identity, uri=uri)
         progress(f"LAVA job {jid} -> {rec}")
         records.append(rec)
-    if not args.ingest:
+    if not ingest:
         return 0
     run_res, run_dir = ingest_records([load_record(r) for r in records], args.results or Path(RESULTS),
                                       budgets_file=args.budgets, commit=commit_from_env(),
-                                      build_failed=getattr(args, "build_failed", ()), progress=progress)
+                                      build_failed=build_failed, progress=progress)
     return _finish(run_res, run_dir)
 
 
@@ -357,8 +362,10 @@ def lab_up(args) -> int:
         # this call's boards (the checks of earlier `up --board` calls stand)
         lab.write_health_checks(st, render_health_checks(lab.dir / "health-job", sorted(lab.lab_boards()),
                                                          progress))
+    lava_boards = load_lava_boards()
     for dev, board in sorted(st.devices.items()):
-        progress(f"  device {dev} (device type {st.device_types.get(dev, DEVICE_TYPE)}, tag {board})")
+        dtype = lava_boards[board].device_type if board in lava_boards else DEVICE_TYPE
+        progress(f"  device {dev} (device type {dtype}, tag {board})")
     print(f"LAVA lab up: {st.url} (lavacli --uri: see `rtlab lava lab status --json`; "
           f"rtlab lava submit --local-lab)")
     return 0
@@ -391,8 +398,6 @@ def lab_status(args) -> int:
 def render_health_checks(out: Path, boards: list[str], progress) -> dict[str, Path]:
     """Each board's health check: its rt kernel booted, the kernel facts
     checked, cyclictest for 1 s (rendered like any rtlab job)."""
-    from ..lava.boards import load_lava_boards
-
     campaign_file = out / "campaign.yaml"
     out.mkdir(parents=True, exist_ok=True)
     # a campaign names rtlab boards; LAVA-only boards (lava/boards.yaml lab:)

@@ -93,7 +93,6 @@ class LabState:
     token: str = ""
     worker_token: str = ""
     devices: dict[str, str] = field(default_factory=dict)      # device hostname -> rtlab board
-    device_types: dict[str, str] = field(default_factory=dict)  # device hostname -> LAVA device type
     pids: dict[str, list[int]] = field(default_factory=dict)   # service -> [pid, start ticks]
 
     @property
@@ -303,7 +302,6 @@ class LocalLavaLab:
         # the devices of earlier `up --board` calls stay the lab's
         st.token, st.worker_token = answer["token"], answer["worker_token"]
         st.devices = {**st.devices, **{d: name for d, (name, _) in devices.items()}}
-        st.device_types = {**st.device_types, **{d: t for d, (_, t) in devices.items()}}
 
     def _spawn(self, st: LabState, service: str, cmd: list[str]) -> None:
         if st.running(service):

@@ -45,7 +45,8 @@ def run_pairs(campaign: Campaign, tree: Path, baseline: str, candidate: str, pai
     tree = Path(tree)
     shas = resolve(tree, baseline, candidate)
     campaign = replace(campaign, repeat=1)
-    record = {"tree": str(tree), "commits": shas, "pairs": []}
+    done_pairs: list[dict[str, object]] = []
+    record = {"tree": str(tree), "commits": shas, "pairs": done_pairs}
     results.mkdir(parents=True, exist_ok=True)
     out: dict[str, list[RunResult]] = {s: [] for s in SIDES}
     orig = original_head(tree)
@@ -69,7 +70,7 @@ def run_pairs(campaign: Campaign, tree: Path, baseline: str, candidate: str, pai
                 progress(f"pair {i + 1}/{pairs} {side} ({shas[side][:12]}): {run.verdict.value} -> {run_dir}")
             for side in SIDES:
                 out[side].append(done[side])
-            record["pairs"].append(entry)  # type: ignore[attr-defined]
+            done_pairs.append(entry)
             (results / "pairs.json").write_text(json.dumps(record, indent=2) + "\n")
     finally:
         restore(tree, orig)

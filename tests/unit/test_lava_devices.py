@@ -8,11 +8,11 @@ therefore never matched: measured on the local LAVA lab, a twin-rk356x job
 timed out in auto-login although "Linux version" was in its log, because the
 kernel's console burst began with it. The dictionaries read 2000 bytes."""
 import re
-import time
 from pathlib import Path
 
 import jinja2
 import pexpect
+from pexpect import fdpexpect
 import yaml
 
 from rtlab import ROOT
@@ -40,19 +40,17 @@ def serial_dictionaries() -> dict[str, dict]:
 
 
 def burst_expect(tmp_path: Path, maxread: int, window: int) -> bool:
-    """A console burst that starts like the kernel's, read in full reads as
-    pexpect does once the output has piled up: is "Linux version" matched?"""
+    """A console burst that starts like the kernel's, read in full reads of
+    `maxread` bytes (a file: every read is full, as when the burst has piled
+    up before pexpect reads; no timing involved): is "Linux version" matched?"""
     burst = tmp_path / "burst.txt"
     burst.write_text("[    0.000000] Booting Linux on physical CPU 0x0\n"
                      "[    0.000000] Linux version 6.1.0-rt-arm64 (gcc-12)\n"
                      + "".join(f"[    0.{i:06d}] more of the console's first burst\n" for i in range(300)))
-    child = pexpect.spawn("sh", ["-c", f"sleep 0.2; cat {burst}; sleep 5"], encoding="utf-8",
-                          searchwindowsize=window, maxread=maxread)
-    try:
-        time.sleep(1.5)  # the whole burst waits in the pty: pexpect's reads are full
-        return child.expect(["Linux version [0-9]", pexpect.TIMEOUT], timeout=2) == 0
-    finally:
-        child.close(force=True)
+    with open(burst, "rb") as f:
+        child = fdpexpect.fdspawn(f.fileno(), encoding="utf-8", searchwindowsize=window, maxread=maxread,
+                                  timeout=5)
+        return child.expect(["Linux version [0-9]", pexpect.EOF]) == 0
 
 
 def test_a_full_read_of_lavas_default_size_hides_the_kernels_first_lines(tmp_path):
