@@ -1,9 +1,11 @@
 # Sourced by the CI jobs (.gitlab-ci.yml): which store branch this pipeline's
 # runs are filed under and which branch's baseline the regression verdict
 # compares them with. Sets RTLAB_KERNEL_BRANCH and RTLAB_BASELINE_BRANCH
-# (empty: budgets only) and RTLAB_VERDICT_FOR (what the pipeline is, said in
-# the gate log). Variables come from the kernel project's trigger (merge
-# request pipelines from a fork can set them): checked here, quoted always.
+# (empty: budgets only), RTLAB_VERDICT_FOR (what the pipeline is, said in
+# the gate log) and RTLAB_BASE_SHA (the baseline commit for paired boots,
+# from KERNEL_BASE_SHA; empty: none). Variables come from the kernel
+# project's trigger (merge request pipelines from a fork can set them):
+# checked here, quoted always.
 #
 #   kernel merge request  KERNEL_SHA + KERNEL_MR_IID (+ KERNEL_TARGET_BRANCH,
 #                         KERNEL_MR_SOURCE_BRANCH): filed under the source
@@ -44,9 +46,21 @@ else
     RTLAB_VERDICT_FOR="rtlab merge request into $CI_MERGE_REQUEST_TARGET_BRANCH_NAME"
   fi
 fi
+# the baseline commit (KERNEL_BASE_SHA: a merge request's diff base, a
+# push's previous commit) for board classes whose baseline is paired boots
+# (`rtlab baseline method`); a new branch's all-zero "before" is none
+RTLAB_BASE_SHA=""
+if [ -n "${KERNEL_BASE_SHA:-}" ] && [ -n "${KERNEL_REPO:-}" ]; then
+  case "$KERNEL_BASE_SHA" in
+    *[!0-9a-f]*) _vd_fail "KERNEL_BASE_SHA=$KERNEL_BASE_SHA is not a commit id"; return 1;;
+  esac
+  [ ${#KERNEL_BASE_SHA} -ge 7 ] && [ ${#KERNEL_BASE_SHA} -le 40 ] \
+    || _vd_fail "KERNEL_BASE_SHA=$KERNEL_BASE_SHA is not a commit id" || return 1
+  case "$KERNEL_BASE_SHA" in *[!0]*) RTLAB_BASE_SHA=$KERNEL_BASE_SHA;; esac
+fi
 if [ "${RTLAB_REGRESSION:-1}" != 1 ]; then
   RTLAB_BASELINE_BRANCH=""
   RTLAB_VERDICT_FOR="$RTLAB_VERDICT_FOR (RTLAB_REGRESSION=$RTLAB_REGRESSION: budgets only)"
 fi
-export RTLAB_KERNEL_BRANCH RTLAB_BASELINE_BRANCH RTLAB_VERDICT_FOR
-echo "verdict: $RTLAB_VERDICT_FOR; runs filed under branch '${RTLAB_KERNEL_BRANCH}'${RTLAB_BASELINE_BRANCH:+, baseline: branch '$RTLAB_BASELINE_BRANCH'}, ${RTLAB_REPEAT:-1} repeats"
+export RTLAB_KERNEL_BRANCH RTLAB_BASELINE_BRANCH RTLAB_VERDICT_FOR RTLAB_BASE_SHA
+echo "verdict: $RTLAB_VERDICT_FOR; runs filed under branch '${RTLAB_KERNEL_BRANCH}'${RTLAB_BASELINE_BRANCH:+, baseline: branch '$RTLAB_BASELINE_BRANCH'}${RTLAB_BASE_SHA:+ (or commit $RTLAB_BASE_SHA where paired)}, ${RTLAB_REPEAT:-1} repeats"

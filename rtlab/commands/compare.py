@@ -29,6 +29,13 @@ def register(sub):
                      help="the budget file whose regression: section is pinned with the runs "
                           "(default: the first --like run's budgets.yaml)")
     pin.set_defaults(func=baseline_pin)
+    meth = bsub.add_parser("method", help="print the baseline method the policy sets for a board's "
+                                          "budget class: store or paired (CI's test job asks)")
+    meth.add_argument("--campaign", "-c", help="campaign file or preset (default: campaigns/default.yaml)")
+    meth.add_argument("--board", "-b", required=True)
+    meth.add_argument("--budgets", type=Path, metavar="FILE",
+                      help="budget file whose regression: section says (default: the campaign's)")
+    meth.set_defaults(func=baseline_method)
     der = bsub.add_parser("derive", help="absolute budgets from repeated runs: per key the p99 and "
                                          "p99.9 one more run stays below with 99 %% probability")
     der.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR")
@@ -144,6 +151,26 @@ def baseline_pin(args) -> int:
     print(f"baseline {args.name}: campaign {doc['campaign']}, branch {doc['branch']}, pinned {doc['pinned_at']}")
     for label, ids in sorted(doc["runs"].items()):
         print(f"  {label}: {len(ids)} runs ({', '.join(ids)})")
+    return 0
+
+
+def baseline_method(args) -> int:
+    """``paired`` when the policy's ``baseline:`` says so for the board's
+    budget class and the board boots built kernels; otherwise ``store``
+    (and why, on stderr)."""
+    import sys
+
+    from ..plan.campaign import load_campaign
+
+    campaign = load_campaign(args.campaign, boards=[args.board])
+    policy = load_policy(args.budgets or campaign.budgets)
+    board = campaign.boards[0]
+    method = policy.baseline_for(board.budget_class)
+    why = f"{policy.source}: {board.budget_class}: {method}"
+    if method == "paired" and not board.boots_built_kernels:
+        method, why = "store", f"{why}, but {board.name} cannot boot kernels built from source"
+    print(method)
+    print(f"baseline method for {board.name}: {method} ({why})", file=sys.stderr)
     return 0
 
 

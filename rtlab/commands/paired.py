@@ -49,10 +49,17 @@ def paired(args) -> int:
         raise InputError("--pairs", f"must be 1..{MAX_PAIRS}, got {args.pairs}")
     campaign = load_campaign(args.campaign, boards=[args.board], variants=args.variant, repeat=1)
     policy = load_policy(args.budgets or campaign.budgets)  # typed and ranged before any boot
+    for board in campaign.boards:
+        if not board.boots_built_kernels:
+            # every run would say "not available" and the verdict UNDECIDED:
+            # refused before the first checkout, naming why
+            raise InputError("--board", f"{board.name} cannot boot kernels built from source "
+                                        f"(a {board.kind} board): paired boots need one that can")
     results = args.results or Path("results") / "paired" / new_run_id()
     progress = Progress()
+    from .run import commit_from_env
     base, cand = run_pairs(campaign, args.kernel_tree, args.baseline, args.candidate, args.pairs, results,
-                           progress)
+                           progress, context=commit_from_env() or None)
     cmp = compare_paired(base, cand, policy)
     for line in cmp.lines():
         print(line)

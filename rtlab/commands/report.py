@@ -33,8 +33,13 @@ def register(sub):
                    help="with --vendor: thresholds in µs (default 10,70,100)")
     p.set_defaults(func=report)
     g = sub.add_parser("gate", help="judge runs against budgets; exit 0 pass, 1 over budget, 2 infra")
-    g.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR",
+    g.add_argument("run_dirs", nargs="*", type=Path, metavar="RUN_DIR",
                    help="one or more runs (e.g. every CI test job's): one verdict for all")
+    g.add_argument("--paired", nargs="+", type=Path, default=[], metavar="DIR",
+                   help="results of `rtlab paired` (a CI test job's on a board class whose baseline "
+                        "is paired): their candidate runs judged against budgets with the rest, "
+                        "each session's paired verdict against its own baseline commit's runs, "
+                        "under the policy of --budgets or else the lab's budgets/default.yaml")
     g.add_argument("--budgets", type=Path, help="budget file (default: the one each run used)")
     add_baseline_args(g)  # --baseline RUN_DIR... | --baseline-store [--branch B] [--last K] | --pin NAME
     g.add_argument("--html", type=Path, metavar="FILE",
@@ -70,8 +75,13 @@ def report(args) -> int:
 
 
 def gate(args) -> int:
+    from ..verdict.paired_boots import load_pairs
+
+    if not args.run_dirs and not args.paired:
+        raise InputError("rtlab gate", "no runs: give RUN_DIRs, --paired DIRs or both")
+    sessions = {Path(d): load_pairs(d) for d in args.paired}  # (baseline dirs, candidate dirs)
     verdicts = []
-    for run_dir in args.run_dirs:
+    for run_dir in [*args.run_dirs, *(c for _, cands in sessions.values() for c in cands)]:
         # a run rtlab never finished: its checkpointed soaks are judged on
         # their kept samples (rtlab.run.recover); otherwise INFRA "run killed"
         recovered = recover_checkpointed(run_dir)
@@ -97,28 +107,60 @@ def gate(args) -> int:
                     print(f"gate: {(m.verdict.value if m.verdict else 'infra').upper()} "
                           f"{run_dir}: {m.key.label()}: {'; '.join(m.reasons)}")
     verdict = combine_verdicts(verdicts)
-    n = len(args.run_dirs)
+    n = len(verdicts)
     print(f"gate: {verdict.value.upper()} over {n} run{'s' * (n != 1)}")
-    if not (args.baseline or args.baseline_store or args.pin):
+    store = bool(args.baseline or args.baseline_store or args.pin)
+    if not store and not sessions:
         return EXIT_CODE[verdict]
     # the regression verdict against the baseline, on top of the budgets: a
     # broken budget or a regression fails (1); otherwise anything undecided
     # or infra is 2 (a store that is down included); 0 only when both passed
-
-    args.json = None
-    try:
-        cmp = run_comparison(args, args.run_dirs)
-    except RtlabError as e:
-        print(f"gate: regression verdict: cannot decide: {e}")
-        return 1 if verdict == Verdict.FAIL else 2
-    for line in cmp.lines():
-        print(f"gate: {line}")
-    write_outputs(cmp, args, args.run_dirs)
-    if verdict == Verdict.FAIL or cmp.exit_code == 1:
+    outcomes = [_paired_verdict(d, base, cand, args.budgets) for d, (base, cand) in sessions.items()]
+    if store and args.run_dirs:
+        args.json = None
+        try:
+            cmp = run_comparison(args, args.run_dirs)
+        except RtlabError as e:
+            print(f"gate: regression verdict: cannot decide: {e}")
+            return 1 if verdict == Verdict.FAIL or 1 in [o[1] for o in outcomes] else 2
+        for line in cmp.lines():
+            print(f"gate: {line}")
+        write_outputs(cmp, args, args.run_dirs)
+        outcomes.append((cmp.outcome, cmp.exit_code))
+    codes = [code for _, code in outcomes]
+    if verdict == Verdict.FAIL or 1 in codes:
         rc = 1
-    elif verdict == Verdict.INFRA or cmp.exit_code == 2:
+    elif verdict == Verdict.INFRA or 2 in codes:
         rc = 2
     else:
         rc = 0
-    print(f"gate: exit {rc} (budgets {verdict.value.upper()}, regression verdict {cmp.outcome.upper()})")
+    said = ", ".join(o.upper() for o, _ in outcomes)
+    print(f"gate: exit {rc} (budgets {verdict.value.upper()}, regression verdict {said})")
     return rc
+
+
+def _paired_verdict(results: Path, baseline: list[Path], candidate: list[Path],
+                    budgets: Path | None) -> tuple[str, int]:
+    """One paired session's verdict (rtlab.verdict.paired), recomputed from
+    its runs, printed and written to ``<results>/compare.json``.
+
+    The policy is the gate's --budgets, else the lab's own
+    (budgets/default.yaml of this rtlab checkout). Never the session's:
+    both of its sides ran under the campaign the pipeline named, which a
+    trigger can point at a file of the merge request's, so unlike a store
+    baseline (earlier pipelines) neither side's budget file is the target's."""
+    import json
+
+    from ..core.fsutil import write_replacing
+    from ..plan.campaign import BUDGETS_DIR
+    from ..plan.policy import load_policy
+    from ..verdict.compare import load_runs
+    from ..verdict.paired import compare_paired
+
+    policy = load_policy(budgets if budgets is not None else BUDGETS_DIR / "default.yaml")
+    cmp = compare_paired(load_runs(baseline), load_runs(candidate), policy)
+    print(f"gate: paired boots: {results} ({len(candidate)} pair{'s' * (len(candidate) != 1)})")
+    for line in cmp.lines():
+        print(f"gate: {line}")
+    write_replacing(results / "compare.json", (json.dumps(cmp.to_json(), indent=2) + "\n").encode())
+    return cmp.outcome, cmp.exit_code

@@ -7,10 +7,18 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..core.config import Node, open_node
+from ..core.config import Node, open_node, shown
 
 #: the run-level statistics a policy can name (rtlab.verdict.stats computes them)
 RUN_STATISTICS = ("p50", "p99", "p99.9", "p99.99", "max")
+
+#: where a candidate's baseline comes from (issue #23 item 3): ``store``, the
+#: branch's earlier runs (or a pin) with the between-session spread
+#: estimated; ``paired``, the baseline commit booted in the same job,
+#: alternately with the candidate (`rtlab paired`), which no session effect
+#: can fake but which costs a boot per run and needs a board that boots
+#: built kernels
+BASELINE_METHODS = ("store", "paired")
 
 
 @dataclass(frozen=True)
@@ -54,6 +62,12 @@ class Policy:
     #: (budget class, statistic) -> its own minimum effect, where a class
     #: sets one (qemu-tcg's max: the host's stalls reach tens of ms there)
     statistic_effect: dict[tuple[str, str], MinEffect] = field(default_factory=dict)
+    #: budget class -> its baseline method (BASELINE_METHODS; "*" every
+    #: other class; a class named nowhere: ``store``)
+    baseline: dict[str, str] = field(default_factory=dict)
+
+    def baseline_for(self, budget_class: str) -> str:
+        return self.baseline.get(budget_class) or self.baseline.get("*") or "store"
 
     def effect_for(self, budget_class: str, statistic: str = "") -> MinEffect:
         for cls in (budget_class, "*"):
@@ -74,7 +88,7 @@ class Policy:
         return {"statistics": list(self.statistics), "alpha": self.alpha, "beta": self.beta,
                 "looks": list(self.looks), "min_runs": self.min_runs,
                 "class_statistics": {k: list(v) for k, v in self.class_statistics.items()},
-                "trim": self.trim, "source": self.source,
+                "trim": self.trim, "source": self.source, "baseline": dict(self.baseline),
                 "min_effect": {k: {"relative": v.relative, "abs_us": v.abs_us}
                                for k, v in self.min_effect.items()},
                 "statistic_min_effect": {f"{c}/{st}": {"relative": v.relative, "abs_us": v.abs_us}
@@ -83,7 +97,7 @@ class Policy:
 
 def policy_from_node(node: Node, path: Path) -> Policy:
     """``regression:`` of a budget file, every value typed and ranged."""
-    node.only(["statistics", "alpha", "beta", "looks", "min_runs", "trim", "min_effect"])
+    node.only(["statistics", "alpha", "beta", "looks", "min_runs", "trim", "min_effect", "baseline"])
     d = Policy()
 
     def stat_list(n: Node) -> tuple[str, ...]:
@@ -144,8 +158,14 @@ def policy_from_node(node: Node, path: Path) -> Policy:
             if enode.child(name).value is not None:
                 enode.child(name).only(["relative", "abs_us"])
                 stat_effects[(str(cls), name)] = effect(enode.child(name), effects[str(cls)])
+    # budget class -> store | paired
+    baseline: dict[str, str] = {}
+    for cls, bnode in node.child("baseline").items():
+        if bnode.value not in BASELINE_METHODS:
+            raise bnode.error(f"must be one of {', '.join(BASELINE_METHODS)}, got {shown(bnode.value)}")
+        baseline[str(cls)] = str(bnode.value)
     return Policy(statistics=st, alpha=float(alpha), beta=float(beta), looks=looks,
-                  min_runs=min_runs, trim=float(trim),
+                  min_runs=min_runs, trim=float(trim), baseline=baseline,
                   min_effect=effects, class_statistics=by_class, statistic_effect=stat_effects,
                   source=f"{Path(path).name}: regression")
 

@@ -388,7 +388,10 @@ class Comparison(CampaignOutcome):
         for name, sess in sorted(self.sessions.items()):
             out.append(f"sessions ({name}): between-session variance {sess['tau2_over_sigma2']:.2g} x the "
                        f"within (upper bound {sess['upper_bound']:.2g}, used), p={sess['p']:.2g}: "
-                       + ("the baseline clusters by session" if sess["clusters"] else "no clustering found"))
+                       + ("the baseline clusters by session: its spread is widened by it, and a "
+                          "board that boots built kernels can take paired boots instead "
+                          "(regression: baseline: {<class>: paired}), which no session effect can fake"
+                          if sess["clusters"] else "no clustering found: a store baseline serves"))
         for i, b in enumerate(self.batches, 1):
             keys = b.get("keys") or []
             out.append(f"batch {i}: {b.get('run_id')}: {b.get('repeats')} repeats of {len(keys)} "

@@ -20,7 +20,7 @@ from __future__ import annotations
 import json
 from dataclasses import replace
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Optional
 
 from ..core.model import RunResult
 from ..kernel import tree_state
@@ -39,9 +39,16 @@ def resolve(tree: Path, baseline: str, candidate: str) -> dict[str, str]:
 
 
 def run_pairs(campaign: Campaign, tree: Path, baseline: str, candidate: str, pairs: int, results: Path,
-              progress: Callable[[str], None]) -> tuple[list[RunResult], list[RunResult]]:
+              progress: Callable[[str], None], context: Optional[dict] = None
+              ) -> tuple[list[RunResult], list[RunResult]]:
     """Measure `pairs` pairs; returns (baseline runs, candidate runs), pair
-    i being the i-th of each (a pair whose run raised is not returned)."""
+    i being the i-th of each (a pair whose run raised is not returned).
+
+    *context*: the CI pipeline's commit record (branch, pipeline id and
+    source, the candidate's subject): the candidate's runs carry all of it,
+    so publishing files them under the branch like any run of the commit;
+    the baseline's carry the pipeline but no branch and no subject (they
+    are another commit's, and must not enter the branch's baseline)."""
     tree = Path(tree)
     shas = resolve(tree, baseline, candidate)
     campaign = replace(campaign, repeat=1)
@@ -64,7 +71,7 @@ def run_pairs(campaign: Campaign, tree: Path, baseline: str, candidate: str, pai
 
                 run, run_dir = run_campaign(
                     campaign, results_root=results / side, kernel_tree=tree, evidence=False, progress=said,
-                    commit={"sha": shas[side], "pipeline_kind": "local", "paired": f"{side} {i + 1}"})
+                    commit=_commit_record(context, side, shas[side], i + 1))
                 done[side] = run
                 entry[side] = str(run_dir)
                 progress(f"pair {i + 1}/{pairs} {side} ({shas[side][:12]}): {run.verdict.value} -> {run_dir}")
@@ -74,4 +81,43 @@ def run_pairs(campaign: Campaign, tree: Path, baseline: str, candidate: str, pai
             (results / "pairs.json").write_text(json.dumps(record, indent=2) + "\n")
     finally:
         restore(tree, orig)
+    return out["baseline"], out["candidate"]
+
+
+def _commit_record(context: Optional[dict], side: str, sha: str, pair: int) -> dict:
+    ctx = dict(context or {"pipeline_kind": "local"})
+    if side == "baseline":
+        ctx.pop("branch", None)
+        ctx.pop("subject", None)
+    return {**ctx, "sha": sha, "paired": f"{side} {pair}"}
+
+
+def load_pairs(results: Path) -> tuple[list[Path], list[Path]]:
+    """The run dirs of a paired session's complete pairs, as ``pairs.json``
+    names them: (baseline dirs, candidate dirs), pair i the i-th of each.
+
+    The session may have moved (a CI artifact in another job's checkout):
+    each run is looked up by its name under ``<results>/<side>``, never by
+    the path written at the time; a name that is not a run dir there is
+    an InputError naming the file."""
+    from ..core.config import load_yaml
+    from ..core.rundir import RunDir
+    from ..errors import InputError
+
+    results = Path(results)
+    index = results / "pairs.json"
+    if not index.is_file():
+        raise InputError(index, "missing: not the results of `rtlab paired`")
+    doc = load_yaml(index)  # JSON is YAML; read bounded, duplicate keys refused
+    pairs = doc.get("pairs") if isinstance(doc, dict) else None
+    if not isinstance(pairs, list):
+        raise InputError(index, "pairs: must be a list")
+    out: dict[str, list[Path]] = {s: [] for s in SIDES}
+    for i, entry in enumerate(pairs, 1):
+        for side in SIDES:
+            name = Path(str(entry.get(side, "")) if isinstance(entry, dict) else "").name
+            run_dir = results / side / name
+            if name in ("", ".", "..") or not RunDir(run_dir).run_json.is_file():
+                raise InputError(index, f"pairs: item {i}: {side}: not a run under {results / side}")
+            out[side].append(run_dir)
     return out["baseline"], out["candidate"]

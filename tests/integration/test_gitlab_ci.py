@@ -16,6 +16,10 @@ the regression verdict reads its baselines from).
                                                           -> passes, 3 runs published
     push     the same commit pushed again to `main`       -> the verdict against main's 3 runs
     mr       a kernel merge request into `main`           -> 5 runs, the verdict against main's last 5
+    paired   a kernel merge request (the latency bug) whose board class's
+             baseline is paired, KERNEL_BASE_SHA its diff base
+                                                          -> both commits booted alternately, the
+                                                             paired verdict in the gate, no store
     rtlab-mr rtlab's own merge request into `main`        -> 5 runs, the verdict against main's last 5
     latency  a kthread busy for 400 ms without preemption -> gate FAIL naming the budget
     no-rt    PREEMPT_RT made unreachable in Kconfig       -> gate FAIL, build_error
@@ -170,6 +174,23 @@ def verdict_env(**env) -> dict:
     return {k: out.get(k, "") for k in ("RTLAB_KERNEL_BRANCH", "RTLAB_BASELINE_BRANCH")}
 
 
+def test_the_baseline_commit_for_paired_boots_is_checked():
+    kernel = {"KERNEL_REPO": "https://git.example/linux.git", "KERNEL_SHA": "a" * 40, "KERNEL_BRANCH": "rt-next"}
+
+    def base_sha(value: str):
+        r = subprocess.run(["bash", "-c", f'. "{ROOT}/ci/verdict.sh" && echo "base=$RTLAB_BASE_SHA"'],
+                           capture_output=True, text=True,
+                           env={"PATH": os.environ["PATH"], **kernel, "KERNEL_BASE_SHA": value})
+        return r.returncode, r.stdout.strip().splitlines()[-1] if r.returncode == 0 else r.stderr
+
+    assert base_sha("b" * 40) == (0, "base=" + "b" * 40)
+    assert base_sha("0" * 40) == (0, "base=")        # a new branch's "before": none
+    assert base_sha("") == (0, "base=")
+    for bad in ("HEAD~1", "--upload-pack=x", "b" * 41, "abc", "$(id)"):
+        rc, err = base_sha(bad)
+        assert rc != 0 and "KERNEL_BASE_SHA" in err and "is not a commit id" in err, (bad, err)
+
+
 def test_which_baseline_each_pipeline_is_judged_against():
     kernel = {"KERNEL_REPO": "https://git.example/linux.git", "KERNEL_SHA": "a" * 40}
     # a kernel push: filed under its branch, compared with the branch's earlier runs
@@ -198,8 +219,9 @@ def kernel_project(tmp_path_factory):
     return {**make_kernel_project(src.path, dest), "_path": str(dest)}
 
 
-def make_ci_project(proj: Path, variant: str, budget_us: int = BUDGET_MAX_US) -> Path:
-    """The rtlab CI project: .gitlab-ci.yml narrowed to one board × variant."""
+def make_ci_project(proj: Path, variant: str, budget_us: int = BUDGET_MAX_US, regression: str = "") -> Path:
+    """The rtlab CI project: .gitlab-ci.yml narrowed to one board × variant
+    (*regression*: the budget file's regression: section, YAML)."""
     proj.mkdir(parents=True)
     ci = yaml.safe_load((ROOT / ".gitlab-ci.yml").read_text())
     ci["build"]["parallel"]["matrix"] = [{"ARCH": [ARCH], "VARIANT": [variant]}]
@@ -209,7 +231,7 @@ def make_ci_project(proj: Path, variant: str, budget_us: int = BUDGET_MAX_US) ->
     (proj / "budgets.yaml").write_text(textwrap.dedent(f"""
         budgets:
           qemu-tcg: {{"*": {{"*": {{"*": {{max_us: {budget_us}}}}}}}}}
-    """))
+    """) + regression)
     (proj / "campaign.yaml").write_text(textwrap.dedent(f"""
         name: ci-test
         budgets: budgets.yaml
@@ -424,6 +446,68 @@ def test_dropped_preempt_rt_fails_the_gate_as_build_error(kernel_project, ci_pro
                for ln in lines), lines
     assert not [ln for ln in lines if ln.startswith("gate: INFRA")], lines
     assert "gate exit 1" in logs["gate"]
+
+
+#: a lab's policy that pairs qemu-tcg (shipped: the store, README "Paired
+#: boots"), as the operator's RTLAB_GATE_BUDGETS; two pairs enough to decide
+#: (the shipped min_runs is 3)
+PAIRED_POLICY = """regression:
+  statistics: {"*": [p99, p99.9], qemu-tcg: [max]}
+  min_runs: 2
+  baseline: {"*": store, qemu-tcg: paired}
+  min_effect:
+    qemu-tcg: {relative: 0.5, abs_us: 200, max: {relative: 1.0, abs_us: 20000}}
+"""
+
+
+def test_kernel_merge_request_on_a_paired_class_boots_both_commits(kernel_project, tmp_path_factory, tmp_path):
+    """A kernel merge request whose board class's baseline is paired: the
+    test job boots the merge request's diff base (KERNEL_BASE_SHA) and its
+    head alternately (`rtlab paired`) and the gate judges the pairs, with
+    no store at all. The head is the latency-bug commit under a budget it
+    holds (5 s), so only the regression verdict can catch it: with two
+    pairs it may be REGRESSION or UNDECIDED (the interval of two TCG
+    pairs is wide), never shown unchanged; its power is test_paired.py's."""
+    good, bad = kernel_project["good"], kernel_project["latency"]
+    ci = make_ci_project(tmp_path_factory.mktemp("rtlab-ci-paired") / "preempt", "preempt",
+                         budget_us=5_000_000, regression=PAIRED_POLICY)
+    r, proj, logs = run_pipeline(ci, _repo(kernel_project), bad, "paired-mr", tmp_path, None,
+                                 KERNEL_MR_IID="9", KERNEL_TARGET_BRANCH="main", KERNEL_MR_SOURCE_BRANCH="hog",
+                                 KERNEL_BASE_SHA=good, RTLAB_PAIRS="2",
+                                 # the lab's policy, as an operator sets it (never the campaign's own)
+                                 RTLAB_GATE_BUDGETS=str(tmp_path / "paired-mr" / "budgets.yaml"),
+                                 RTLAB_CI_PAIRED_DIR=str(cache_root() / "ci" / "test-kernel-paired"))
+    test_log = next(v for k, v in logs.items() if k.startswith("test"))
+    assert "baseline method for qemu-aarch64: paired (budgets.yaml: regression: qemu-tcg: paired)" in test_log, \
+        test_log[-3000:]
+    assert "rtlab run exit 0" in test_log, test_log[-3000:]  # the candidate runs' budgets held
+    # the test job's artifact: results/BOARD/VARIANT/{pairs.json,baseline/,candidate/}
+    (session,) = {p.parent for p in (proj / ".gitlab-ci-local" / "artifacts").rglob("pairs.json")}
+    assert session.parts[-2:] == (BOARD, "preempt"), session
+    pairs = json.loads((session / "pairs.json").read_text())
+    assert pairs["commits"] == {"baseline": good, "candidate": bad}
+    assert [p["order"] for p in pairs["pairs"]] == [["baseline", "candidate"], ["candidate", "baseline"]]
+    for p in pairs["pairs"]:  # each side booted its own commit's kernel
+        for side, sha in (("baseline", good), ("candidate", bad)):
+            run = json.loads((session / side / Path(p[side]).name / "run.json").read_text())
+            assert run["commit"]["sha"] == sha, run["commit"]
+            # filed under the merge request's branch: the candidate only
+            assert run["commit"].get("branch") == {"baseline": None, "candidate": "hog"}[side], run["commit"]
+    lines = gate_lines(logs)
+    assert (f"gate: regression verdict for the kernel merge request !9 into main: paired boots against commit "
+            f"{good}: results/{BOARD}/preempt") in lines, lines
+    assert not [ln for ln in lines if "runs of branch main" in ln], lines  # no store was asked
+    assert f"gate: paired boots: results/{BOARD}/preempt (2 pairs)" in lines, lines
+    assert "gate: PASS over 2 runs" in lines, lines
+    v = json.loads(next((proj / ".gitlab-ci-local").rglob(f"results/{BOARD}/preempt/compare.json")).read_text())
+    assert v["method"] == "paired" and v["policy"]["source"] == "budgets.yaml: regression", v
+    (key,) = v["keys"]
+    (mx,) = key["stats"]
+    assert key["key"] == f"{BOARD}/preempt/cyclictest/idle" and mx["name"] == "max" and mx["pairs"] == 2, key
+    assert min(mx["candidate"]) > 300_000, mx  # the 400 ms hog in every boot of the head: its kernel booted
+    assert v["outcome"] in ("regression", "undecided"), v
+    assert f"gate exit {v['exit_code']}" in logs["gate"], logs["gate"][-3000:]
+    print(f"\npaired kernel MR, 2 pairs: {v['outcome']}: max x{mx['ratio']} [{mx['lower']}, {mx['upper']}]")
 
 
 def _repo(kernel_project: dict) -> Path:

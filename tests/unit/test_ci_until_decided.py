@@ -1,7 +1,9 @@
 """The test job of .gitlab-ci.yml with RTLAB_UNTIL_DECIDED (issue #23 item
-2): its script lines run in bash as the runner runs them, `rtlab` replaced
-by a recorder (what the job passes is the point here; the command itself is
-tested on the local board, tests/integration/test_until_decided_local.py)."""
+2) and with paired boots (item 3b): its script lines run in bash as the
+runner runs them, `rtlab` replaced by a recorder (what the job passes is the
+point here; the commands themselves are tested on the local board,
+tests/integration/test_until_decided_local.py, and on QEMU,
+tests/integration/test_paired.py; the whole pipeline in test_gitlab_ci.py)."""
 import os
 import subprocess
 from pathlib import Path
@@ -16,20 +18,35 @@ case "$1" in
   run) for d in b1 b2; do mkdir -p "$RESULTS_DIR/$d"; echo '{}' > "$RESULTS_DIR/$d/run.json"; done
        exit "${RUN_EXIT:-0}";;
   gate) exit "${GATE_EXIT:-0}";;
+  baseline) echo "${METHOD:-store}";;
+  paired) for d in c1 c2; do mkdir -p "$RESULTS_DIR/candidate/$d"; echo '{}' > "$RESULTS_DIR/candidate/$d/run.json"; done
+          exit "${PAIRED_EXIT:-0}";;
 esac
+"""
+
+#: ci/kernel-tree.sh stand-in for the paired tree: says where it was asked to
+#: put the kernel and holds a lock on fd 9 as the real one does
+KERNEL_TREE_SH = """echo "tree $RTLAB_CI_KERNEL_DIR" >> "$LOG"
+KERNEL_TREE=$RTLAB_CI_KERNEL_DIR
+exec 9>"$RTLAB_CI_KERNEL_DIR.lock"; flock -s 9
 """
 
 
 def run_test_job(tmp_path, **env):
     ci = yaml.safe_load((ROOT / ".gitlab-ci.yml").read_text())
     script = "\n".join(ci["test"]["script"])
+    tmp_path.mkdir(parents=True, exist_ok=True)
     rec = tmp_path / "rtlab"
     rec.write_text(RECORDER)
     rec.chmod(0o755)
     log = tmp_path / "log"
+    home = tmp_path / "home"
+    (home / "ci").mkdir(parents=True)
+    (home / "ci" / "kernel-tree.sh").write_text(KERNEL_TREE_SH)
     base = {"PATH": os.environ["PATH"], "RTLAB": str(rec), "LOG": str(log), "BOARD": "qemu-aarch64",
             "VARIANT": "rt", "RTLAB_CAMPAIGN": "default", "KERNEL_TREE": "/k", "RESULTS_DIR":
-            "results/qemu-aarch64/rt", **{k: v for k, v in ci["variables"].items() if isinstance(v, str)}}
+            "results/qemu-aarch64/rt", **{k: v for k, v in ci["variables"].items() if isinstance(v, str)},
+            "RTLAB_HOME": str(home), "KERNEL_REPO": "/repo", "KERNEL_SHA": "c" * 40}
     res = subprocess.run(["bash", "-e", "-c", script], cwd=tmp_path, env={**base, **env},
                          capture_output=True, text=True, timeout=60)
     calls = log.read_text().splitlines() if log.exists() else []
@@ -65,3 +82,30 @@ def test_until_decided_needs_a_baseline(tmp_path):
     # budgets only (an rtlab push): plain repeats, the flag has nothing to decide against
     res, calls, code = run_test_job(tmp_path, RTLAB_UNTIL_DECIDED="1", RTLAB_BASELINE_BRANCH="", RTLAB_REPEAT="3")
     assert calls[0].endswith("--repeat 3") and res.returncode == 0
+
+
+def test_paired_boots_where_the_board_class_says_so(tmp_path):
+    res, calls, code = run_test_job(tmp_path, RTLAB_BASELINE_BRANCH="main", RTLAB_BASE_SHA="b" * 40,
+                                    METHOD="paired", PAIRED_EXIT="2", GATE_EXIT="0",
+                                    RTLAB_CI_PAIRED_DIR=str(tmp_path / "paired-tree"))
+    policy = f"{tmp_path / 'home'}/budgets/default.yaml"  # the lab's, never the campaign's
+    assert calls[0] == f"baseline method --campaign default --board qemu-aarch64 --budgets {policy}", calls
+    # a kernel tree of its own, then the baseline commit and the commit under test, alternately
+    assert calls[1] == f"tree {tmp_path / 'paired-tree'}", calls
+    assert calls[2] == (f"paired --campaign default --board qemu-aarch64 --variant rt --kernel-tree "
+                        f"{tmp_path / 'paired-tree'} --baseline {'b' * 40} --candidate {'c' * 40} --pairs 5 "
+                        f"--results results/qemu-aarch64/rt --budgets {policy}"), calls
+    assert not any(c.startswith("run ") for c in calls)
+    # an undecided paired verdict is the gate's to say: the job's exit is the candidate runs' budgets
+    assert calls[3] == "gate results/qemu-aarch64/rt/candidate/c1 results/qemu-aarch64/rt/candidate/c2", calls
+    assert res.returncode == 0 and code.read_text().strip() == "0"
+    assert calls[4].startswith("junit results/qemu-aarch64/rt/candidate/c1 results/qemu-aarch64/rt/candidate/c2 -o")
+
+
+def test_store_baseline_where_the_class_says_store_or_no_base_commit(tmp_path):
+    res, calls, _ = run_test_job(tmp_path, RTLAB_BASELINE_BRANCH="main", RTLAB_BASE_SHA="b" * 40,
+                                 METHOD="store", RTLAB_REPEAT="5")
+    assert calls[0].startswith("baseline method") and calls[1].startswith("run ") and res.returncode == 0, calls
+    # no baseline commit from the trigger: the method is not even asked
+    res, calls, _ = run_test_job(tmp_path / "b", RTLAB_BASELINE_BRANCH="main", METHOD="paired", RTLAB_REPEAT="5")
+    assert calls[0].startswith("run ") and calls[0].endswith("--repeat 5"), calls
