@@ -18,6 +18,7 @@ from ..plan.campaign import load_campaign
 from ..plan.policy import load_policy
 from ..run.results import new_run_id
 from ..run.runner import Progress
+from .run import commit_from_env
 
 #: at most this many pairs (each two boots): more is a soak
 MAX_PAIRS = 50
@@ -57,9 +58,8 @@ def paired(args) -> int:
                                         f"(a {board.kind} board): paired boots need one that can")
     results = args.results or Path("results") / "paired" / new_run_id()
     progress = Progress()
-    from .run import commit_from_env
     base, cand = run_pairs(campaign, args.kernel_tree, args.baseline, args.candidate, args.pairs, results,
-                           progress, context=commit_from_env() or None)
+                           progress, context=commit_from_env())
     cmp = compare_paired(base, cand, policy)
     for line in cmp.lines():
         print(line)

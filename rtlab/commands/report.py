@@ -75,6 +75,7 @@ def report(args) -> int:
 
 
 def gate(args) -> int:
+    from ..verdict.compare import OUTCOME_EXIT, UNDECIDED
     from ..verdict.paired_boots import load_pairs
 
     if not args.run_dirs and not args.paired:
@@ -120,13 +121,14 @@ def gate(args) -> int:
         args.json = None
         try:
             cmp = run_comparison(args, args.run_dirs)
-        except RtlabError as e:
+        except RtlabError as e:  # no baseline, a store that is down: undecided, never a pass
             print(f"gate: regression verdict: cannot decide: {e}")
-            return 1 if verdict == Verdict.FAIL or 1 in [o[1] for o in outcomes] else 2
-        for line in cmp.lines():
-            print(f"gate: {line}")
-        write_outputs(cmp, args, args.run_dirs)
-        outcomes.append((cmp.outcome, cmp.exit_code))
+            outcomes.append((UNDECIDED, OUTCOME_EXIT[UNDECIDED]))
+        else:
+            for line in cmp.lines():
+                print(f"gate: {line}")
+            write_outputs(cmp, args, args.run_dirs)
+            outcomes.append((cmp.outcome, cmp.exit_code))
     codes = [code for _, code in outcomes]
     if verdict == Verdict.FAIL or 1 in codes:
         rc = 1
@@ -152,12 +154,12 @@ def _paired_verdict(results: Path, baseline: list[Path], candidate: list[Path],
     import json
 
     from ..core.fsutil import write_replacing
-    from ..plan.campaign import BUDGETS_DIR
+    from ..plan.campaign import DEFAULT_BUDGETS
     from ..plan.policy import load_policy
     from ..verdict.compare import load_runs
     from ..verdict.paired import compare_paired
 
-    policy = load_policy(budgets if budgets is not None else BUDGETS_DIR / "default.yaml")
+    policy = load_policy(budgets if budgets is not None else DEFAULT_BUDGETS)
     cmp = compare_paired(load_runs(baseline), load_runs(candidate), policy)
     print(f"gate: paired boots: {results} ({len(candidate)} pair{'s' * (len(candidate) != 1)})")
     for line in cmp.lines():

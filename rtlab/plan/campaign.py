@@ -26,6 +26,8 @@ MAX_REPEAT = 100
 CAMPAIGN_DIR = ROOT / "campaigns"
 DEFAULT_CAMPAIGN = CAMPAIGN_DIR / "default.yaml"
 BUDGETS_DIR = ROOT / "budgets"
+#: the checkout's own budget file: a campaign's default, and the lab's policy
+DEFAULT_BUDGETS = BUDGETS_DIR / "default.yaml"
 
 
 @dataclass(frozen=True)
@@ -125,7 +127,7 @@ def campaign_budgets(bnode: Node, campaign_path: Path, given: Optional[Path] = N
     if given is not None:
         return Path(given).resolve()
     if bnode.value is None:  # the checkout's default, wherever the campaign lies
-        return (BUDGETS_DIR / "default.yaml").resolve()
+        return DEFAULT_BUDGETS.resolve()
     value = bnode.str()
     real = Path(os.path.realpath(campaign_path.parent / value))
     roots = (BUDGETS_DIR, campaign_path.parent)

@@ -63,7 +63,8 @@ def test_a_paired_regression_fails_the_gate_without_any_store(tmp_path, capsys, 
     out = capsys.readouterr().out
     assert f"gate: paired boots: {d} (4 pairs)" in out
     assert "gate: PASS over 4 runs" in out  # the candidate runs' budgets were judged
-    assert "regression verdict REGRESSION" in out
+    assert "gate: exit 1 (budgets PASS, regression verdict REGRESSION)" in out
+    assert "cannot decide" not in out and "store" not in out  # asked of no store at all
     v = json.loads((d / "compare.json").read_text())
     assert v["method"] == "paired" and v["outcome"] == "regression" and v["exit_code"] == 1
 
