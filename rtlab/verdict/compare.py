@@ -445,6 +445,9 @@ class Comparison(CampaignOutcome):
     #: ``rtlab run --repeat-until-decided``: the candidate's batches of
     #: repeats, each with the keys it measured (rtlab.verdict.sequential)
     batches: list[dict[str, Any]] = field(default_factory=list)
+    #: a store baseline with no runs at all: why (the gate then judges on
+    #: budgets only and says so; ``rtlab compare`` stays undecided)
+    no_baseline: str = ""
 
     def lines(self) -> list[str]:
         out = [f"baseline: {self.baseline_source or ', '.join(self.baseline_runs)} "
@@ -488,7 +491,7 @@ class Comparison(CampaignOutcome):
                 "candidate": {"source": self.candidate_source, "runs": self.candidate_runs},
                 "keys": [k.to_json() for k in self.keys], "system_changes": self.system_changes,
                 "sessions": self.sessions, "policy_source": self.policy.source,
-                "batches": self.batches}
+                "batches": self.batches, "no_baseline": self.no_baseline}
 
 
 def _runs_text(runs: list[str], replicates: list["Replicate"]) -> str:
