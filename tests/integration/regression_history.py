@@ -123,11 +123,19 @@ def history_runs(outputs: list[ToolOutput], now: datetime, scale: float = 1.0) -
     return {"runs": runs, "shas": shas}
 
 
-def publish_history(outputs: list[ToolOutput], url: str, database: str, tmp: Path, scale: float = 1.0) -> dict:
-    """Publish the history with `rtlab publish`'s code; returns the shas."""
+def publish_history(outputs: list[ToolOutput], url: str, database: str, tmp: Path, scale: float = 1.0,
+                    budget=None) -> dict:
+    """Publish the history with `rtlab publish`'s code; returns the shas.
+    *budget* (rtlab.core.model.Budget): every measurement judged against it
+    instead of the default's far-away 1 s max (a budget line on the plots)."""
+    from rtlab.judge.gate import judge
     from rtlab.store import StoreConfig, publish_run
 
     h = history_runs(outputs, datetime.now(timezone.utc).replace(microsecond=0), scale)
+    if budget is not None:
+        for run in h["runs"]:
+            for m in run.measurements():
+                judge(m, budget)
     cfg = StoreConfig(url=url, database=database, spool_dir=str(tmp / "spool")).normalized()
     for run in h["runs"]:
         d = tmp / "results" / run.run_id
