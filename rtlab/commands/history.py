@@ -4,7 +4,8 @@ the long-term latency page, from the store, without Grafana.
 Per board, suite × load and variant: max and p99.9 per commit or day, the
 budgets, the change points of `rtlab regressions`, and the latest run's
 histogram over the earlier runs'; the numbers are the regressions and
-histogram dashboards' queries (rtlab.report.history).
+histogram dashboards' queries (rtlab.verdict.history, drawn by
+rtlab.report.history).
 
 Exit status: 0 page written, 2 bad input or the store cannot answer.
 """
@@ -40,8 +41,9 @@ def register(sub):
 
 
 def run(args) -> int:
-    from ..report.history import History, write_history_html
+    from ..report.history import write_history_html
     from ..store.dashboard import Window
+    from ..verdict.history import History
     from ..verdict.regressions import check_name
     from .regressions import open_store
 
@@ -50,7 +52,7 @@ def run(args) -> int:
     window = Window(days=args.days, interval="1d" if args.per == "day" else "1s")
     store = open_store(args.store_config)
     plots = History(store, window, args.per, args.board, args.variant).read()
-    page = write_history_html(plots, args.html, window, args.per, repr(store))
+    page = write_history_html(plots, args.html, window.days, args.per, repr(store))
     active = sum(1 for p in plots for c in p.changes if c.status == "active")
     print(f"history: {page}: {len(plots)} series, {active} active change point{'s' * (active != 1)}",
           file=sys.stderr)
