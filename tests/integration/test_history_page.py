@@ -22,9 +22,9 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
-from regression_history import GOOD_COMMITS, publish_history, real_outputs
+from regression_history import GOOD_COMMITS, seeded_store
 from rtlab.core.model import Budget
-from rtlab.store import InfluxV1, LocalInfluxd, rows, series
+from rtlab.store import rows, series
 
 ROOT = Path(__file__).resolve().parents[2]
 DASH = json.loads((ROOT / "dashboards" / "json" / "regressions.json").read_text())
@@ -50,26 +50,21 @@ document.body.appendChild(pre);
 """
 
 
+def budget_of(outputs):
+    """A budget the good commits keep and the bad ones (x3) break: on the plots' scale."""
+    base = sorted(o.combined().max_us for o in outputs)[len(outputs) // 2]
+    return Budget(max_us=float(round(2.2 * base)), percentiles_us={"99.9": float(round(1.5 * base))})
+
+
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
-    state = tmp_path_factory.mktemp("rtlab-state")
-    srv = LocalInfluxd(state)
-    srv.start()
-    name = "t_history"
-    client = InfluxV1(srv.url, name)
-    client.create_database()
-    tmp = tmp_path_factory.mktemp("hist")
-    outputs = real_outputs(tmp)
-    # a budget the good commits keep and the bad ones (x3) break: on the plots' scale
-    base = sorted(o.combined().max_us for o in outputs)[len(outputs) // 2]
-    budget = Budget(max_us=float(round(2.2 * base)), percentiles_us={"99.9": float(round(1.5 * base))})
-    h = publish_history(outputs, srv.url, name, tmp, budget=budget)
-    env = {**os.environ, "RTLAB_INFLUX_URL": srv.url, "RTLAB_INFLUX_DB": name,
-           "RTLAB_STATE_DIR": str(state / "cli")}
+    srv, facts = seeded_store(tmp_path_factory, "t_history", budget_of)
+    env = {**os.environ, "RTLAB_INFLUX_URL": srv.url, "RTLAB_INFLUX_DB": facts["db"],
+           "RTLAB_STATE_DIR": str(facts["state"] / "cli")}
     reg = subprocess.run([sys.executable, "-m", "rtlab.cli", "regressions"], cwd=ROOT, env=env,
                          capture_output=True, text=True, timeout=300)
     assert reg.returncode == 1, reg.stdout + reg.stderr  # the active regression, annotated
-    yield {"client": client, "shas": h["shas"], "env": env, "budget": budget, "tmp": tmp}
+    yield {**facts, "env": env}
     srv.stop()
 
 
