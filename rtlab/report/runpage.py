@@ -51,12 +51,15 @@ def _us(v: float) -> str:
     return f"{v:,.0f}" if abs(v) >= 10 else f"{v:.3g}"
 
 
-def _text(v: Any) -> str:
-    """A field of compare.json as text: a dict as key: value pairs, a list joined."""
+def _text(v: Any, depth: int = 0) -> str:
+    """A field of compare.json as text: a dict as key: value pairs, a list
+    joined, nesting beyond three levels cut (the file may be hostile)."""
+    if depth > 3:
+        return "…"
     if isinstance(v, dict):
-        return ", ".join(f"{k}: {_text(x)}" for k, x in v.items())
+        return ", ".join(f"{k}: {_text(x, depth + 1)}" for k, x in v.items())
     if isinstance(v, (list, tuple)):
-        return ", ".join(_text(x) for x in v)
+        return ", ".join(_text(x, depth + 1) for x in v)
     if isinstance(v, float):
         return f"{v:.3g}"
     return str(v)
@@ -140,7 +143,8 @@ def regression_summary(v: Optional[dict]) -> list[str]:
             out.append(f"<li class='{css_class(str(k.get('outcome')))}'>{_badge(str(k.get('outcome')))} "
                        f"{html.escape(str(k.get('line', '')))}"
                        + (f" <span class='note'>({html.escape(extra)})</span>" if extra else "") + "</li>")
-    for p in v.get("problems") or []:
+    problems = v.get("problems")
+    for p in problems if isinstance(problems, list) else []:
         out.append(f"<li class='v-undecided'>{_badge('undecided')} {html.escape(str(p))}</li>")
     return out
 
