@@ -82,7 +82,9 @@ def _breach(job_dir: str, m: Measurement) -> str:
     if c is not None and m.budget and m.budget.max_us and c.max_us >= m.budget.max_us:
         by = (f": max {_us(c.max_us)} µs against a budget of {_us(m.budget.max_us)} µs "
               f"(<b>{(c.max_us / m.budget.max_us - 1) * 100:+.0f} %</b>)")
-    out = f"<b>{html.escape(m.key.label())}</b>{by} — {html.escape('; '.join(m.reasons))}"
+    # the max's own reason says again what `by` says; the others (a percentile's) stay
+    reasons = [r for r in m.reasons if not (by and r.startswith("max "))]
+    out = f"<b>{html.escape(m.key.label())}</b>{by}" + (f" — {html.escape('; '.join(reasons))}" if reasons else "")
     if m.evidence and isinstance(m.evidence.get("dir"), str):
         d = f"{job_dir}/{m.evidence['dir']}"
         out += (f"; evidence: {html.escape(str(m.evidence.get('summary') or 'no culprit named in the trace'))} "
@@ -140,8 +142,9 @@ def regression_summary(v: Optional[dict]) -> list[str]:
     for k in keys:
         if k.get("outcome") in ("regression", "undecided"):
             extra = _key_extras(k)
+            line = re.sub(r": (REGRESSION|UNDECIDED)$", "", str(k.get("line", "")))  # the badge says it
             out.append(f"<li class='{css_class(str(k.get('outcome')))}'>{_badge(str(k.get('outcome')))} "
-                       f"{html.escape(str(k.get('line', '')))}"
+                       f"{html.escape(line)}"
                        + (f" <span class='note'>({html.escape(extra)})</span>" if extra else "") + "</li>")
     problems = v.get("problems")
     for p in problems if isinstance(problems, list) else []:
