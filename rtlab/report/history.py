@@ -133,7 +133,7 @@ def trend_svg(plot: SeriesPlot, t_lo: float, t_hi: float, per: str = "commit", w
         out.append(f'<line class="change-point" data-commit="{html.escape(c.commit, quote=True)}" '
                    f'data-metric="{html.escape(c.metric, quote=True)}" x1="{x(c.time):.1f}" y1="{top}" '
                    f'x2="{x(c.time):.1f}" y2="{top + ph}" stroke="{colour}" stroke-width="2"/>'
-                   f'<text x="{x(c.time) + 4:.1f}" y="{top + 12 + 12 * (i % 3)}" fill="{colour}">'
+                   f'<text x="{x(c.time) + 4:.1f}" y="{top + 12 + 12 * (i % 6)}" fill="{colour}">'
                    f'{html.escape(name + eff + " " + c.status)}</text>')
     for cls, pts, colour in (("max-point", plot.max, COLOURS[1]), ("p999-point", plot.p999, COLOURS[0])):
         if len(pts) > 1:
@@ -220,7 +220,8 @@ def write_history_html(plots: list[SeriesPlot], path: Path, days: int, per: str,
                        f"<td class='l {cls}'>{html.escape(changes or '-')}</td></tr>")
     summary.append("</tbody></table>")
     parts.append(f"<p>{len(plots)} series; {len(active)} active change point{'s' * (len(active) != 1)}"
-                 + (": " + html.escape(", ".join(f"{p.key} {c.metric}" for p, c in active)) if active else "")
+                 + (": " + html.escape(", ".join(f"{p.key} {METRIC_NAMES.get(c.metric, c.metric)}" for p, c in active))
+                    if active else "")
                  + "</p>")
     parts += summary
     board = suite_load = None

@@ -63,7 +63,7 @@ def histogram_svg(series: list[tuple[str, Histogram]], title: str,
     ``max_us``: the observed maximum, marked (an arrow at the edge when it
     lies beyond the range: overflows of the histogram)."""
     series = [(label, h) for label, h in series if h is not None and h.counts]
-    left, right, top, bottom = (44, 10, 26, 32) if compact else (70, 20, 40, 50)
+    left, right, top, bottom = (44, 18, 26, 32) if compact else (70, 20, 40, 50)
     pw, ph = width - left - right, height - top - bottom
     out = _svg_open(width, height, title, cls=cls, **({"title_y": 14, "title_size": 12} if compact else {}))
     if not series:
