@@ -120,6 +120,11 @@ def _comparison(extras: bool) -> dict:
     if extras:  # fields a newer compare.json has per key
         v["keys"][0]["decided_by"] = "p99"
         v["keys"][0]["detectable"] = {"p99": "+25 %"}
+    # a key the baseline lacks: undecided, as compare_runs says of a one-sided key
+    only = compare_runs([], runs("c", [30.0] * 5)).to_json()["keys"][0]
+    only["label"] = only["line"].split(": ")[0].replace("/idle", "/hackbench")
+    only["line"] = only["label"] + ": " + only["line"].split(": ", 1)[1]
+    v["keys"].append(only)
     return v
 
 
@@ -178,7 +183,7 @@ def test_a_reviewer_sees_the_verdict_first_then_tables_and_one_histogram_per_var
     c = lay["colours"]
     assert c["pass"] == "rgb(227, 244, 227)" and c["fail"] == "rgb(251, 224, 224)", c
     assert c["infra"] == "rgb(255, 240, 208)" and c["shown"] == "rgb(228, 236, 247)", c
-    assert c["regression"] == "rgb(251, 224, 224)", c
+    assert c["regression"] == "rgb(251, 224, 224)" and c["undecided"] == "rgb(241, 230, 247)", c
     assert len({c[v] for v in ("pass", "fail", "infra", "shown")}) == 4
 
     # one histogram per variant, each with its own line, budget and max marked,
@@ -215,3 +220,19 @@ def test_an_older_compare_json_and_none_at_all(run, tmp_path):
     text, lay, _ = _render(run, tmp_path, None, "none")
     assert "no regression verdict: this run was not compared" in text
     assert lay["first_h2"].startswith("Verdict") and not [t for t in lay["tables"] if t["cls"] == "regression"]
+
+
+def test_a_hostile_or_broken_compare_json_is_undecided_never_a_pass(run, tmp_path):
+    for name, content in (("bad-type", json.dumps({"outcome": 5, "keys": []})), ("not-json", "{")):
+        d = tmp_path / name
+        d.mkdir()
+        (d / "compare.json").write_text(content)
+        text = write_html_report(run, d / "report.html").read_text()
+        summary = text[text.index("<section id='verdict'>"):text.index("</section>")]
+        assert "Regression verdict: <span class='badge v-undecided'>UNDECIDED</span>" in summary, summary
+        assert "compare.json unreadable" in summary
+    d = tmp_path / "link"
+    d.mkdir()
+    (d / "compare.json").symlink_to("/etc/passwd")
+    summary = write_html_report(run, d / "report.html").read_text()
+    assert "compare.json unreadable" in summary and "root:" not in summary
