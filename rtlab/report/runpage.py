@@ -157,8 +157,12 @@ def _key_extras(k: dict) -> str:
     parts = []
     if k.get("decided_by") is not None:
         parts.append(f"decided by {_text(k['decided_by'])}")
-    if k.get("detectable") is not None:
-        parts.append(f"detectable effect {_text(k['detectable'])}")
+    if k.get("sees"):
+        parts.append(_text(k["sees"]))
+    elif isinstance(k.get("detectable"), (int, float)) and not isinstance(k.get("detectable"), bool):
+        parts.append(f"detectable effect {float(k['detectable']) * 100:+.0f} %")
+    if k.get("flagged"):
+        parts.append(f"flagged for the lab: {_text(k['flagged'])}")
     return "; ".join(parts)
 
 

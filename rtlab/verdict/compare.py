@@ -411,7 +411,7 @@ class KeyComparison:
             how = ("the last look: the bounds meet" if any(x.final for x in lk)
                    else "every gating statistic's upper bound below its detectable effect")
             return f"{where}: {how}"
-        return "undecided: " + "; ".join(self.reasons or ["nothing to compare"])
+        return "not decided: " + "; ".join(self.reasons or ["nothing to compare"])
 
     def to_json(self) -> dict[str, Any]:
         det = [s.detectable for s in self.stats if s.gates and s.detectable is not None]

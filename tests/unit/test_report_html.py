@@ -117,11 +117,14 @@ def _comparison(extras: bool) -> dict:
     v["baseline"]["source"] = "store: branch main, last 5 runs"
     v["html"] = "compare.html"
     assert v["outcome"] == "regression"
-    if extras:  # fields a newer compare.json has per key
-        v["keys"][0]["decided_by"] = "p99"
-        v["keys"][0]["detectable"] = {"p99": "+25 %"}
+    if not extras:  # an older compare.json: no decided_by, detectable, sees, flagged per key
+        for k in v["keys"]:
+            for f in ("decided_by", "detectable", "sees", "flagged"):
+                k.pop(f, None)
     # a key the baseline lacks: undecided, as compare_runs says of a one-sided key
     only = compare_runs([], runs("c", [30.0] * 5)).to_json()["keys"][0]
+    for f in ("decided_by", "detectable", "sees", "flagged") if not extras else ():
+        only.pop(f, None)
     only["label"] = only["line"].split(": ")[0].replace("/idle", "/hackbench")
     only["line"] = only["label"] + ": " + only["line"].split(": ", 1)[1]
     v["keys"].append(only)
@@ -172,7 +175,7 @@ def test_a_reviewer_sees_the_verdict_first_then_tables_and_one_histogram_per_var
     assert "Regression verdict: <span class='badge v-regression'>REGRESSION</span>" in summary
     assert "store: branch main, last 5 runs" in summary and "href='compare.html'" in summary
     assert re.search(r"qemu-aarch64/rt/cyclictest/idle: p99(\.9)? \+\d+ %", summary), summary
-    assert "decided by p99; detectable effect p99: +25 %" in summary
+    assert "decided by p99: lower bound above 1 at look 1 (5 runs)" in summary and " sees +" in summary
 
     # tables are tables: one per board × suite × load, none as text in <pre>
     blocks = table_blocks(run)
