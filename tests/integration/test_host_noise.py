@@ -12,9 +12,13 @@ import threading
 import time
 from pathlib import Path
 
+import pytest
 from conftest import rtlab
 
 from rtlab.core import hostnoise
+
+#: latency measured on this machine: make test runs it last, alone (tests/conftest.py)
+pytestmark = pytest.mark.serial
 
 LOOSE = """
     budgets:
