@@ -23,6 +23,20 @@ def pytest_addoption(parser):
                      help="run only this phase of make test (tests/conftest.py)")
 
 
+def pytest_ignore_collect(collection_path, config):
+    """Not even collected where a phase can hold none of them (seconds of
+    imports per phase): no unit test runs one-at-a-time, only unit tests run
+    in parallel."""
+    phase = config.getoption("--phase")
+    path = Path(collection_path).resolve()
+    inside = path == UNIT or UNIT in path.parents
+    if phase == "one-at-a-time" and inside:
+        return True
+    if phase == "parallel" and not inside and path not in UNIT.parents:
+        return True
+    return None
+
+
 def phase_of(item) -> str:
     """Which phase of make test runs *item*."""
     if item.get_closest_marker("serial"):

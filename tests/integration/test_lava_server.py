@@ -193,6 +193,9 @@ def test_job_cancelled_on_the_server_is_infra(lab, jobs, tmp_path):
     assert rtlab("gate", run_dir).returncode == 2
 
 
+# make test-long: the server's path is proven by test_server_job_equals_lava_run; the twins' LAVA jobs run in
+#   make test-rack too
+@pytest.mark.long
 def test_a_uboot_twin_gets_a_device_and_runs_its_jobs_over_tftp(lab, tmp_path):
     """`lab up --board twin-rk356x` on the running lab: the RK356x twin gets
     a device of type qemu-uboot-aarch64 whose health check (an rtlab boot

@@ -11,6 +11,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
 from conftest import RTLAB, ROOT, processes_of, rtlab
 
 SOAK = """
@@ -122,6 +123,9 @@ def test_sigkill_keeps_checkpoints_gate_judges_them_and_resume_completes(tmp_pat
     assert sum(t["cycles"] for t in m["output"]["threads"]) == _samples(final)
 
 
+# make test-long: checkpoint and resume are proven by
+#   test_sigkill_keeps_checkpoints_gate_judges_them_and_resume_completes
+@pytest.mark.long
 def test_console_lost_mid_soak_is_infra_with_the_checkpointed_samples(tmp_path, campaign, board_file):
     c = campaign([_board(board_file, tmp_path, "local-soak-console")], suites=SOAK)
     marker = tmp_path

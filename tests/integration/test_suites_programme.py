@@ -157,6 +157,8 @@ def test_every_suite_on_the_local_board(tmp_path):
     assert "Verdict: PASS" in res.stdout
 
 
+# make test-long: a killed load is INFRA on the local board in tests/faults/test_lab_faults.py
+@pytest.mark.long
 def test_a_load_killed_from_outside_is_infra_naming_it(tmp_path):
     """The load's processes are killed (SIGKILL, its whole session) by
     someone else while cyclictest measures: exit 2, the load named."""
