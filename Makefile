@@ -88,10 +88,11 @@ test-rack: images
 test-rack-soak: images
 	@$(PY) -m pytest -m rack -s tests/integration/test_rack_soak.py $(PYTEST_ARGS)
 
-# the minutes-long lab tests kept out of make test (CI's time): coordinator
-# restarts and lease expiry on the rack in full (make test runs their short
-# forms: test_rack_leases.py [short]), a LAVA device failing its health
-# check, the irq load through the programme's longest measurement
+# the tests marked long: boots and waits that no capability's one proof in
+# make test needs (each names the test that proves its capability there):
+# coordinator restarts and lease expiry on the rack in full (make test runs
+# their short forms), a LAVA device failing its health check, the twins'
+# boots, more pipelines, fault paths that boot again (docs/testing.md)
 test-long: images $(GCL)
 	@$(PY) -m pytest -m long $(PYTEST_ARGS)
 

@@ -167,6 +167,9 @@ def test_console_lost_mid_soak_is_infra_with_the_checkpointed_samples(tmp_path, 
     assert sum(t["cycles"] for t in m["output"]["threads"]) == _samples(final) >= _samples(st)
 
 
+# make test-long: one more soak; checkpoint and resume are proven by the SIGKILL test, the soak dashboard's
+#   query on live-published checkpoints by test_store.py::test_soak_dashboard_shows_the_last_checkpoint
+@pytest.mark.long
 def test_checkpoints_reach_influxdb_while_the_soak_runs(tmp_path, tmp_path_factory, campaign, board_file):
     """Live: each checkpoint is in a real influxd (measurement soak_progress)
     before the run ends, with the samples and maximum its checkpoint held;
