@@ -45,8 +45,9 @@ run: images
 # make test: the default selection (pyproject.toml: not rack, not long) in
 # three phases (tests/conftest.py; docs/testing.md), each writing
 # results/pytest/<phase>.xml (make test-durations) and <phase>.load:
-#   parallel       tests/unit on both cores (pytest-xdist)
-#   one-at-a-time  integration and fault tests, one at a time
+#   parallel       tests/unit and tests/faults on both cores (pytest-xdist;
+#                  the fault tests one after another on one worker)
+#   one-at-a-time  integration tests, one at a time
 #   alone          tests marked serial (latency on this machine), last
 # Every phase runs even if one fails; the exit code is 1 if any did.
 TEST_PHASES := parallel one-at-a-time alone
