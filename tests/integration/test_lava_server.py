@@ -160,6 +160,10 @@ def test_a_job_the_server_refuses_is_an_error_not_a_job_id(lab, jobs, tmp_path):
     assert lab_.api(st, "jobs/?limit=1&health_check=false")["count"] == before  # no job was queued
 
 
+# make test-long: a boot and 20 s waited out before the cancel; cancel is proven by
+#   tests/faults/test_jobs.py::test_sigterm_cancels_kills_everything_keeps_raw_files_and_writes_run_json,
+#   LAVA's INFRA outcomes by test_lava_run.py
+@pytest.mark.long
 def test_job_cancelled_on_the_server_is_infra(lab, jobs, tmp_path):
     _, st = lab
     res = lavacli(st, "jobs", "submit", jobs["cyclictest-long@idle"])
