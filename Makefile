@@ -10,7 +10,7 @@ STAMPS := .cache/stamps
 GCL := .cache/gitlab-ci-local/bin/gitlab-ci-local
 PYTHON ?= python3
 
-.PHONY: all setup images rtbench run test test-rack test-rack-soak test-long test-pipeline lint reference-jobs bench clean gitlab-ci-local
+.PHONY: all setup images rtbench run test test-durations test-rack test-rack-soak test-long test-pipeline lint reference-jobs bench clean gitlab-ci-local
 all: run
 
 setup: $(STAMPS)/host $(VENV)/.installed
@@ -42,8 +42,30 @@ run: images
 	  case $$rc in 0) ;; 1) echo "rtlab run: exit 1 (a latency budget broke)";; \
 	  *) echo "rtlab run: exit $$rc (infra error or bad input)";; esac; exit $$rc
 
+# make test: the default selection (pyproject.toml: not rack, not long) in
+# three phases (tests/conftest.py; docs/testing.md), each writing
+# results/pytest/<phase>.xml (make test-durations) and <phase>.load:
+#   parallel       tests/unit and tests/faults on both cores (pytest-xdist;
+#                  the fault tests one after another on one worker)
+#   one-at-a-time  integration tests, one at a time
+#   alone          tests marked serial (latency on this machine), last
+# Every phase runs even if one fails; the exit code is 1 if any did.
+TEST_PHASES := parallel one-at-a-time alone
+TEST_XML := results/pytest
+TEST_WORKERS ?= 2
 test: images $(GCL)
-	@$(PY) -m pytest $(PYTEST_ARGS)
+	@mkdir -p $(TEST_XML); rm -f $(TEST_XML)/*.xml $(TEST_XML)/*.load; rc=0; \
+	for phase in $(TEST_PHASES); do \
+	  if [ $$phase = parallel ]; then xdist="-n $(TEST_WORKERS) --dist loadgroup"; else xdist=""; fi; \
+	  echo "make test: phase $$phase"; cat /proc/loadavg > $(TEST_XML)/$$phase.load; \
+	  $(PY) -m pytest --phase $$phase $$xdist --junitxml=$(TEST_XML)/$$phase.xml $(PYTEST_ARGS); r=$$?; \
+	  cat /proc/loadavg >> $(TEST_XML)/$$phase.load; \
+	  case $$r in 0|5) ;; *) echo "make test: phase $$phase failed (pytest exit $$r)"; rc=1;; esac; \
+	done; exit $$rc
+
+# the last make test's time per test file, slowest first (bench/suite_durations.py)
+test-durations:
+	@$(PY) bench/suite_durations.py
 
 # ruff and mypy over rtlab/ (also part of make test: tests/unit/test_lint.py)
 lint: setup
@@ -67,12 +89,13 @@ test-rack: images
 test-rack-soak: images
 	@$(PY) -m pytest -m rack -s tests/integration/test_rack_soak.py $(PYTEST_ARGS)
 
-# the minutes-long lab tests kept out of make test (CI's time): coordinator
-# restarts and lease expiry on the rack in full (make test runs their short
-# forms: test_rack_leases.py [short]), a LAVA device failing its health
-# check, the irq load through the programme's longest measurement
-test-long: images
-	@$(PY) -m pytest -m long tests/integration $(PYTEST_ARGS)
+# the tests marked long: boots and waits that no capability's one proof in
+# make test needs (each names the test that proves its capability there):
+# coordinator restarts and lease expiry on the rack in full (make test runs
+# their short forms), a LAVA device failing its health check, the twins'
+# boots, more pipelines, fault paths that boot again (docs/testing.md)
+test-long: images $(GCL)
+	@$(PY) -m pytest -m long $(PYTEST_ARGS)
 
 # only the GitLab pipelines on real kernel commits (part of make test too)
 test-pipeline: images $(GCL)

@@ -9,9 +9,12 @@ all Debian 12's packages (2023.01, the dispatcher's version), on loopback.
 What runs (every process in a session of its own, pid and start time in
 ``<dir>/lab.json`` so ``down`` never signals a recycled pid):
 
-1. ``postgres`` as the ``postgres`` user, a private cluster in ``<dir>/pg``
-   listening on 127.0.0.1:<free port> only (the package's own cluster and
-   service are left alone);
+1. ``postgres`` as the ``postgres`` user, a private cluster listening on
+   127.0.0.1:<free port> only (the package's own cluster and service are
+   left alone). The cluster and its socket are not in ``<dir>`` but in
+   ``service_state_dir(<dir>)`` (/var/lib/rtlab/lava-lab/<hash of dir>):
+   the ``postgres`` account must open them, and ``<dir>`` may sit in a clone
+   it cannot enter (a mode-700 home directory);
 2. ``gunicorn3 lava_server.wsgi`` (the API: XML-RPC ``/RPC2``, REST
    ``/api/v0.2``, the worker's internal API) on 127.0.0.1:<free port>;
 3. ``lava-server manage lava-scheduler``;
@@ -51,6 +54,7 @@ is never a latency result.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import pwd
@@ -79,8 +83,63 @@ UP_TIMEOUT_S = 300
 SERVICES = ("postgres", "gunicorn", "scheduler", "worker")
 
 
+#: where state that a service account opens lives, one directory per lab
+#: (``$RTLAB_SERVICE_STATE_ROOT`` moves it; every ancestor must let others pass)
+SERVICE_STATE_ROOT = Path("/var/lib/rtlab/lava-lab")
+
+
 def lab_dir() -> Path:
     return Path(os.environ.get("RTLAB_LAVA_LAB_DIR") or ROOT / ".cache" / "lava-lab")
+
+
+def service_state_dir(directory: Path) -> Path:
+    """The directory of the lab in *directory* for what the ``postgres``
+    account opens (its cluster, its socket): outside the lab directory, whose
+    ancestors (a clone in root's mode-700 home, pytest's tmp) may bar every
+    other user; named by a hash of the lab directory's path, so each clone's
+    lab has a cluster of its own and the same one at every ``up``."""
+    root = Path(os.environ.get("RTLAB_SERVICE_STATE_ROOT") or SERVICE_STATE_ROOT)
+    digest = hashlib.sha256(str(Path(directory).resolve()).encode()).hexdigest()[:16]
+    return root / digest
+
+
+def unreachable_ancestor(path: Path, uid: int, gid: int) -> Optional[Path]:
+    """The first ancestor of *path* (itself excluded) that user *uid*/*gid*
+    cannot pass through (no search permission), or None."""
+    import stat
+
+    for anc in reversed(Path(path).resolve().parents):
+        st = anc.stat()
+        if st.st_uid == uid:
+            ok = st.st_mode & stat.S_IXUSR
+        elif st.st_gid == gid:
+            ok = st.st_mode & stat.S_IXGRP
+        else:
+            ok = st.st_mode & stat.S_IXOTH
+        if not ok:
+            return anc
+    return None
+
+
+def make_service_state_dir(directory: Path, owner: pwd.struct_passwd) -> Path:
+    """Create ``service_state_dir(directory)`` (idempotent): its ancestors
+    root's and passable by all (0755), the directory itself *owner*'s; an
+    ancestor *owner* cannot pass is an error naming it."""
+    state = service_state_dir(directory)
+    for d in reversed([state.parent, *state.parent.parents]):
+        if not d.exists():
+            d.mkdir(mode=0o755)
+            os.chmod(d, 0o755)  # whatever the umask
+    state.mkdir(mode=0o700, exist_ok=True)
+    os.chown(state, owner.pw_uid, owner.pw_gid)
+    os.chmod(state, 0o700)
+    bar = unreachable_ancestor(state, owner.pw_uid, owner.pw_gid)
+    if bar is not None:
+        raise RtlabError(f"LAVA lab: the {owner.pw_name} user cannot enter {bar}, an ancestor of its state "
+                         f"directory {state} ($RTLAB_SERVICE_STATE_ROOT)")
+    # which lab it belongs to, for whoever lists /var/lib/rtlab
+    (state.parent / f"{state.name}.lab").write_text(f"{Path(directory).resolve()}\n")
+    return state
 
 
 @dataclass
@@ -172,6 +231,19 @@ class LocalLavaLab:
             if not shutil.which(tool):
                 raise RtlabError(f"{tool} not found: Debian's lava-server, lava-dispatcher and lavacli "
                                  f"packages make the lab (env/apt-packages.txt; `make setup`)")
+        st = self.database_up(progress)
+        self._migrate(st, progress)
+        self._write_templates(progress)
+        self._provision(st, progress)
+        self._write_state(st)
+        self._start_server(st, progress)
+        self._write_state(st)
+        self._wait_ready(st, progress)
+        return st
+
+    def database_up(self, progress: Callable[[str], None] = lambda s: None) -> LabState:
+        """The lab's directories and its PostgreSQL cluster, running (the
+        first step of ``up``; ``down`` stops it)."""
         if not (PG_BIN / "initdb").exists():
             raise RtlabError(f"{PG_BIN}/initdb not found: Debian's postgresql-15 package (env/apt-packages.txt)")
         for sub in ("log", "media", "devices", "device-types", "health-checks", "worker"):
@@ -182,17 +254,11 @@ class LocalLavaLab:
             st.secret_key = os.urandom(24).hex()
         self._postgres(st, progress)
         self._write_state(st)
-        self._migrate(st, progress)
-        self._write_templates(progress)
-        self._provision(st, progress)
-        self._write_state(st)
-        self._start_server(st, progress)
-        self._write_state(st)
-        self._wait_ready(st, progress)
         return st
 
-    def _run(self, cmd: list[str], st: LabState, what: str, timeout: float = 600, **kw) -> str:
-        res = subprocess.run(cmd, env=self.env(st), cwd=self.dir, capture_output=True, text=True,
+    def _run(self, cmd: list[str], st: LabState, what: str, timeout: float = 600, cwd: Optional[Path] = None,
+             **kw) -> str:
+        res = subprocess.run(cmd, env=self.env(st), cwd=cwd or self.dir, capture_output=True, text=True,
                              timeout=timeout, stdin=subprocess.DEVNULL, **kw)
         if res.returncode != 0:
             raise RtlabError(f"LAVA lab: {what} failed ({res.returncode}): "
@@ -200,15 +266,23 @@ class LocalLavaLab:
         return res.stdout
 
     def _as_postgres(self, cmd: list[str], st: LabState, what: str, timeout: float = 120) -> str:
-        return self._run(["runuser", "-u", "postgres", "--", *cmd], st, what, timeout=timeout)
+        # cwd: a directory postgres may enter (initdb reads its working directory)
+        return self._run(["runuser", "-u", "postgres", "--", *cmd], st, what, timeout=timeout,
+                         cwd=self.service_dir)
+
+    @property
+    def service_dir(self) -> Path:
+        """What the ``postgres`` account opens: service_state_dir()."""
+        return service_state_dir(self.dir)
 
     def _postgres(self, st: LabState, progress) -> None:
-        pg = self.dir / "pg"
-        sock = self.dir / "pg-socket"
         try:
             pw = pwd.getpwnam("postgres")
         except KeyError:
             raise RtlabError("no postgres user: Debian's postgresql package makes it (env/apt-packages.txt)") from None
+        state = make_service_state_dir(self.dir, pw)
+        pg = state / "pg"
+        sock = state / "pg-socket"
         if not (pg / "PG_VERSION").exists():
             progress("lava lab: new PostgreSQL cluster (initdb)")
             shutil.rmtree(pg, ignore_errors=True)
@@ -219,18 +293,16 @@ class LocalLavaLab:
         sock.mkdir(exist_ok=True)
         os.chown(sock, pw.pw_uid, pw.pw_gid)
         log = self.dir / "log" / "postgres.log"
-        log.touch()
-        os.chown(log, pw.pw_uid, pw.pw_gid)
         if st.running("postgres"):
             return
         if not st.pg_port or not _port_free(st.pg_port):
             st.pg_port = free_port()
-        # postgres in a session of its own, its log ours; -k: the socket in the lab dir
+        # postgres in a session of its own, its log ours (opened here, as root)
         proc = subprocess.Popen(
             ["runuser", "-u", "postgres", "--", str(PG_BIN / "postgres"), "-D", str(pg), "-k", str(sock),
              "-p", str(st.pg_port), "-c", "listen_addresses=127.0.0.1"],
             stdin=subprocess.DEVNULL, stdout=open(log, "ab"), stderr=subprocess.STDOUT,
-            start_new_session=True, cwd=self.dir)
+            start_new_session=True, cwd=state)
         st.pids["postgres"] = [proc.pid, process_start(proc.pid) or 0]
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
@@ -250,7 +322,7 @@ class LocalLavaLab:
                                "lavaserver"], st, "createdb")
 
     def _migrate(self, st: LabState, progress) -> None:
-        stamp = self.dir / "migrated"
+        stamp = self.service_dir / "migrated"  # the cluster's schema: beside the cluster
         version = self._lava_version()
         if stamp.exists() and stamp.read_text() == version:
             return
@@ -385,7 +457,7 @@ class LocalLavaLab:
     # -- status, down ---------------------------------------------------------
     def status(self) -> dict:
         st = self.read_state()
-        out: dict = {"dir": str(self.dir), "services": {s: st.running(s) for s in SERVICES}}
+        out: dict = {"dir": str(self.dir), "service_dir": str(self.service_dir), "services": {s: st.running(s) for s in SERVICES}}
         if st.http_port:
             out["url"] = st.url
         if all(out["services"].values()):

@@ -9,7 +9,11 @@ import sys
 import textwrap
 from pathlib import Path
 
+import pytest
 from conftest import ROOT, rtlab, rtlab_retry_infra
+
+#: latency measured on this machine: make test runs it last, alone (tests/conftest.py)
+pytestmark = pytest.mark.serial
 
 sys.path.insert(0, str(ROOT / "bench"))
 from stealer import stealing  # noqa: E402

@@ -474,6 +474,8 @@ PAIRED_POLICY = """regression:
 """
 
 
+# make test-long: paired boots are proven by test_paired.py; this is their pipeline form (6 boots)
+@pytest.mark.long
 def test_kernel_merge_request_on_a_paired_class_boots_both_commits(kernel_project, tmp_path_factory, tmp_path):
     """A kernel merge request whose board class's baseline is paired: the
     test job boots the merge request's diff base (KERNEL_BASE_SHA) and its
@@ -624,6 +626,10 @@ def test_lava_lab_runs_the_test_stage_and_the_same_gate_judges_it(lava_lab, tmp_
     assert l_m["budget"]["max_us"] == m["budget"]["max_us"] == LAVA_BUDGET_US
 
 
+# make test-long: the LAVA pipeline is proven by
+#   test_lava_lab_runs_the_test_stage_and_the_same_gate_judges_it, the commit's own kernel in a pipeline by
+#   the kernel push
+@pytest.mark.long
 def test_kernel_push_on_a_lava_lab_boots_the_commits_own_kernel(lava_lab, kernel_project, ci_projects, seeded,
                                                                  tmp_path):
     """RTLAB_LAB=lava for a kernel project's push: test-lava renders the jobs

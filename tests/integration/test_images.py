@@ -72,6 +72,9 @@ def image_sets():
     return {arch: ensure_images(arch) for arch in ARCHES}
 
 
+# make test-long: the same rt kernels boot with their variant checked through labgrid in
+#   test_run.py::test_each_arch_boots_its_variant_and_measures
+@pytest.mark.long
 @pytest.mark.parametrize("arch", sorted(ARCHES))
 def test_rt_kernel_boots_to_prompt_and_is_realtime(arch, image_sets):
     images = image_sets[arch]

@@ -43,6 +43,9 @@ def twin(tmp_path):
         p.wait(10)
 
 
+# make test-long: the twin probe end to end is
+#   test_rk356x_twin_measures_through_the_rack_probe_and_others_say_not_available
+@pytest.mark.long
 def test_irq_response_on_a_qemu_board_counts_every_stimulus(tmp_path, campaign, board_file, twin):
     sock, port = twin
     board = board_file("qemu-aarch64-irq", "qemu-aarch64", {

@@ -121,6 +121,8 @@ def test_same_inputs_are_answered_from_the_cache_without_make(source, built, mon
     assert json.loads(record.read_text()) == built.build_json
 
 
+# make test-long: a built kernel boots in every kernel pipeline of test_gitlab_ci.py
+@pytest.mark.long
 def test_built_kernel_boots_with_preempt_none_and_reports_its_config(built):
     """Under plain qemu TCG with the board initramfs: the PREEMPT_DYNAMIC
     kernel runs the model preempt= asks for, and /proc/config.gz says dynamic."""

@@ -79,6 +79,9 @@ def test_each_arch_runs_through_lava_run_ingests_and_gates(jobs, tmp_path):
     assert rtlab("gate", run_dir, "--budgets", tight).returncode == 1
 
 
+# make test-long: lava-run is proven by test_each_arch_runs_through_lava_run_ingests_and_gates; the U-Boot
+#   job's pipeline by --validate
+@pytest.mark.long
 def test_uboot_tftp_path_runs_end_to_end_on_qemu_as_a_board(jobs, tmp_path):
     """The rk3568 jobs' path (deploy to tftp, LAVA's u-boot method, overlay in
     the ramdisk with a U-Boot header, context.extra_kernel_args) on the
@@ -100,6 +103,8 @@ def test_uboot_tftp_path_runs_end_to_end_on_qemu_as_a_board(jobs, tmp_path):
     print(f"\nlava-run wall time, U-Boot/TFTP job on qemu-aarch64: {meta['wall_s']} s")
 
 
+# make test-long: one more lava-run boot; a job LAVA cannot run stays in make test
+@pytest.mark.long
 def test_sabotaged_test_command_is_reported_with_its_missing_measurements(jobs, tmp_path):
     src = jobs / "qemu-aarch64" / "rt-iso" / "cyclictest-idle.yaml"
     text = src.read_text()
@@ -139,6 +144,8 @@ def test_uboot_job_builds_a_valid_pipeline_for_the_real_board(jobs):
         assert "pipeline ok" in res.stdout
 
 
+# make test-long: loads are proven by test_suites_programme.py, a dead load by tests/faults/test_lab_faults.py
+@pytest.mark.long
 def test_loads_run_inside_the_lava_job_and_a_dead_load_is_infra(tmp_path):
     """cyclictest under a cpu load on qemu-aarch64 through lava-run: the load's
     raw files come back and pass the labgrid path's health check; the same

@@ -160,6 +160,10 @@ def test_a_job_the_server_refuses_is_an_error_not_a_job_id(lab, jobs, tmp_path):
     assert lab_.api(st, "jobs/?limit=1&health_check=false")["count"] == before  # no job was queued
 
 
+# make test-long: a boot and 20 s waited out before the cancel; cancel is proven by
+#   tests/faults/test_jobs.py::test_sigterm_cancels_kills_everything_keeps_raw_files_and_writes_run_json,
+#   LAVA's INFRA outcomes by test_lava_run.py
+@pytest.mark.long
 def test_job_cancelled_on_the_server_is_infra(lab, jobs, tmp_path):
     _, st = lab
     res = lavacli(st, "jobs", "submit", jobs["cyclictest-long@idle"])
@@ -193,6 +197,9 @@ def test_job_cancelled_on_the_server_is_infra(lab, jobs, tmp_path):
     assert rtlab("gate", run_dir).returncode == 2
 
 
+# make test-long: the server's path is proven by test_server_job_equals_lava_run; the twins' LAVA jobs run in
+#   make test-rack too
+@pytest.mark.long
 def test_a_uboot_twin_gets_a_device_and_runs_its_jobs_over_tftp(lab, tmp_path):
     """`lab up --board twin-rk356x` on the running lab: the RK356x twin gets
     a device of type qemu-uboot-aarch64 whose health check (an rtlab boot

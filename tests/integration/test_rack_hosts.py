@@ -60,6 +60,9 @@ def coordinator_places(lab, addr, action="show") -> dict:
     return json.loads(out.stdout)
 
 
+# make test-long: a dead host's place released within T: test_rack_leases.py's short form and
+#   test_rack_service.py's lease test prove the reaper
+@pytest.mark.long
 def test_a_runner_host_that_dies_loses_its_place_to_the_next_host_within_T(hosts, tmp_path):
     addr = f"{hosts.coordinator.address}:20408"  # inside the coordinator's namespace: nobody else's port
     coord = hosts.popen("coord", [BIN / "labgrid-coordinator", "-l", addr], cwd=tmp_path,

@@ -86,6 +86,10 @@ def lab_up(d: Path) -> dict:
         pytest.fail(f"rack up --hosts 2: {e} (network namespaces need CAP_NET_ADMIN)")
 
 
+# make test-long: a second lab of five namespace hosts; the multi-host proof (boards of both exporter hosts,
+#   nothing left after down) is
+#   test_rtlab_run_on_a_runner_host_stages_over_ssh_and_boots_boards_of_both_exporter_hosts
+@pytest.mark.long
 def test_rack_up_hosts_splits_the_rack_over_namespace_hosts_and_down_leaves_nothing(tmp_path, monkeypatch):
     monkeypatch.setenv("RTLAB_LEASE_S", str(T))  # the exporter hosts' reapers
     d = tmp_path / "lab"

@@ -142,6 +142,9 @@ def test_two_jobs_run_in_parallel_on_two_places_through_uboot_and_tftp(rack, tmp
     assert_no_locks(rack)
 
 
+# make test-long: a hung board's power cycle: two more boots; the rack's boot path is proven by the two
+#   parallel jobs
+@pytest.mark.long
 def test_a_board_whose_console_hangs_is_power_cycled_and_boots(rack, tmp_path):
     for b in ("vb0", "vb1"):  # whichever place the job gets, its next power-on hangs
         pdu_request(rack, "POST", f"/rack/fault/{b}", "hang-boot")

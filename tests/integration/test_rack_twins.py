@@ -55,6 +55,9 @@ def qemu_power_ons(rack, board: str) -> list[str]:
     return [l for l in log.read_text().splitlines() if l.startswith("--- power on")]
 
 
+# make test-long: four twin boots; the rack with a lease is proven by test_rack_service.py, a twin through the
+#   rack by test_irq_response.py's RK356x test
+@pytest.mark.long
 def test_every_twin_boots_rt_through_pdu_ser2net_and_its_boot_path(rack, tmp_path):
     t0 = time.monotonic()
     res = run_rtlab(rack, "run", "--campaign", campaign(tmp_path, TWINS, ["rt"]), "--places", "2",

@@ -11,6 +11,7 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
 from conftest import RTLAB, ROOT, processes_of, rtlab
 
 SOAK = """
@@ -122,6 +123,9 @@ def test_sigkill_keeps_checkpoints_gate_judges_them_and_resume_completes(tmp_pat
     assert sum(t["cycles"] for t in m["output"]["threads"]) == _samples(final)
 
 
+# make test-long: checkpoint and resume are proven by
+#   test_sigkill_keeps_checkpoints_gate_judges_them_and_resume_completes
+@pytest.mark.long
 def test_console_lost_mid_soak_is_infra_with_the_checkpointed_samples(tmp_path, campaign, board_file):
     c = campaign([_board(board_file, tmp_path, "local-soak-console")], suites=SOAK)
     marker = tmp_path
@@ -163,6 +167,9 @@ def test_console_lost_mid_soak_is_infra_with_the_checkpointed_samples(tmp_path, 
     assert sum(t["cycles"] for t in m["output"]["threads"]) == _samples(final) >= _samples(st)
 
 
+# make test-long: one more soak; checkpoint and resume are proven by the SIGKILL test, the soak dashboard's
+#   query on live-published checkpoints by test_store.py::test_soak_dashboard_shows_the_last_checkpoint
+@pytest.mark.long
 def test_checkpoints_reach_influxdb_while_the_soak_runs(tmp_path, tmp_path_factory, campaign, board_file):
     """Live: each checkpoint is in a real influxd (measurement soak_progress)
     before the run ends, with the samples and maximum its checkpoint held;

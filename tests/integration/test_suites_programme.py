@@ -14,8 +14,8 @@ import time
 import uuid
 from pathlib import Path
 
+import pytest
 import yaml
-
 from conftest import ROOT, rtlab
 
 from rtlab.loads import LOADS
@@ -133,6 +133,7 @@ def test_every_suite_and_every_load_on_a_qemu_guest(tmp_path):
     assert "Verdict: INFRA" in out
 
 
+@pytest.mark.serial  # latency measured on this machine: make test runs it last, alone
 def test_every_suite_on_the_local_board(tmp_path):
     c = write_campaign(tmp_path, ["local"], None, entries(["idle", "stress+network"]))
     res = rtlab("run", "--campaign", c, "--results", tmp_path / "r", "--no-publish")
@@ -156,6 +157,8 @@ def test_every_suite_on_the_local_board(tmp_path):
     assert "Verdict: PASS" in res.stdout
 
 
+# make test-long: a killed load is INFRA on the local board in tests/faults/test_lab_faults.py
+@pytest.mark.long
 def test_a_load_killed_from_outside_is_infra_naming_it(tmp_path):
     """The load's processes are killed (SIGKILL, its whole session) by
     someone else while cyclictest measures: exit 2, the load named."""
