@@ -43,7 +43,13 @@ def policy_for(choice: BaselineChoice, pin_doc=None) -> Policy:
         if f.exists():
             pol = load_policy(f)
             return dataclasses.replace(pol, source=f"baseline run {choice.runs[0]}: {pol.source}")
-    return Policy(source="built-in defaults (no --budgets, and the baseline carries no budget file)")
+        return Policy(source="built-in defaults (no --budgets, and the baseline carries no budget file)")
+    # a store baseline's runs are in the store, their budget files not: the
+    # lab's own policy (this checkout's budgets/default.yaml), which knows
+    # its board classes (qemu-tcg gates on the max)
+    from ..plan.campaign import DEFAULT_BUDGETS
+    pol = load_policy(DEFAULT_BUDGETS)
+    return dataclasses.replace(pol, source=f"the lab's {pol.source}")
 
 
 def run_comparison(choice: BaselineChoice, candidate_dirs):
