@@ -37,7 +37,8 @@ def _subcommands(parser: argparse.ArgumentParser) -> list[tuple[str, str, argpar
     out = []
     for action in parser._actions:
         if isinstance(action, argparse._SubParsersAction):
-            helps = {a.dest: a.help or "" for a in action._choices_actions}
+            # a sub-command's help is a format string to argparse: "%%" is one "%"
+            helps = {a.dest: (a.help or "").replace("%%", "%") for a in action._choices_actions}
             for name, sub in action.choices.items():
                 out.append((name, helps.get(name, ""), sub))
     return out
@@ -91,7 +92,7 @@ def render(parser: argparse.ArgumentParser | None = None) -> str:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m rtlab.clidoc", description=__doc__.splitlines()[0])
-    ap.add_argument("--write", action="store_true", help=f"rewrite {REFERENCE.relative_to(ROOT)}")
+    ap.add_argument("--write", action="store_true", help="rewrite docs/reference/cli.md")
     ap.add_argument("--check", action="store_true", help="exit 1 when the file differs from the parser")
     args = ap.parse_args(argv)
     text = render()
