@@ -251,7 +251,7 @@ def check_budgets(campaign, jobs) -> list[Finding]:
 
 def check_variants(board: Board, jobs, images: dict) -> list[Finding]:
     """Which kernel variants the board can boot here (rtlab.run.runner.unavailable)."""
-    from ..run.runner import unavailable
+    from ..run.runner import board_cannot, unavailable
 
     mine = [j for j in jobs if j.board.name == board.name]
     if not board.fixed_kernel and board.arch not in images:
@@ -261,7 +261,7 @@ def check_variants(board: Board, jobs, images: dict) -> list[Finding]:
         why = unavailable(job, images)
         if why is None:
             bootable.append(job.variant.name)
-        elif (board.boots_built_kernels and not board.built_kernels_unusable
+        elif (board_cannot(job) is None and board.boots_built_kernels and not board.built_kernels_unusable
               and job.variant.fragments_for(board.arch)):
             built.append(job.variant.name)  # rtlab.run.runner.build_kernels builds it at the first run
         else:
