@@ -19,7 +19,7 @@ LINK = re.compile(r"!?\[(?:[^\[\]]|\[[^\]]*\])*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"
 HEADING = re.compile(r"^(#{1,6})\s+(.*?)\s*#*\s*$", re.M)
 #: `rtlab WORD [WORD]` where a command starts: the line's start, after a
 #: shell separator or `$(`, or a path ending in /rtlab (.venv/bin/rtlab)
-COMMAND = re.compile(r"(?:^|&&|;|\|\||\$\(|^\$ )\s*(?:\S*/)?rtlab((?:\s+[a-z][a-z0-9|-]*)+)", re.M)
+COMMAND = re.compile(r"(?:^|&&|;|\|\||\$\(|^\$ )[ \t]*(?:\S*/)?rtlab((?:[ \t]+[a-z][a-z0-9|-]*)+)", re.M)
 
 
 def prose(text: str) -> str:
