@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 from typing import Iterator
 
 from . import ROOT
@@ -58,7 +57,7 @@ def command_tree(parser: argparse.ArgumentParser | None = None) -> dict[tuple[st
 
 def _help_text(parser: argparse.ArgumentParser) -> str:
     saved = parser.formatter_class
-    parser.formatter_class = lambda prog: saved(prog, width=WIDTH)  # type: ignore[assignment, call-arg]
+    parser.formatter_class = lambda prog: saved(prog, width=WIDTH)  # type: ignore[call-arg]
     try:
         return parser.format_help().rstrip()
     finally:

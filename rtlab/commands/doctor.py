@@ -141,7 +141,7 @@ def check_labgrid_env(board: Board) -> list[Finding]:
     their target is checked through the coordinator instead."""
     if board.kind == "remote":
         return []
-    from labgrid import Environment
+    from labgrid.environment import Environment
 
     with _staged_placeholders():
         try:
