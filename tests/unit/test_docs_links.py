@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from rtlab.clidoc import command_tree
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "tools"))
+import cli_reference as clidoc  # noqa: E402 - tools/ is not a package
 PAGES = sorted({ROOT / "README.md", *ROOT.glob("docs/**/*.md"), ROOT / "budgets" / "README.md",
                 ROOT / "dashboards" / "README.md", ROOT / "labgrid" / "README.md"})
 
@@ -94,7 +95,7 @@ def test_relative_links_reach_a_file_and_heading(page):
 
 @pytest.mark.parametrize("page", PAGES, ids=[str(p.relative_to(ROOT)) for p in PAGES])
 def test_every_rtlab_command_shown_exists(page):
-    assert unknown_commands(page.read_text(), command_tree()) == []
+    assert unknown_commands(page.read_text(), clidoc.command_tree()) == []
 
 
 def test_the_checks_find_what_they_are_for(tmp_path, monkeypatch):
@@ -110,7 +111,7 @@ def test_the_checks_find_what_they_are_for(tmp_path, monkeypatch):
                     "Use `rtlab lava lab up` and `rtlab kernel sauce`; rtlab answers one question.\n")
     assert broken_links(page) == ["page.md: missing.md: no such file",
                                   "page.md: other.md#nowhere: no heading #nowhere in other.md"]
-    assert unknown_commands(page.read_text(), command_tree()) == ["rtlab timing", "rtlab rack reboot",
+    assert unknown_commands(page.read_text(), clidoc.command_tree()) == ["rtlab timing", "rtlab rack reboot",
                                                                   "rtlab kernel sauce"]
 
 

@@ -1,8 +1,8 @@
 """docs/reference/cli.md, generated from the `rtlab` argument parser.
 
-    python -m rtlab.clidoc            # print the reference
-    python -m rtlab.clidoc --write    # rewrite docs/reference/cli.md
-    python -m rtlab.clidoc --check    # exit 1 when the file differs (tests/unit/test_cli_reference.py)
+    .venv/bin/python tools/cli_reference.py            # print the reference
+    .venv/bin/python tools/cli_reference.py --write    # rewrite docs/reference/cli.md
+    .venv/bin/python tools/cli_reference.py --check    # exit 1 when the file differs (tests/unit/test_cli_reference.py)
 
 One section per command and sub-command, in the parser's own order, each
 with its one-line help and its `--help` text, so the page is what the
@@ -14,16 +14,18 @@ import argparse
 import sys
 from typing import Iterator
 
-from . import ROOT
-from .cli import build_parser
+from pathlib import Path
 
+from rtlab.cli import build_parser
+
+ROOT = Path(__file__).resolve().parents[1]
 REFERENCE = ROOT / "docs" / "reference" / "cli.md"
 #: help text width: fixed, so the page does not depend on the terminal
 WIDTH = 100
 
 HEADER = """# `rtlab` command reference
 
-Generated from the argument parser by `python -m rtlab.clidoc --write`;
+Generated from the argument parser by `tools/cli_reference.py --write`;
 `tests/unit/test_cli_reference.py` fails when this page differs from it.
 Exit codes of every command: 0 pass, 1 a latency budget broke or a
 regression (where the command judges), 2 bad input, infra, cancellation or
@@ -90,7 +92,7 @@ def render(parser: argparse.ArgumentParser | None = None) -> str:
 
 
 def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m rtlab.clidoc", description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(prog="tools/cli_reference.py", description=__doc__.splitlines()[0])
     ap.add_argument("--write", action="store_true", help="rewrite docs/reference/cli.md")
     ap.add_argument("--check", action="store_true", help="exit 1 when the file differs from the parser")
     args = ap.parse_args(argv)
@@ -102,7 +104,7 @@ def main(argv=None) -> int:
     if args.check:
         current = REFERENCE.read_text() if REFERENCE.is_file() else ""
         if current != text:
-            print(f"{REFERENCE} is stale: python -m rtlab.clidoc --write", file=sys.stderr)
+            print(f"{REFERENCE} is stale: .venv/bin/python tools/cli_reference.py --write", file=sys.stderr)
             return 1
         return 0
     sys.stdout.write(text)
