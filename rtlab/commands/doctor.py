@@ -165,10 +165,11 @@ def _env_tools(board: Board) -> dict:
     return dict(data.get("tools") or {})
 
 
-def check_resources(board: Board, suites: list[str], images: dict,
+def check_resources(board: Board, programs: list[str], images: dict,
                     coordinator: Optional[str] = None,
                     places: Optional[Callable[[str], dict]] = None) -> list[Finding]:
-    """What the board needs outside its env file, checked cheaply."""
+    """What the board needs outside its env file, checked cheaply;
+    *programs*: what the campaign's suites start on it (argv[0])."""
     found = []
     if board.kind == "qemu":
         tools = _env_tools(board)
@@ -191,14 +192,15 @@ def check_resources(board: Board, suites: list[str], images: dict,
                 found.append(_problem("resources", f"{board.name}: image files missing: {', '.join(missing)}",
                                       f"rtlab images --arch {board.arch} --refresh"))
     elif board.kind == "local":
-        needed = ["script"] + (["cyclictest"] if any(s.startswith("cyclictest") for s in suites) else [])
-        for tool in needed:
+        # the console's script(1), and the program each suite's command starts
+        for tool in ["script", *sorted(set(programs))]:
             path = shutil.which(tool)
             if path:
                 found.append(Finding("resources", f"{board.name}: {tool} = {path}"))
             else:
-                found.append(_problem("resources", f"{board.name}: {tool} not on PATH (the local board runs it "
-                                                   f"on this machine)", "make setup (env/apt-packages.txt)"))
+                found.append(_problem("resources", f"{board.name}: {tool} not found (the local board runs it "
+                                                   f"on this machine)", "make setup (env/apt-packages.txt, "
+                                                   "make rtbench)"))
     else:
         found.extend(_check_place(board, coordinator, places))
     return found
@@ -337,6 +339,7 @@ def register(sub):
 def diagnose(boards: Optional[list[str]], campaign_path: Optional[str], *, store: bool = True,
              store_config: Optional[str] = None) -> list[Finding]:
     from ..plan.campaign import load_campaign
+    from ..suites import SUITES
 
     found = check_setup()
     loaded: list[Board] = []
@@ -358,10 +361,11 @@ def diagnose(boards: Optional[list[str]], campaign_path: Optional[str], *, store
     images, f = check_images(sorted({b.arch for b in loaded if not b.fixed_kernel}))
     found += f
     jobs = campaign.jobs() if campaign is not None else []
-    suites = [e.suite for e in campaign.suites] if campaign is not None else []
     for board in loaded:
+        programs = [SUITES[r.suite].command(r, board)[0] for j in jobs if j.board.name == board.name
+                    for r in j.suites]
         found += check_labgrid_env(board)
-        found += check_resources(board, suites, images)
+        found += check_resources(board, programs, images)
         found += check_variants(board, jobs, images)
     if campaign is not None and jobs:
         found += check_budgets(campaign, jobs)

@@ -104,8 +104,8 @@ def test_image_files_gone_from_the_cache(tmp_path):
 
 def test_the_local_board_needs_its_tools_on_path(monkeypatch):
     monkeypatch.setenv("PATH", "/nonexistent")
-    found = doctor.check_resources(find_board("local"), ["cyclictest"], images={})
-    assert [f.what.split(":")[1].split()[0] for f in problems(found)] == ["script", "cyclictest"]
+    found = doctor.check_resources(find_board("local"), ["cyclictest", "oslat", "cyclictest"], images={})
+    assert [f.what.split(":")[1].split()[0] for f in problems(found)] == ["script", "cyclictest", "oslat"]
     assert all("make setup" in f.fix for f in found)
 
 
