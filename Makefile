@@ -1,4 +1,4 @@
-# rtlab: the two commands of the README do all set-up on a fresh Debian 12
+# rtlab: the two commands of README.md do all set-up on a fresh Debian 12
 # (what that changes on the host: docs/getting-started.md).
 #   make run    the main job: every board x variant, table, exit code
 #   make test   unit and integration tests (real QEMU boots through labgrid)
