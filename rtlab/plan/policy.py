@@ -20,6 +20,9 @@ RUN_STATISTICS = ("p50", "p99", "p99.9", "p99.99", "max")
 #: built kernels
 BASELINE_METHODS = ("store", "paired")
 
+#: a key that cannot see a doubling is flagged to the lab
+DEFAULT_DETECTABLE_LIMIT = 1.0
+
 
 @dataclass(frozen=True)
 class MinEffect:
@@ -47,7 +50,7 @@ class Policy:
     alpha: float = 0.05
     #: the error of NO-REGRESSION: a regression of the minimum effect shown
     #: as none (per statistic, over all looks)
-    beta: float = 0.1
+    beta: float = 0.05
     min_runs: int = 3
     trim: float = 0.0
     #: candidate run counts at which the sequential verdict looks; the last
@@ -65,6 +68,13 @@ class Policy:
     #: budget class -> its baseline method (BASELINE_METHODS; "*" every
     #: other class; a class named nowhere: ``store``)
     baseline: dict[str, str] = field(default_factory=dict)
+    #: budget class -> the detectable effect (ratio - 1) above which a key
+    #: is flagged to the lab ("*" every other class): its baseline is too
+    #: noisy or too small for a useful verdict; the key still decides
+    detectable_limit: dict[str, float] = field(default_factory=dict)
+
+    def limit_for(self, budget_class: str) -> float:
+        return self.detectable_limit.get(budget_class, self.detectable_limit.get("*", DEFAULT_DETECTABLE_LIMIT))
 
     def baseline_for(self, budget_class: str) -> str:
         return self.baseline.get(budget_class) or self.baseline.get("*") or "store"
@@ -89,6 +99,7 @@ class Policy:
                 "looks": list(self.looks), "min_runs": self.min_runs,
                 "class_statistics": {k: list(v) for k, v in self.class_statistics.items()},
                 "trim": self.trim, "source": self.source, "baseline": dict(self.baseline),
+                "detectable_limit": dict(self.detectable_limit),
                 "min_effect": {k: {"relative": v.relative, "abs_us": v.abs_us}
                                for k, v in self.min_effect.items()},
                 "statistic_min_effect": {f"{c}/{st}": {"relative": v.relative, "abs_us": v.abs_us}
@@ -97,7 +108,8 @@ class Policy:
 
 def policy_from_node(node: Node, path: Path) -> Policy:
     """``regression:`` of a budget file, every value typed and ranged."""
-    node.only(["statistics", "alpha", "beta", "looks", "min_runs", "trim", "min_effect", "baseline"])
+    node.only(["statistics", "alpha", "beta", "looks", "min_runs", "trim", "min_effect", "baseline",
+               "detectable_limit"])
     d = Policy()
 
     def stat_list(n: Node) -> tuple[str, ...]:
@@ -164,7 +176,19 @@ def policy_from_node(node: Node, path: Path) -> Policy:
         if bnode.value not in BASELINE_METHODS:
             raise bnode.error(f"must be one of {', '.join(BASELINE_METHODS)}, got {shown(bnode.value)}")
         baseline[str(cls)] = str(bnode.value)
-    return Policy(statistics=st, alpha=float(alpha), beta=float(beta), looks=looks,
+    # budget class -> the detectable effect above which a key is flagged
+    limits: dict[str, float] = {}
+    lnode = node.child("detectable_limit")
+    if lnode.value is not None and not isinstance(lnode.value, dict):
+        limits["*"] = lnode.number(DEFAULT_DETECTABLE_LIMIT, positive=True)
+    else:
+        for cls, cnode in lnode.items():
+            limits[str(cls)] = cnode.number(DEFAULT_DETECTABLE_LIMIT, positive=True)
+    for cls, v in limits.items():
+        if not v <= 1000:
+            raise (lnode.child(cls) if isinstance(lnode.value, dict) else lnode).error(
+                f"must be at most 1000 (a ratio - 1), got {v!r}")
+    return Policy(statistics=st, alpha=float(alpha), beta=float(beta), looks=looks, detectable_limit=limits,
                   min_runs=min_runs, trim=float(trim), baseline=baseline,
                   min_effect=effects, class_statistics=by_class, statistic_effect=stat_effects,
                   source=f"{Path(path).name}: regression")

@@ -14,7 +14,7 @@ from typing import Optional
 from ..errors import InputError
 from ..core.fsutil import read_text_bounded, result_max_bytes
 from ..core.model import Histogram, RunResult
-from .table import comparison_table
+from .runpage import host_noise_html, page_head, regression_table, tables_html, verdict_html
 from .snapshot import SNAPSHOT_FILE, summary_lines
 
 #: distinct, colour-blind-safe line colours (Okabe-Ito)
@@ -53,14 +53,19 @@ def _svg_open(width: int, height: int, title: str, *, cls: str = "", title_y: in
 
 def histogram_svg(series: list[tuple[str, Histogram]], title: str,
                   budget_us: Optional[float] = None, width: int = 760, height: int = 360,
-                  marks: Optional[list[tuple[str, float]]] = None) -> str:
+                  marks: Optional[list[tuple[str, float]]] = None, *, x_max: Optional[float] = None,
+                  max_us: Optional[float] = None, cls: str = "", compact: bool = False,
+                  legend: bool = True) -> str:
     """One step line per series; x: latency (µs, linear), y: samples (log10).
     ``marks``: (label, µs) thresholds drawn as grey dashed lines where they
-    fall inside the data's range (a far threshold would squash the data)."""
+    fall inside the data's range (a far threshold would squash the data).
+    ``x_max``: the x-range, shared by small multiples (else the data's);
+    ``max_us``: the observed maximum, marked (an arrow at the edge when it
+    lies beyond the range: overflows of the histogram)."""
     series = [(label, h) for label, h in series if h is not None and h.counts]
-    left, right, top, bottom = 70, 20, 40, 50
+    left, right, top, bottom = (44, 18, 26, 32) if compact else (70, 20, 40, 50)
     pw, ph = width - left - right, height - top - bottom
-    out = _svg_open(width, height, title)
+    out = _svg_open(width, height, title, cls=cls, **({"title_y": 14, "title_size": 12} if compact else {}))
     if not series:
         out.append(f'<text x="{width / 2}" y="{height / 2}" text-anchor="middle">no histogram</text></svg>')
         return "\n".join(out)
@@ -68,6 +73,8 @@ def histogram_svg(series: list[tuple[str, Histogram]], title: str,
     budget_on_scale = bool(budget_us) and budget_us <= 2 * xmax
     if budget_on_scale:  # a far-away budget would squash the data to a sliver
         xmax = max(xmax, budget_us * 1.05)
+    if x_max:
+        xmax, budget_on_scale = x_max, bool(budget_us) and budget_us <= x_max
     ymax = max(max(h.counts.values()) for _, h in series)
     ytop = 10 ** math.ceil(math.log10(max(ymax, 1) * 1.01))
 
@@ -78,7 +85,7 @@ def histogram_svg(series: list[tuple[str, Histogram]], title: str,
         return top + ph * (1 - (math.log10(c) / math.log10(ytop) if c >= 1 else 0)) if ytop > 1 else top + ph
 
     out.append(f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="#888"/>')
-    for t in _nice_ticks(0, xmax):
+    for t in _nice_ticks(0, xmax, 4 if compact else 6):
         out.append(f'<line x1="{x(t):.1f}" y1="{top + ph}" x2="{x(t):.1f}" y2="{top + ph + 4}" stroke="#888"/>'
                    f'<text x="{x(t):.1f}" y="{top + ph + 16}" text-anchor="middle">{_fmt(t)}</text>')
     decade = 1
@@ -86,16 +93,26 @@ def histogram_svg(series: list[tuple[str, Histogram]], title: str,
         out.append(f'<line x1="{left}" y1="{y(decade):.1f}" x2="{left + pw}" y2="{y(decade):.1f}" stroke="#eee"/>'
                    f'<text x="{left - 6}" y="{y(decade) + 4:.1f}" text-anchor="end">1e{int(math.log10(decade))}</text>')
         decade *= 10
-    out.append(f'<text x="{left + pw / 2}" y="{height - 10}" text-anchor="middle">latency (µs)</text>')
-    out.append(f'<text transform="translate(16,{top + ph / 2}) rotate(-90)" text-anchor="middle">'
-               f'samples (log scale)</text>')
+    out.append(f'<text x="{left + pw / 2}" y="{height - (4 if compact else 10)}" text-anchor="middle">'
+               f'latency (µs)</text>')
+    if not compact:
+        out.append(f'<text transform="translate(16,{top + ph / 2}) rotate(-90)" text-anchor="middle">'
+                   f'samples (log scale)</text>')
     if budget_on_scale:
-        out.append(f'<line x1="{x(budget_us):.1f}" y1="{top}" x2="{x(budget_us):.1f}" y2="{top + ph}" '
-                   f'stroke="#c00" stroke-dasharray="5,3"/><text x="{x(budget_us) - 4:.1f}" y="{top + ph - 6}" '
-                   f'text-anchor="end" fill="#c00">budget {_fmt(budget_us)} µs</text>')
+        out.append(f'<line class="budget" x1="{x(budget_us):.1f}" y1="{top}" x2="{x(budget_us):.1f}" '
+                   f'y2="{top + ph}" stroke="#c00" stroke-dasharray="5,3"/><text x="{x(budget_us) - 4:.1f}" '
+                   f'y="{top + ph - 6}" text-anchor="end" fill="#c00">budget {_fmt(budget_us)} µs</text>')
     elif budget_us:
-        out.append(f'<text x="{left + pw - 4}" y="{top + ph - 6}" text-anchor="end" fill="#c00">'
+        out.append(f'<text class="budget" x="{left + pw - 4}" y="{top + ph - 6}" text-anchor="end" fill="#c00">'
                    f'budget {_fmt(budget_us)} µs (off scale) →</text>')
+    if max_us is not None and max_us <= xmax:
+        out.append(f'<line class="max" x1="{x(max_us):.1f}" y1="{top}" x2="{x(max_us):.1f}" y2="{top + ph}" '
+                   f'stroke="#000" stroke-width="1.5"/><text x="{x(max_us) + 3:.1f}" y="{top + 11}" '
+                   f'text-anchor="{"end" if x(max_us) > left + pw * 0.6 else "start"}" '
+                   f'dx="{-6 if x(max_us) > left + pw * 0.6 else 0}">max {_fmt(max_us)}</text>')
+    elif max_us is not None:
+        out.append(f'<text class="max" x="{left + pw - 4}" y="{top + 11}" text-anchor="end">'
+                   f'max {_fmt(max_us)} µs (off scale) →</text>')
     for j, (label, at) in enumerate(marks or []):
         if 0 < at <= xmax:
             right = x(at) > left + pw * 0.7  # label left of the line near the right edge
@@ -117,7 +134,10 @@ def histogram_svg(series: list[tuple[str, Histogram]], title: str,
             pts.append(f"{x0:.1f},{yy:.1f} {x1:.1f},{yy:.1f}")
             prev = idx
         pts.append(f"{x((prev + 1) * h.bucket_us):.1f},{base:.1f}")
-        out.append(f'<polyline fill="none" stroke="{colour}" stroke-width="1.2" points="{" ".join(pts)}"/>')
+        out.append(f'<polyline class="hist" fill="none" stroke="{colour}" stroke-width="1.2" '
+                   f'points="{" ".join(pts)}"/>')
+        if not legend:
+            continue
         extra = f" (+{h.overflows:,} over range)" if h.overflows else ""
         out.append(f'<rect x="{left + pw - 230}" y="{top + 8 + 16 * i}" width="10" height="10" fill="{colour}"/>'
                    f'<text x="{left + pw - 215}" y="{top + 17 + 16 * i}">{html.escape(label)}{extra}</text>')
@@ -125,20 +145,35 @@ def histogram_svg(series: list[tuple[str, Histogram]], title: str,
     return "\n".join(out)
 
 
-def run_plots(run: RunResult) -> list[tuple[str, str]]:
-    """(title, svg) per board × suite × load, variants overlaid."""
-    groups: dict[tuple[str, str, str], list] = {}
-    budgets: dict[tuple[str, str, str], Optional[float]] = {}
+def run_plots(run: RunResult) -> list[tuple[str, list[tuple[str, str]]]]:
+    """Small multiples: per board × suite × load, one histogram per variant
+    (log counts, its budget and its observed max marked), every plot of a
+    board on the same x-range so that the variants' tails compare by eye.
+    Returns (title, [(variant, svg)]) in run order."""
+    groups: dict[tuple[str, str, str], list[tuple[str, Histogram, Optional[float], Optional[float]]]] = {}
     for job in run.jobs:
         for m in job.measurements:
             c = m.output.combined()
-            if c is None or c.histogram is None:
+            if c is None or c.histogram is None or not c.histogram.counts:
                 continue
-            key = (job.board, m.key.suite, m.key.load)
-            groups.setdefault(key, []).append((job.variant, c.histogram))
-            if m.budget and m.budget.max_us:
-                budgets[key] = min(budgets.get(key) or math.inf, m.budget.max_us)
-    return [(f"{b} · {s} · {l}", histogram_svg(series, f"{b} · {s} · {l}", budgets.get((b, s, l))))
+            variant = job.variant + (f" r{job.repeat}" if job.repeat else "")
+            budget = m.budget.max_us if m.budget and m.budget.max_us else None
+            groups.setdefault((job.board, m.key.suite, m.key.load), []).append(
+                (variant, c.histogram, budget, c.max_us))
+    x_range: dict[str, float] = {}
+    for (board, _, _), series in groups.items():
+        for _, h, budget, mx in series:
+            edge = (max(h.counts) + 1) * h.bucket_us
+            # the max and the budget widen the range where they lie near the data;
+            # far beyond it (overflows, a generous budget) they are drawn at the edge
+            for v in (mx, budget):
+                if v is not None and v <= 2 * edge:
+                    edge = max(edge, v)
+            x_range[board] = max(x_range.get(board, 0.0), edge * 1.05)
+    return [(f"{b} · {s} · {l}",
+             [(variant, histogram_svg([(variant, h)], variant, budget, width=300, height=190, x_max=x_range[b],
+                                      max_us=mx, cls="variant-hist", compact=True, legend=False))
+              for variant, h, budget, mx in series])
             for (b, s, l), series in groups.items()]
 
 
@@ -291,48 +326,47 @@ def pwcet_html(run: RunResult) -> list[str]:
 
 
 def write_html_report(run: RunResult, path: Path) -> Path:
-    parts = ["<!doctype html><meta charset='utf-8'>",
-             f"<title>rtlab run {html.escape(run.run_id)}</title>",
-             "<style>body{font-family:sans-serif;margin:2em} pre{background:#f6f6f6;padding:1em}</style>",
-             f"<h1>rtlab run {html.escape(run.run_id)} — {run.verdict.value.upper()}</h1>",
+    """report.html: the verdict first (broken budgets, infra errors, the
+    regression verdict against its baseline, with evidence), then the
+    variants' tables, the histograms as small multiples, and the details."""
+    from ..errors import InputError
+    from ..core.modelcheck import load_comparison
+    path = Path(path)
+    try:  # bounded, not through a symlink, checked (rtlab.core.modelcheck)
+        comparison = load_comparison(path.parent)
+    except InputError as e:
+        comparison = {"outcome": "undecided", "problems": [f"compare.json unreadable: {e}"], "keys": []}
+    title = f"rtlab run {run.run_id} — {run.verdict.value.upper()}"
+    if comparison is not None:  # both verdicts in the title: a budget PASS is not the run's pass
+        title = (f"rtlab run {run.run_id} — budgets {run.verdict.value.upper()}, "
+                 f"regression verdict {str(comparison.get('outcome', '?')).upper()}")
+    parts = [*page_head(title), f"<h1>{html.escape(title)}</h1>",
              f"<p>campaign {html.escape(run.campaign)}, started {html.escape(run.started)}"
              + (f", kernel commit {html.escape(str(run.commit.get('sha')))}" if run.commit.get("sha") else "")
-             + "</p>",
-             "<h2>Variants side by side</h2>", f"<pre>{html.escape(comparison_table(run))}</pre>",
-             "<h2>Latency histograms</h2>"]
-    for _, svg in run_plots(run):
-        parts.append(f"<div>{svg}</div>")
+             + "</p>"]
+    parts += verdict_html(run, comparison)
+    parts += tables_html(run)
+    parts += regression_table(comparison)
+    plots = run_plots(run)
+    if plots:
+        parts += ["<h2 id='histograms'>Latency histograms</h2>",
+                  "<p class='note'>one plot per variant, samples on a log scale; red dashed: the budget, "
+                  "black: the observed max; the plots of a board share their latency axis</p>"]
+    for title_, svgs in plots:
+        parts.append(f"<h3>{html.escape(title_)}</h3><div class='multiples'>"
+                     + "".join(f"<div data-variant='{html.escape(v, quote=True)}'>{svg}</div>" for v, svg in svgs)
+                     + "</div>")
     parts += pwcet_html(run)
     parts += evidence_html(run)
     parts += host_noise_html(run)
-    parts += snapshot_html(run, Path(path).parent)
-    parts += regression_html(Path(path).parent)
-    path = Path(path)
+    snaps = snapshot_html(run, path.parent)
+    if snaps:
+        parts += [snaps[0], "<details><summary>each job's system</summary>", *snaps[1:], "</details>"]
     # a new file replacing whatever is there: never written through a symlink
     # planted in a run dir (rtlab compare / gate --baseline rewrite this page)
     from ..core.fsutil import write_replacing
     write_replacing(path, ("\n".join(parts) + "\n").encode())
     return path
-
-
-def regression_html(run_dir: Path) -> list[str]:
-    """The regression verdict against a baseline, where `rtlab compare` or
-    `rtlab gate --baseline` judged this run (compare.json), with a link to
-    the comparison report."""
-    from ..errors import InputError
-    from ..core.modelcheck import load_comparison
-    try:  # bounded, not through a symlink, checked (rtlab.core.modelcheck)
-        v = load_comparison(run_dir)
-    except InputError:
-        return []
-    if v is None:
-        return []
-    out = [f"<h2>Regression verdict: {html.escape(str(v.get('outcome', '?')).upper())}</h2>",
-           f"<p>baseline: {html.escape(str((v.get('baseline') or {}).get('source', '')))}</p>"]
-    if v.get("html"):
-        out.append(f"<p><a href='{html.escape(str(v['html']), quote=True)}'>comparison report</a></p>")
-    out.append("<pre>" + html.escape("\n".join(k.get("line", "") for k in v.get("keys", []))) + "</pre>")
-    return out
 
 
 def _summed(hists) -> Optional[Histogram]:
@@ -453,44 +487,6 @@ def evidence_html(run: RunResult) -> list[str]:
     if not rows:
         return []
     return ["<h2 id='evidence'>Evidence at the breach</h2>", "<ul>", *rows, "</ul>"]
-
-
-def host_noise_html(run: RunResult) -> list[str]:
-    """What the host's hypervisor stole while each tool ran (rtlab.core.hostnoise),
-    and the attempts the runner measured again because of it."""
-    rows = []
-    for job in run.jobs:
-        for m in job.measurements:
-            if m.host_noise:
-                rows.append(f"<li>{html.escape(job.board)}/{html.escape(job.variant)}"
-                            + (f" r{job.repeat}" if job.repeat else "")
-                            + f" {html.escape(m.key.suite)}@{html.escape(m.key.load)}: "
-                            + html.escape(host_noise_line(m.host_noise)) + "</li>")
-        for r in job.retries:
-            again = r.get("measured_again")  # which suites ran again (older runs: the whole job)
-            where = str(r.get("dir"))
-            # a link only to a directory inside the run (run.json may be hostile: no scheme, no way out)
-            link = (f"<a href='{html.escape(where)}'>{html.escape(where)}</a>"
-                    if ":" not in where and not where.startswith("/") and ".." not in where.split("/")
-                    else html.escape(where))
-            rows.append(f"<li><b>measured again</b> {html.escape(job.board)}/{html.escape(job.variant)}"
-                        + (f" {html.escape(', '.join(map(str, again)))}" if again else "") + ": "
-                        f"{html.escape('; '.join(r.get('reasons', [])))} (raw files: {link})</li>")
-    if not rows:
-        return []
-    return ["<h2 id='host-noise'>Host noise during the measurements</h2>",
-            "<p>hypervisor steal (/proc/stat) and the host monitor's longest stall while each tool ran; "
-            "a breach the steal explains is INFRA and measured again, as is a tool that lost its own "
-            "start-up race</p>", "<ul>", *rows, "</ul>"]
-
-
-def host_noise_line(noise: dict) -> str:
-    steal = noise.get("steal_ms") or {}
-    per_cpu = ", ".join(f"{c} {v:g}" for c, v in steal.items())
-    return (f"steal {sum(steal.values()):g} ms in {noise.get('window_s', 0):g} s ({per_cpu or 'no CPU read'}), "
-            f"at most {noise.get('burst_ms', 0):g} ms from one CPU within 0.25 s; "
-            f"longest host stall {noise.get('max_gap_ms', 0):g} ms"
-            + (f"; {noise['error']}" if noise.get("error") else ""))
 
 
 def snapshot_html(run: RunResult, run_dir: Path) -> list[str]:

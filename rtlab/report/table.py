@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import statistics
 from collections import OrderedDict
+from dataclasses import dataclass
 from typing import Optional
 
 from ..loads.health import load_cell
@@ -101,7 +102,22 @@ def _repeat_cells(pairs: list[tuple[Optional[Measurement], JobResult]]) -> dict[
     return cells
 
 
-def comparison_table(run: RunResult) -> str:
+@dataclass
+class TableBlock:
+    """One block of the comparison table: a board × suite × load, its
+    variants as columns (name, row -> cell) and the rows shown, in order."""
+
+    board: str
+    suite: str
+    load: str
+    title: str
+    columns: list[tuple[str, dict[str, str]]]
+    rows: tuple[str, ...]
+
+
+def table_blocks(run: RunResult) -> list[TableBlock]:
+    """The blocks of the comparison table, in run order; the text table and
+    report.html's HTML tables are both drawn from them."""
     # board -> (suite, load) -> variant -> measurement, in run order
     variants_by_board: "OrderedDict[str, list[str]]" = OrderedDict()
     for job in run.jobs:
@@ -123,7 +139,7 @@ def comparison_table(run: RunResult) -> str:
     repeats: dict[tuple[str, str], list[JobResult]] = {}
     for j in run.jobs:  # a repeating campaign: one column per variant, every repeat in it
         repeats.setdefault((j.board, j.variant), []).append(j)
-    out = []
+    blocks = []
     for board, variants in variants_by_board.items():
         sample_job = next((jobs[(board, v)] for v in variants if (board, v) in jobs), None)
         if sample_job is None or all(jobs[(board, v)].only_not_available for v in variants if (board, v) in jobs):
@@ -145,29 +161,26 @@ def comparison_table(run: RunResult) -> str:
                 rest = tuple(r for r in rows if r not in beside)
                 at = rest.index("max") + 1
                 rows = rest[:at] + beside + rest[at:]
-            width0 = max(len(r) for r in rows)
-            widths = [max(len(v), *(len(c.get(r, "-")) for r in rows)) for v, c in cols]
-            out.append(title)
-            out.append(" " * width0 + "  " + "  ".join(v.rjust(w) for (v, _), w in zip(cols, widths)))
-            for r in rows:
-                out.append(r.ljust(width0) + "  " + "  ".join(c.get(r, "-").rjust(w) for (_, c), w in zip(cols, widths)))
-            out.append("")
-    problems = []
-    unavailable = [f"  {n['board']}/{n['variant']}: {n['reason']}" for n in run.not_available]
-    unavailable += [f"  {job.board}/{job.variant}/{n['suite']}/{n['load']}: {n['reason']}"
-                    for job in run.jobs for n in job.not_available]
+            blocks.append(TableBlock(board, suite, load, title, cols, rows))
+    return blocks
+
+
+def comparison_table(run: RunResult) -> str:
+    out = []
+    for b in table_blocks(run):
+        cols, rows = b.columns, b.rows
+        width0 = max(len(r) for r in rows)
+        widths = [max(len(v), *(len(c.get(r, "-")) for r in rows)) for v, c in cols]
+        out.append(b.title)
+        out.append(" " * width0 + "  " + "  ".join(v.rjust(w) for (v, _), w in zip(cols, widths)))
+        for r in rows:
+            out.append(r.ljust(width0) + "  " + "  ".join(c.get(r, "-").rjust(w) for (_, c), w in zip(cols, widths)))
+        out.append("")
+    unavailable = not_available_lines(run)
     if unavailable:
         out.append("Not available (not run, not judged):")
-        out.extend(unavailable)
+        out.extend(f"  {u}" for u in unavailable)
         out.append("")
-    for job in run.jobs:
-        if job.build_error:
-            problems.append(f"FAIL {job.board}/{job.variant}: {job.build_error}")
-        if job.infra_error:
-            problems.append(f"INFRA {job.board}/{job.variant}: {job.infra_error}")
-        for m in job.measurements:
-            if m.verdict in (Verdict.FAIL, Verdict.INFRA):
-                problems.append(f"{m.verdict.value.upper()} {m.key.label()}: {'; '.join(m.reasons)}")
     refusals = [f"  {job.board}/{job.variant}{f' r{job.repeat}' if job.repeat else ''} "
                 f"{m.key.suite}@{m.key.load}: {why}"
                 for job in run.jobs for m in job.measurements
@@ -176,19 +189,45 @@ def comparison_table(run: RunResult) -> str:
         out.append("pWCET n/a (worst case not estimated):")
         out.extend(refusals)
         out.append("")
+    problems = problem_lines(run)
     if problems:
         out.append("Not passed:")
         out.extend(f"  {p}" for p in problems)
         out.append("")
+    out.append(f"Verdict: {run.verdict.value.upper()}  ({verdict_counts(run)})")
+    return "\n".join(out)
+
+
+def not_available_lines(run: RunResult) -> list[str]:
+    """What the plan held and nothing ran: whole jobs, then single suites."""
+    return ([f"{n['board']}/{n['variant']}: {n['reason']}" for n in run.not_available]
+            + [f"{job.board}/{job.variant}/{n['suite']}/{n['load']}: {n['reason']}"
+               for job in run.jobs for n in job.not_available])
+
+
+def problem_lines(run: RunResult) -> list[str]:
+    """Every build error, infra error, broken budget and INFRA measurement, one line each."""
+    problems = []
+    for job in run.jobs:
+        if job.build_error:
+            problems.append(f"FAIL {job.board}/{job.variant}: {job.build_error}")
+        if job.infra_error:
+            problems.append(f"INFRA {job.board}/{job.variant}: {job.infra_error}")
+        for m in job.measurements:
+            if m.verdict in (Verdict.FAIL, Verdict.INFRA):
+                problems.append(f"{m.verdict.value.upper()} {m.key.label()}: {'; '.join(m.reasons)}")
+    return problems
+
+
+def verdict_counts(run: RunResult) -> str:
+    """Jobs and measurements per verdict, the text after the run's verdict."""
     counts = {v: sum(1 for j in run.jobs if j.verdict == v and not j.only_not_available) for v in Verdict}
     # measurements are counted on their own: a job's verdict is its worst one,
     # so one FAIL in a job would hide every INFRA measurement beside it
     measured = {v: sum(1 for j in run.jobs for m in j.measurements if m.verdict == v) for v in Verdict}
     infra_jobs = sum(1 for j in run.jobs if j.infra_error)
-    out.append(f"Verdict: {run.verdict.value.upper()}  "
-               f"({counts[Verdict.PASS]} jobs pass, {counts[Verdict.FAIL]} over budget, "
-               f"{infra_jobs + measured[Verdict.INFRA]} infra errors; measurements: "
-               f"{measured[Verdict.PASS]} pass, {measured[Verdict.FAIL]} fail, "
-               f"{measured[Verdict.INFRA]} infra"
-               + (f", {measured[Verdict.SHOWN]} shown, not judged" if measured[Verdict.SHOWN] else "") + ")")
-    return "\n".join(out)
+    return (f"{counts[Verdict.PASS]} jobs pass, {counts[Verdict.FAIL]} over budget, "
+            f"{infra_jobs + measured[Verdict.INFRA]} infra errors; measurements: "
+            f"{measured[Verdict.PASS]} pass, {measured[Verdict.FAIL]} fail, "
+            f"{measured[Verdict.INFRA]} infra"
+            + (f", {measured[Verdict.SHOWN]} shown, not judged" if measured[Verdict.SHOWN] else ""))

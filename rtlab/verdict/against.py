@@ -90,4 +90,10 @@ def run_comparison(choice: BaselineChoice, candidate_dirs):
                             exclude_runs=[r.run_id for r in candidate], pinned=pinned)
     if choice.pin:
         side.source = f"store: baseline pinned as {choice.pin} ({doc.get('pinned_at', '?')}), " + side.source[7:]
-    return compare_sides(side, side_from_runs(candidate, cand_source), policy)
+    cmp = compare_sides(side, side_from_runs(candidate, cand_source), policy)
+    if not choice.pin and not side.runs:
+        # a store that answered, with nothing of this campaign on the branch:
+        # a new branch or campaign (a pin that holds nothing is an error)
+        cmp.no_baseline = (f"branch {branch} has no runs of campaign {campaign} in the store yet: the branch's "
+                           f"pushes publish them and start its baseline")
+    return cmp

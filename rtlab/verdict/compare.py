@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Optional
@@ -214,6 +215,17 @@ class StatComparison:
     looks: list["Look"] = field(default_factory=list)
     #: the nominal one-sided level of each look (Pocock, Bonferroni-shared)
     level: Optional[float] = None
+    #: the policy's minimum effect as one ratio - 1 (relative, or abs_us
+    #: over the baseline's level, the larger)
+    min_effect: Optional[float] = None
+
+    @property
+    def detectable(self) -> Optional[float]:
+        """What the key can see: the regression (ratio - 1) it finds with
+        probability 1 - beta by its last look, at the look shown."""
+        if not self.looks or not math.isfinite(self.looks[-1].detectable):
+            return None
+        return self.looks[-1].detectable
 
     def sync(self) -> None:
         """After the key stopped at a look: the shown test is that look's."""
@@ -258,6 +270,7 @@ class StatComparison:
                 "ratio": t.ratio if t else None,
                 "ratio_interval": [fin(t.ratio_low), fin(t.ratio_high)] if t else None,
                 "method": t.method if t else None, "level": self.level,
+                "min_effect": self.min_effect, "detectable": self.detectable,
                 "looks": [lk.to_json() for lk in self.looks]}
 
 
@@ -273,10 +286,17 @@ class Look:
     upper: float
     regress: bool
     no_regression: bool
+    #: the detectable effect (ratio - 1) at this look: NO-REGRESSION needs
+    #: ``upper`` below 1 + this (nan: the look's test cannot show none)
+    detectable: float = math.nan
+    #: the key's last look (the cap): the bounds meet, it decides
+    final: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {"runs": self.runs, "ratio": self.test.ratio, "p": self.test.p, "p_adjusted": self.p_adjusted,
                 "upper": self.upper if math.isfinite(self.upper) else None,
+                "detectable": self.detectable if math.isfinite(self.detectable) else None,
+                "final": self.final,
                 "decision": REGRESSION if self.regress else NO_REGRESSION if self.no_regression else "continue"}
 
 
@@ -341,14 +361,63 @@ class KeyComparison:
             lk = s.looks[-1]
             text += (f", look {len(s.looks)} at {lk.runs} runs"
                      + (f", upper bound {_pct(lk.upper)}" if math.isfinite(lk.upper) else ""))
+        seen = self.sees()
+        if seen:
+            text += f"; {seen}"
         if self.reasons:
             text += " (" + "; ".join(self.reasons) + ")"
         elif self.outcome == NO_REGRESSION and s.looks and s.looks[-1].test.p < (s.level or 0) and not s.big_enough:
             text += " (below the minimum effect)"
         return head + text + f": {tail}"
 
+    def sees(self) -> str:
+        """What this key can see, and the policy's minimum: "sees +31 % or
+        more by 30 runs; policy +20 %" (the largest detectable effect of its
+        gating statistics)."""
+        det = [(s.detectable, s) for s in self.stats if s.gates and s.detectable is not None]
+        if not det:
+            return ""
+        d, s = max(det, key=lambda x: x[0])
+        cap = s.looks[-1].runs if s.looks and s.looks[-1].final else None
+        text = f"{s.name} sees {_pct(1 + d)} or more"
+        text += f" in {cap} runs" if cap else ""
+        if s.min_effect is not None:
+            text += f"; policy {_pct(1 + s.min_effect)}"
+        return text
+
+    limit: float = math.inf
+
+    @property
+    def flagged(self) -> str:
+        """Why the lab should look at this key's baseline: it cannot see a
+        regression below its class's limit (the key still decides)."""
+        det = [s.detectable for s in self.stats if s.gates and s.detectable is not None]
+        if not det or max(det) <= self.limit:
+            return ""
+        return (f"{self.key.label()} sees only {_pct(1 + max(det))} or more (limit {_pct(1 + self.limit)}): "
+                f"its baseline is too noisy or too small; pin a larger baseline, or run longer")
+
+    @property
+    def decided_by(self) -> str:
+        """How the key was decided, in words (compare.json ``decided_by``)."""
+        gating = [s for s in self.stats if s.gates and s.looks]
+        if self.outcome == REGRESSION:
+            s = next((s for s in gating if s.looks[-1].regress), None)
+            return (f"{s.name}: lower bound above 1 at look {len(s.looks)} ({s.looks[-1].runs} runs) and the "
+                    f"estimate at least the minimum effect" if s else "regression")
+        if self.outcome == NO_REGRESSION:
+            lk = [s.looks[-1] for s in gating]
+            where = f"look {len(gating[0].looks)} ({lk[0].runs} runs)" if lk else "?"
+            how = ("the last look: the bounds meet" if any(x.final for x in lk)
+                   else "every gating statistic's upper bound below its detectable effect")
+            return f"{where}: {how}"
+        return "undecided: " + "; ".join(self.reasons or ["nothing to compare"])
+
     def to_json(self) -> dict[str, Any]:
+        det = [s.detectable for s in self.stats if s.gates and s.detectable is not None]
         return {"key": self.key.__dict__, "label": self.key.label(), "outcome": self.outcome,
+                "detectable": max(det) if det else None, "sees": self.sees(), "decided_by": self.decided_by,
+                "flagged": self.flagged,
                 "budget_class": self.budget_class, "n_baseline": self.n_baseline,
                 "n_candidate": self.n_candidate, "reasons": self.reasons, "line": self.line(),
                 "statistics": [s.to_json() for s in self.stats],
@@ -376,6 +445,9 @@ class Comparison(CampaignOutcome):
     #: ``rtlab run --repeat-until-decided``: the candidate's batches of
     #: repeats, each with the keys it measured (rtlab.verdict.sequential)
     batches: list[dict[str, Any]] = field(default_factory=list)
+    #: a store baseline with no runs at all: why (the gate then judges on
+    #: budgets only and says so; ``rtlab compare`` stays undecided)
+    no_baseline: str = ""
 
     def lines(self) -> list[str]:
         out = [f"baseline: {self.baseline_source or ', '.join(self.baseline_runs)} "
@@ -384,6 +456,7 @@ class Comparison(CampaignOutcome):
                f"({_runs_text(self.candidate_runs, [r for k in self.keys for r in k.candidate])})"]
         out += [f"error: {p}" for p in self.problems]
         out += [k.line() for k in self.keys]
+        out += [f"flagged for the lab: {k.flagged}" for k in self.keys if k.flagged]
         out += [f"system changed: {c}" for c in self.system_changes]
         for name, sess in sorted(self.sessions.items()):
             out.append(f"sessions ({name}): between-session variance {sess['tau2_over_sigma2']:.2g} x the "
@@ -418,7 +491,7 @@ class Comparison(CampaignOutcome):
                 "candidate": {"source": self.candidate_source, "runs": self.candidate_runs},
                 "keys": [k.to_json() for k in self.keys], "system_changes": self.system_changes,
                 "sessions": self.sessions, "policy_source": self.policy.source,
-                "batches": self.batches}
+                "batches": self.batches, "no_baseline": self.no_baseline}
 
 
 def _runs_text(runs: list[str], replicates: list["Replicate"]) -> str:
@@ -475,6 +548,7 @@ def compare_sides(base: Side, cand: Side, policy: Optional[Policy] = None) -> Co
         kc.baseline, kc.candidate = b, c
         kc.n_baseline, kc.n_candidate = len(b), len(c)
         kc.budget_class = (c or b)[0].budget_class if (c or b) else ""
+        kc.limit = policy.limit_for(kc.budget_class)
         if not b and not base.dropped.get(key):
             kc.reasons.append(f"no baseline: only in candidate runs {', '.join(sorted({r.run_id for r in c}))}")
             continue
@@ -535,7 +609,10 @@ def _sequential(cmp: Comparison, gated: list, policy: Policy) -> None:
     (stats.pocock_level): P(any false REGRESSION in the campaign) <= alpha
     whatever look the keys stop at. NO-REGRESSION is shown, never assumed:
     the upper bound of the ratio (level 1 - beta, Pocock over the looks) is
-    below the minimum effect."""
+    below the key's detectable effect (stats.closed_look: the larger of the
+    minimum effect and what the key's variance lets its last look find with
+    probability 1 - beta). At the last look the two bounds meet: every key
+    whose statistics can be compared is REGRESSION or NO-REGRESSION."""
     m = max(1, len(gated))
     # the sessions' share of the variance, per statistic, from every key's
     # baseline pool at once (the host's sessions are the same for all keys)
@@ -562,34 +639,53 @@ def _sequential(cmp: Comparison, gated: list, policy: Policy) -> None:
         sc.level = pa
         blog = stats._logs(sc.baseline, floor)
         base_level = math.exp(float(blog.mean()))
+        # the minimum effect as one ratio: the relative one, or the absolute
+        # one over the baseline's level, whichever is larger (both must be met)
+        sc.min_effect = max(eff.relative, eff.abs_us / base_level if base_level > 0 else math.inf)
+        min_log = math.log1p(sc.min_effect)
+        b_sessions = [r.session for r in kc.baseline]
+        if not sc.any_censored:
+            # what the key can see: from the baseline, before any candidate run
+            first = [r.session for r in kc.candidate[:schedule[0]]]
+            planned = float(stats.planned_detectable(
+                blog, b_sessions, rho.get(sc.name, 0.0),
+                stats.cap_sessions(list(Counter(first).values()), schedule[0], schedule), pa, pb, min_log))
         for n in looks:
+            final = n == schedule[-1]
             if sc.any_censored:
                 # a rank test: it can find a regression, never show none
                 t = stats.censored_shift_test(sc.baseline, sc.baseline_censored,
                                               sc.candidate[:n], sc.candidate_censored[:n])
-                ucb = math.inf
+                ucb, det = math.inf, math.nan
                 big = (t.ratio >= 1 + eff.relative
                        and stats.median(sc.candidate[:n]) - stats.median(sc.baseline) >= eff.abs_us)
+                regress, shown_none = t.p < pa and big, False
             else:
-                L = stats.look_statistics(blog, stats._logs(sc.candidate[:n], floor),
-                                          [r.session for r in kc.baseline], [r.session for r in kc.candidate[:n]],
+                c_sessions = [r.session for r in kc.candidate[:n]]
+                L = stats.look_statistics(blog, stats._logs(sc.candidate[:n], floor), b_sessions, c_sessions,
                                           rho=rho.get(sc.name, 0.0))
                 e, p = float(L.estimate), float(L.p())
                 if not (math.isfinite(p) and float(L.se) > 0):
-                    # no spread at all (quantised values): the exact rank test
-                    mw = stats.shift_test_exact(sc.baseline, sc.candidate[:n])
-                    t, ucb = mw, math.inf
+                    # no spread at all (quantised values): the exact rank test;
+                    # none is shown where no candidate run exceeds any baseline
+                    # run by the minimum effect (a bound without a variance)
+                    t = stats.shift_test_exact(sc.baseline, sc.candidate[:n])
+                    ucb = max(sc.candidate[:n]) / max(min(sc.baseline), 1e-9)
+                    det = sc.min_effect
+                    big = t.ratio >= 1 + eff.relative and base_level * (t.ratio - 1) >= eff.abs_us
+                    regress = t.p < pa and big
+                    shown_none = not regress and ucb <= 1 + sc.min_effect
                 else:
+                    d = stats.closed_look(L, pa, pb, min_log, planned, final)
                     lo, hi = float(L.bound(0.975, upper=False)), float(L.bound(0.975))
                     t = stats.ShiftTest(p=p, ratio=math.exp(e), ratio_low=math.exp(lo),
                                         ratio_high=math.exp(hi), method=L.method)
-                    ucb = math.exp(float(L.bound(1 - pb)))
-                big = t.ratio >= 1 + eff.relative and base_level * (t.ratio - 1) >= eff.abs_us
-            regress = t.p < pa and big
-            # no regression worth gating: below the relative OR the absolute minimum
-            shown_none = ucb < 1 + max(eff.relative, 0.0) or base_level * (ucb - 1) < eff.abs_us
+                    ucb, det = math.exp(float(d.upper)), math.expm1(float(d.detectable))
+                    big = e >= min_log
+                    regress, shown_none = bool(d.regress), bool(d.no_regression)
             sc.looks.append(Look(runs=n, test=t, big=big, p_adjusted=min(1.0, t.p * policy.alpha / pa),
-                                 upper=ucb, regress=regress, no_regression=shown_none and not regress))
+                                 upper=ucb, regress=regress, no_regression=shown_none and not regress,
+                                 detectable=det, final=final))
             sc.sync()
     for kc in cmp.keys:
         _decide(kc, policy)

@@ -26,12 +26,14 @@ freedom; Student's t from scipy) bounds the ratio:
   campaign) (Bonferroni: the campaign's false alarms stay within alpha) is
   above 1, and the estimate exceeds the class's minimum effect (relative
   and absolute, both);
-- NO-REGRESSION: the one-sided upper bound at beta is below the minimum
-  effect (relative, or absolute): a regression of the minimum effect would
-  have shown;
-- UNDECIDED otherwise, and for fewer pairs than ``min_runs``, runs made
-  with different parameters, and a censored statistic (beyond the
-  histogram: its difference is unknown, so it never shows "no regression").
+- NO-REGRESSION otherwise: no regression of +d or more, where d, the
+  pairs' detectable effect, is what they find with probability 1 - beta
+  (rtlab.verdict.stats.detectable_log: the same closed rule as the
+  sequential verdict's last look; the bounds meet, so it always decides);
+- UNDECIDED for fewer pairs than ``min_runs``, runs made with different
+  parameters, pairs without any spread, and a censored statistic (beyond
+  the histogram: its difference is unknown, so it never shows "no
+  regression").
 
 A key regresses when one of its statistics does, shows none when all do;
 the campaign exits 1 on any regression, else 2 on any undecided key, else 0.
@@ -51,7 +53,7 @@ from ..core.model import MeasurementKey, RunResult
 from ..plan.policy import MinEffect, Policy
 from .compare import (NO_REGRESSION, REGRESSION, UNDECIDED, CampaignOutcome, Replicate, parameter_differences,
                       side_from_runs)
-from .stats import RUN_STATISTICS
+from .stats import RUN_STATISTICS, detectable_log
 
 
 @dataclass
@@ -66,13 +68,17 @@ class PairedStat:
     upper: float = float("nan")   # one-sided, at beta
     outcome: str = UNDECIDED
     why: str = ""
+    #: what these pairs can see (ratio - 1): found with probability 1 - beta
+    detectable: float = float("nan")
+    min_effect: float = float("nan")
 
     def to_json(self) -> dict[str, Any]:
         def num(x: float) -> Optional[float]:
             return None if math.isnan(x) else round(x, 6)
         return {"name": self.name, "pairs": len(self.baseline), "baseline": self.baseline,
                 "candidate": self.candidate, "ratio": num(self.ratio), "lower": num(self.lower),
-                "upper": num(self.upper), "outcome": self.outcome, "why": self.why}
+                "upper": num(self.upper), "outcome": self.outcome, "why": self.why,
+                "detectable": num(self.detectable), "min_effect": num(self.min_effect)}
 
 
 @dataclass
@@ -186,6 +192,12 @@ def compare_paired(baseline: list[RunResult], candidate: list[RunResult],
 
 
 def _judge(ps: PairedStat, floor: float, effect: MinEffect, alpha: float, beta: float) -> None:
+    """The closed rule of rtlab.verdict.stats.closed_look at one look, the
+    session's pairs (its cap): REGRESSION where the lower bound is above 1
+    and the estimate at least the minimum effect, else NO-REGRESSION: no
+    regression of +detectable or more, the effect these pairs find with
+    probability 1 - beta. Pairs without any spread (copies of one run)
+    cannot bound anything: UNDECIDED."""
     b = np.log(np.maximum(np.asarray(ps.baseline), floor))
     c = np.log(np.maximum(np.asarray(ps.candidate), floor))
     d = c - b
@@ -194,15 +206,19 @@ def _judge(ps: PairedStat, floor: float, effect: MinEffect, alpha: float, beta: 
     se = float(d.std(ddof=1)) / math.sqrt(n)
     base_gm = float(np.exp(b.mean()))
     ps.ratio = math.exp(mean)
-    ps.lower = math.exp(mean - float(sps.t.ppf(1 - alpha, n - 1)) * se)
-    ps.upper = math.exp(mean + float(sps.t.ppf(1 - beta, n - 1)) * se)
-    big = ps.ratio > 1 + effect.relative and base_gm * (ps.ratio - 1) > effect.abs_us
-    if ps.lower > 1 and big:
+    if not se > 0:
+        ps.why = "(the pairs show no spread at all: copies of one run cannot bound an effect)"
+        return
+    ta, tb = float(sps.t.isf(alpha, n - 1)), float(sps.t.isf(beta, n - 1))
+    ps.min_effect = max(effect.relative, effect.abs_us / base_gm if base_gm > 0 else math.inf)
+    min_log = math.log1p(ps.min_effect)
+    ps.lower = math.exp(mean - ta * se)
+    ps.upper = math.exp(mean + tb * se)
+    ps.detectable = math.expm1(float(detectable_log(se, ta, tb, min_log)))
+    if ps.lower > 1 and mean >= min_log:
         ps.outcome = REGRESSION
         ps.why = f"(+{(ps.ratio - 1) * 100:.0f} %, {base_gm:.0f} -> {base_gm * ps.ratio:.0f} us)"
-    elif ps.upper < 1 + effect.relative or base_gm * (ps.upper - 1) < effect.abs_us:
-        ps.outcome = NO_REGRESSION
     else:
-        ps.outcome = UNDECIDED
-        ps.why = ("(beyond the bound, below the minimum effect)" if ps.lower > 1 else
-                  f"(cannot exclude +{effect.relative * 100:.0f} %: more pairs)")
+        ps.outcome = NO_REGRESSION
+        ps.why = (f"(no regression of +{ps.detectable * 100:.0f} % or more: {n} pairs see that; "
+                  f"policy +{ps.min_effect * 100:.0f} %)")

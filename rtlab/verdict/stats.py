@@ -376,6 +376,112 @@ def look_statistics(B: np.ndarray, C: np.ndarray, b_sessions: Sequence[Any] = ()
     return LookStatistics(estimate=est, se=se, df=df, tau2=rho * msw, sigma2=msw, method=method)
 
 
+# -- the closed design: every comparable key decided by its last look ----------
+# Why (issue: a gate that decides): REGRESSION's and NO-REGRESSION's bounds
+# each held their error over the looks, but NO-REGRESSION was asked to
+# exclude the policy's minimum effect whatever the key's variance, so with
+# a noisy key the bounds never met and most unchanged campaigns of 40 keys
+# ended UNDECIDED at 30 runs. Here NO-REGRESSION excludes the key's
+# *detectable effect*: the larger of the minimum effect and the smallest
+# regression the key's last look finds with probability 1 - beta. That
+# effect is the baseline's (its variance, its sessions, the run cap): known
+# before a merge request pays for a run (`rtlab baseline plan`), and the
+# same at every look, so a noisy candidate (one wild run) measures on
+# instead of stopping early with a weak promise.
+
+def detectable_log(se: Any, ta: Any, tb: Any, min_log: Any) -> np.ndarray:
+    """ln(1 + d): the smallest log effect that a last look with standard
+    error *se* finds with probability 1 - beta, given REGRESSION needs the
+    lower bound (t_a) above 0 and the estimate at least ln(1 + m):
+
+        ln(1 + d) = max(t_a * se, ln(1 + m)) + t_b * se
+    """
+    se = np.asarray(se, dtype=float)
+    return np.maximum(np.asarray(ta) * se, np.asarray(min_log)) + np.asarray(tb) * se
+
+
+def cap_sessions(current: Sequence[int], n: int, schedule: Sequence[int]) -> list[int]:
+    """The candidate's session sizes at the last look, seen from a look at
+    *n* runs: the sessions so far (*current*), then one session per later
+    look's batch (``rtlab run --repeat-until-decided`` runs each batch as a
+    run of its own)."""
+    out = list(current)
+    prev = n
+    for k in schedule:
+        if k > prev:
+            out.append(k - prev)
+            prev = k
+    return out
+
+
+def planned_detectable(B: np.ndarray, b_sessions: Sequence[Any], rho: Any, cap: Sequence[int],
+                       pa: float, pb: float, min_log: Any) -> np.ndarray:
+    """ln(1 + d) from the baseline alone (logs *B* (..., n_b), vectorised
+    over leading axes): its within-session variance, the sessions' share
+    *rho*, and a candidate whose last look has sessions of sizes *cap*
+    (:func:`cap_sessions`). A one-session candidate keeps its whole session
+    offset, so with a real session effect the key sees less."""
+    B = np.asarray(B, dtype=float)
+    nb = B.shape[-1]
+    labels = list(b_sessions) or list(range(nb))
+    G = _one_hot(labels)
+    ns = G.sum(0)
+    c = np.asarray(list(cap), dtype=float)
+    nc = float(c.sum())
+    if nb - len(ns) >= 1 and len(ns) >= 2:
+        means = (B @ G) / ns
+        s2 = ((B - means @ G.T) ** 2).sum(-1) / (nb - len(ns))
+        df = nb - len(ns) + nc - len(c)
+        var = s2 * (1 / nb + 1 / nc + np.asarray(rho) * ((ns ** 2).sum() / nb ** 2 + (c ** 2).sum() / nc ** 2))
+    else:
+        s2 = B.var(-1, ddof=1)
+        df = nb + nc - 2
+        var = s2 * (1 / nb + 1 / nc)
+    ta, tb = sps.t.isf(pa, df), sps.t.isf(pb, df)
+    return detectable_log(np.sqrt(var), ta, tb, min_log)
+
+
+@dataclass(frozen=True)
+class ClosedLook:
+    """One look of the closed sequential design (arrays as the look's).
+
+    Two one-sided bounds on the log ratio: ``lower`` at the look's
+    REGRESSION level *pa* (Bonferroni over the campaign's gating tests,
+    Pocock over the looks), ``upper`` at the NO-REGRESSION level *pb*
+    (beta, Pocock over the looks). REGRESSION: ``lower`` above 0 and the
+    estimate at least the minimum effect m. NO-REGRESSION: ``upper`` below
+    the key's detectable effect d (:func:`planned_detectable`). At the last
+    look d becomes the larger of the planned one and what this look's own
+    standard error gives (:func:`detectable_log`); a key that does not
+    regress there has its estimate below t_a * se or below ln(1 + m), so its
+    upper bound is below ln(1 + d): the bounds meet and every comparable key
+    is decided. NO-REGRESSION says: no regression of +d or more (one of +d
+    would have been found with probability at least 1 - beta)."""
+
+    regress: np.ndarray
+    no_regression: np.ndarray
+    #: ln(1 + detectable effect) at this look
+    detectable: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
+
+
+def closed_look(L: LookStatistics, pa: float, pb: float, min_log: Any, planned: Any,
+                final: Any = False) -> ClosedLook:
+    """The decision of one look; *min_log* = ln(1 + minimum effect) (the
+    larger of the relative one and abs_us over the baseline's level),
+    *planned* = the baseline's ln(1 + d); *final*: this is the key's cap."""
+    fin = np.asarray(final, dtype=bool)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ta, tb = sps.t.isf(pa, L.df), sps.t.isf(pb, L.df)
+        est = np.asarray(L.estimate, dtype=float)
+        det = np.where(fin, np.maximum(planned, detectable_log(L.se, ta, tb, min_log)), planned)
+        lower, upper = est - ta * L.se, est + tb * L.se
+        regress = (lower > 0) & (est >= min_log)
+        none = ~regress & ((upper < det) | fin)
+    return ClosedLook(regress=regress, no_regression=none, detectable=det, lower=lower, upper=upper)
+
+
 def session_ratio(pools: Sequence[tuple[Any, Sequence[Any]]], confidence: float = 0.9
                   ) -> tuple[float, Optional[float], Optional[float]]:
     """The between-session variance relative to the within-session one,

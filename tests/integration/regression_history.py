@@ -123,11 +123,39 @@ def history_runs(outputs: list[ToolOutput], now: datetime, scale: float = 1.0) -
     return {"runs": runs, "shas": shas}
 
 
-def publish_history(outputs: list[ToolOutput], url: str, database: str, tmp: Path, scale: float = 1.0) -> dict:
-    """Publish the history with `rtlab publish`'s code; returns the shas."""
+def seeded_store(tmp_path_factory, name: str, budget_of=None):
+    """A LocalInfluxd of its own (a free loopback port) with the history
+    published into database *name*; *budget_of(outputs)* the Budget every
+    measurement is judged against (default: publish_history's). Returns
+    (server, store facts: url, db, client, shas, state, tmp, budget); stop the server."""
+    from rtlab.store import InfluxV1, LocalInfluxd
+
+    state = tmp_path_factory.mktemp("rtlab-state")
+    srv = LocalInfluxd(state)
+    srv.start()
+    client = InfluxV1(srv.url, name)
+    client.create_database()
+    tmp = tmp_path_factory.mktemp("hist")
+    outputs = real_outputs(tmp)
+    budget = budget_of(outputs) if budget_of else None
+    h = publish_history(outputs, srv.url, name, tmp, budget=budget)
+    return srv, {"url": srv.url, "db": name, "client": client, "shas": h["shas"], "state": state, "tmp": tmp,
+                 "budget": budget}
+
+
+def publish_history(outputs: list[ToolOutput], url: str, database: str, tmp: Path, scale: float = 1.0,
+                    budget=None) -> dict:
+    """Publish the history with `rtlab publish`'s code; returns the shas.
+    *budget* (rtlab.core.model.Budget): every measurement judged against it
+    instead of the default's far-away 1 s max (a budget line on the plots)."""
+    from rtlab.judge.gate import judge
     from rtlab.store import StoreConfig, publish_run
 
     h = history_runs(outputs, datetime.now(timezone.utc).replace(microsecond=0), scale)
+    if budget is not None:
+        for run in h["runs"]:
+            for m in run.measurements():
+                judge(m, budget)
     cfg = StoreConfig(url=url, database=database, spool_dir=str(tmp / "spool")).normalized()
     for run in h["runs"]:
         d = tmp / "results" / run.run_id

@@ -13,6 +13,8 @@ from rtlab.store import InfluxV1, LocalInfluxd, Session, StoreConfig
 sys.path.insert(0, str(ROOT / "tests" / "unit"))
 from test_compare import run  # noqa: E402
 
+BUDGETS = ROOT / "budgets" / "default.yaml"
+
 
 @pytest.fixture(scope="module")
 def influx(tmp_path_factory):
@@ -89,11 +91,19 @@ def test_last_k_runs_of_a_branch_pins_and_store_down(influx, tmp_path):
     res = rtlab("compare", "--baseline-store", "--branch", "never", "--candidate", *same, env=env)
     assert res.returncode == 2, res.stdout + res.stderr
     assert "empty baseline" in res.stdout
+    # ... but the gate of a branch with no baseline yet is not red for it:
+    # it says so and judges the budgets alone
+    res = rtlab("gate", *same, "--budgets", str(BUDGETS), "--baseline-store", "--branch", "never", env=env)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "gate: regression verdict: no baseline yet: branch never has no runs of campaign" in res.stdout
+    assert "gate: exit 0 (budgets PASS, regression verdict NO BASELINE YET)" in res.stdout
 
-    # the store is down: exit 2, never a pass
+    # the store is down: exit 2, never a pass (the gate's too)
     down = {**env, "RTLAB_INFLUX_URL": "http://127.0.0.1:9"}
     res = rtlab("compare", "--baseline-store", "--candidate", *same, env=down)
     assert res.returncode == 2 and "Connection refused" in res.stderr, res.stdout + res.stderr
+    res = rtlab("gate", *same, "--budgets", str(BUDGETS), "--baseline-store", "--branch", "never", env=down)
+    assert res.returncode == 2 and "cannot decide" in res.stdout, res.stdout + res.stderr
 
 
 def two_threads(r):

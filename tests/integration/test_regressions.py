@@ -14,23 +14,16 @@ from pathlib import Path
 
 import pytest
 
-from regression_history import BAD_COMMITS, GOOD_COMMITS, publish_history, real_outputs
-from rtlab.store import InfluxV1, LocalInfluxd, rows
+from regression_history import BAD_COMMITS, GOOD_COMMITS, seeded_store
+from rtlab.store import rows
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")
 def store(tmp_path_factory):
-    state = tmp_path_factory.mktemp("rtlab-state")
-    srv = LocalInfluxd(state)
-    srv.start()
-    name = "t_regressions"
-    client = InfluxV1(srv.url, name)
-    client.create_database()
-    tmp = tmp_path_factory.mktemp("hist")
-    h = publish_history(real_outputs(tmp), srv.url, name, tmp)
-    yield {"url": srv.url, "db": name, "client": client, "shas": h["shas"], "state": state}
+    srv, facts = seeded_store(tmp_path_factory, "t_regressions")
+    yield facts
     srv.stop()
 
 

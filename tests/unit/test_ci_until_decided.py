@@ -53,11 +53,17 @@ def run_test_job(tmp_path, **env):
     return res, calls, (tmp_path / "results/qemu-aarch64/rt/exit-code")
 
 
-def test_plain_repeats_unless_asked(tmp_path):
-    res, calls, code = run_test_job(tmp_path, RTLAB_REPEAT="5", RTLAB_BASELINE_BRANCH="main")
+def test_until_decided_by_default_plain_repeats_without_a_baseline_or_when_asked(tmp_path):
+    # the shipped default: a pipeline with a baseline measures until decided
+    res, calls, code = run_test_job(tmp_path / "d", RTLAB_REPEAT="5", RTLAB_BASELINE_BRANCH="main")
     assert res.returncode == 0, res.stderr
-    assert calls[0].startswith("run ") and calls[0].endswith("--repeat 5")
-    assert not any(c.startswith("gate") for c in calls)
+    assert calls[0].endswith("--repeat-until-decided --baseline-store --branch main --last 5"), calls
+    # no baseline branch (a budgets-only pipeline), or switched off: plain repeats
+    for sub, env in (("n", {}), ("o", {"RTLAB_BASELINE_BRANCH": "main", "RTLAB_UNTIL_DECIDED": "0"})):
+        res, calls, code = run_test_job(tmp_path / sub, RTLAB_REPEAT="5", **env)
+        assert res.returncode == 0, res.stderr
+        assert calls[0].startswith("run ") and calls[0].endswith("--repeat 5"), calls
+        assert not any(c.startswith("gate") for c in calls)
 
 
 def test_until_decided_against_the_pipelines_baseline(tmp_path):
@@ -108,4 +114,5 @@ def test_store_baseline_where_the_class_says_store_or_no_base_commit(tmp_path):
     assert calls[0].startswith("baseline method") and calls[1].startswith("run ") and res.returncode == 0, calls
     # no baseline commit from the trigger: the method is not even asked
     res, calls, _ = run_test_job(tmp_path / "b", RTLAB_BASELINE_BRANCH="main", METHOD="paired", RTLAB_REPEAT="5")
-    assert calls[0].startswith("run ") and calls[0].endswith("--repeat 5"), calls
+    assert calls[0].startswith("run ") and calls[0].endswith(
+        "--repeat-until-decided --baseline-store --branch main --last 5"), calls

@@ -38,7 +38,8 @@ def test_compare_html_renders_and_is_linked_from_report_and_junit(tmp_path):
     assert looks and {"runs", "ratio", "p", "upper", "decision"} <= set(looks[0])
     # the candidate's report links it; its JUnit names the key, the baseline and the report
     w0 = Path(dirs["w"][0])
-    assert str(html) in (w0 / "report.html").read_text() and "Regression verdict: REGRESSION" in (w0 / "report.html").read_text()
+    page = (w0 / "report.html").read_text()
+    assert str(html) in page and "Regression verdict: <span class='badge v-regression'>REGRESSION</span>" in page
     verdict = json.loads((w0 / "compare.json").read_text())
     xml = junit_xml([load_run(w0)], {"w0": verdict}).getroot()
     (failure,) = xml.iter("failure")

@@ -70,11 +70,18 @@ def test_a_paired_regression_fails_the_gate_without_any_store(tmp_path, capsys, 
 
 
 def test_unchanged_pairs_pass_and_a_broken_budget_still_fails(tmp_path, capsys):
-    same = session(tmp_path / "s", [24, 30, 22, 27, 25, 26], [24, 30, 22, 27, 25, 26])
+    # unchanged: each pair's runs a little apart, as two boots are
+    same = session(tmp_path / "s", [24, 30, 22, 27, 25, 26], [25, 29, 22, 28, 24, 26])
     budgets = tmp_path / "b.yaml"
     budgets.write_text(BUDGETS)
     assert main(["gate", "--paired", str(same), "--budgets", str(budgets)]) == 0
-    assert "regression verdict NO-REGRESSION" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "regression verdict NO-REGRESSION" in out
+    assert "or more: 6 pairs see that" in out  # what the pairs can see, said
+    # copies of one run as pairs bound nothing: undecided, never a pass
+    copies = session(tmp_path / "c", [24, 30, 22], [24, 30, 22])
+    assert main(["gate", "--paired", str(copies), "--budgets", str(budgets)]) == 2
+    assert "no spread at all" in capsys.readouterr().out
     over = session(tmp_path / "o", [2000, 2100, 1900], [2000, 2100, 1900])  # max 3x p99 over 5000 us
     assert main(["gate", "--paired", str(over)]) == 1
     assert "gate: FAIL over 3 runs" in capsys.readouterr().out

@@ -85,7 +85,7 @@ def test_a_hostile_retries_list_is_refused_and_never_linked_out(tmp_path):
 
     from rtlab.core.model import JobResult, RunResult
     from rtlab.errors import InputError
-    from rtlab.report.plot import host_noise_html
+    from rtlab.report.runpage import host_noise_html
     from rtlab.run.results import load_run
 
     job = {"board": "local", "variant": "host", "measurements": []}
