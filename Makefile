@@ -1,4 +1,5 @@
-# rtlab: the two commands of the README do all set-up on a fresh Debian 12.
+# rtlab: the two commands of README.md do all set-up on a fresh Debian 12
+# (what that changes on the host: docs/getting-started.md).
 #   make run    the main job: every board x variant, table, exit code
 #   make test   unit and integration tests (real QEMU boots through labgrid)
 # Set-up is idempotent and quiet the second time.
@@ -76,8 +77,8 @@ reference-jobs: images
 	@RTLAB_UPDATE_REFERENCE=1 $(PY) -m pytest -q tests/unit/test_lava_reference.py
 
 # every variant of every virtual twin in the rack (labgrid/README.md "Virtual
-# twins"): builds the kernels Debian does not ship once (armv7l none/preempt:
-# a cold cross build is 20-40 min here, then cached), then boots each variant
+# twins"): builds the kernels Debian does not ship once (armv7l none/preempt,
+# docs/measurements/kernel-builds.md; then cached), then boots each variant
 # through PDU, ser2net, lease and lock. Not part of make test.
 test-rack: images
 	@$(PY) -m pytest -m rack tests/integration/test_rack_twins.py $(PYTEST_ARGS)

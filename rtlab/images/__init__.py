@@ -47,7 +47,7 @@ from __future__ import annotations
 from ..targets import arch as _arch
 from ..core.fsutil import sha256_file
 from .apt import AptSource, parse_apt_depends
-from .build import ensure_images
+from .build import cached_images, ensure_images
 from .cache import DEFAULT_CACHE, FORMAT, DebCache, Progress
 from .config import DEFAULT_CONFIG, FLAVOURS, ArchConfig, KernelPin, load_config
 from .console import HOSTNAME, PROMPT, PROMPT_RE
@@ -75,7 +75,7 @@ __all__ = [
     "STATIC_LINKS", "UDHCPC_SCRIPT",
     "AptSource", "ArchConfig", "DebCache", "ElfInfo", "Entry", "ImageError", "ImageSet", "KernelImage",
     "KernelPin", "MissingLibraryError", "PackageSource", "Pkg", "Progress", "RootView",
-    "default_lib_dirs", "ensure_images", "find_programs", "is_elf", "kernel_banner", "load_config",
+    "cached_images", "default_lib_dirs", "ensure_images", "find_programs", "is_elf", "kernel_banner", "load_config",
     "overlay_digest", "pack_cpio", "parse_apt_depends", "preempt_model", "qemu_command", "read_elf",
     "read_modinfo", "resolve_needed", "sha256_file",
 ]

@@ -44,29 +44,11 @@ def ensure_images(arch: str, *, cache_dir: Optional[Path] = None,
     touching apt and without output. ``refresh=True`` resolves package
     versions with apt again (picking up e.g. security updates of libraries).
     """
-    if _arch.get_or_none(arch) is None:
-        raise ImageError(f"unknown arch {arch!r}; known: {', '.join(ARCHES)}")
-    arch = _arch.canonical(arch)
+    cfg, cache, adir, ovl, key, state = _image_key(arch, cache_dir, overlays, config)
     say: Progress = progress or _quiet
-    cfg = load_config(arch, config)
-    # resolved: the set names real files, whichever symlink the cache is reached through
-    cache = (Path(cache_dir) if cache_dir is not None else DEFAULT_CACHE).resolve()
-    ovl = tuple({"path": str(Path(o).resolve()), "sha256": overlay_digest(Path(o))} for o in overlays)
-    key = hashlib.sha256(json.dumps({
-        "config": cfg.key_data(), "generated": _generated_digest(),
-        "overlays": [o["sha256"] for o in ovl],
-    }, sort_keys=True).encode()).hexdigest()
-    adir = cache / arch
-    state = adir / f"manifest-{key[:16]}.json"
 
     def cached() -> Optional[ImageSet]:
-        if refresh or not state.is_file():
-            return None
-        try:
-            iset = ImageSet.from_manifest(json.loads(state.read_text()), cache)
-        except (ValueError, KeyError, TypeError):
-            return None
-        return iset if iset.key == key and iset.files_present() else None
+        return None if refresh else _cached_set(state, cache, key)
 
     hit = cached()
     if hit is not None:
@@ -80,6 +62,43 @@ def ensure_images(arch: str, *, cache_dir: Optional[Path] = None,
         _atomic_write(state, text.encode())
         _atomic_write(adir / "manifest.json", text.encode())
         return iset
+
+
+def cached_images(arch: str, *, cache_dir: Optional[Path] = None,
+                  overlays: Sequence[Union[Path, str]] = (), config: Optional[Path] = None) -> Optional[ImageSet]:
+    """The image set :func:`ensure_images` would return for these inputs if
+    it is built and its files are all there, else None; never builds, never
+    asks apt (`rtlab doctor`)."""
+    _, cache, _, _, key, state = _image_key(arch, cache_dir, overlays, config)
+    return _cached_set(state, cache, key)
+
+
+def _image_key(arch: str, cache_dir: Optional[Path], overlays: Sequence[Union[Path, str]],
+               config: Optional[Path]) -> tuple:
+    """The inputs' content key and where its manifest lives."""
+    if _arch.get_or_none(arch) is None:
+        raise ImageError(f"unknown arch {arch!r}; known: {', '.join(ARCHES)}")
+    arch = _arch.canonical(arch)
+    cfg = load_config(arch, config)
+    # resolved: the set names real files, whichever symlink the cache is reached through
+    cache = (Path(cache_dir) if cache_dir is not None else DEFAULT_CACHE).resolve()
+    ovl = tuple({"path": str(Path(o).resolve()), "sha256": overlay_digest(Path(o))} for o in overlays)
+    key = hashlib.sha256(json.dumps({
+        "config": cfg.key_data(), "generated": _generated_digest(),
+        "overlays": [o["sha256"] for o in ovl],
+    }, sort_keys=True).encode()).hexdigest()
+    adir = cache / arch
+    return cfg, cache, adir, ovl, key, adir / f"manifest-{key[:16]}.json"
+
+
+def _cached_set(state: Path, cache: Path, key: str) -> Optional[ImageSet]:
+    if not state.is_file():
+        return None
+    try:
+        iset = ImageSet.from_manifest(json.loads(state.read_text()), cache)
+    except (ValueError, KeyError, TypeError):
+        return None
+    return iset if iset.key == key and iset.files_present() else None
 
 
 def _build(cfg: ArchConfig, cache: Path, adir: Path, ovl: Sequence[Mapping[str, str]], key: str,

@@ -69,7 +69,6 @@ class Budgets:
         "no budget" for every job after all of them have measured."""
         from ..errors import InputError
         from ..loads import LOADS
-        from ..suites import METRICS, SUITES
         from ..targets.variants import load_variants
 
         variants = set(load_variants())
@@ -83,7 +82,18 @@ class Budgets:
                         if ld != WILDCARD and ld not in LOADS:
                             raise InputError(self.path, f"budgets.{cls}.{v}.{s}.{ld}: unknown load (known: "
                                                         f"{', '.join(sorted(LOADS))}, or \"*\")")
+        missing = self.uncovered(jobs)
+        if missing:
+            raise InputError(self.path, missing[0])
+
+    def uncovered(self, jobs) -> list[str]:
+        """One message per (budget class, variant, suite, load) the *jobs*
+        will measure with neither a budget nor an ``unbudgeted:`` entry,
+        each naming the key to add (``rtlab doctor`` lists them all)."""
+        from ..suites import METRICS, SUITES
+
         seen = set()
+        missing = []
         for job in jobs:
             cls = job.board.budget_class
             for run in job.suites:
@@ -104,9 +114,10 @@ class Budgets:
                         continue
                     where = (f"budgets.{cls}" if cls not in self.table
                              else f"budgets.{cls}.{job.variant.name}.{name}.{run.load}")
-                    raise InputError(self.path, f"{where}: no budget for board {job.board.name} ({cls}), variant "
-                                                f"{job.variant.name}, suite {name}, load {run.load}: add one, "
-                                                f"or list the suite under unbudgeted: (found before any boot)")
+                    missing.append(f"{where}: no budget for board {job.board.name} ({cls}), variant "
+                                   f"{job.variant.name}, suite {name}, load {run.load}: add one, "
+                                   f"or list the suite under unbudgeted: (found before any boot)")
+        return missing
 
 
 def load_budgets(path) -> Budgets:

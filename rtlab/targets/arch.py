@@ -5,7 +5,7 @@ Everything that differs between CPU architectures lives here, so images
 compiler, boot image), QEMU boards (binary, machine, CPU, console) and LAVA
 (architecture names) agree by construction. Adding an arch is one entry
 here (plus its kernel pins in env/images.yaml and, for kernels built from
-source, a base fragment: README "An architecture").
+source, a base fragment: docs/extending.md "An architecture").
 
 The host side derives from the same entries, through this module run as a
 query (``python3 rtlab/targets/arch.py --host-packages``, or ``python -m

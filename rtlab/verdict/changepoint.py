@@ -8,7 +8,7 @@ reference kernel of the drift check, the runs themselves.
 Detection is PELT (Killick et al. 2012) from ``ruptures`` (maintained,
 on PyPI), with an L1 cost on log levels and a penalty of 3 × noise × ln n,
 the noise being the robust spread of successive differences. Measured on
-synthetic log-normal series (README "Change points", tests/unit/
+synthetic log-normal series (docs/measurements/change-points.md, tests/unit/
 test_changepoint.py): 0-2 % of A/A series with any false change (also with
 5 % wild runs), 88 % of steps at the exact commit (97 % within one), 94 % of
 regress-then-fix histories both changes exact. E-divisive at Otava's
@@ -34,7 +34,7 @@ import numpy as np
 from scipy import stats
 
 #: PELT penalty in units of noise × ln(n), calibrated on synthetic A/A and
-#: step series (README "Change points"): 0-2 % false series, 88 % of steps exact
+#: step series (docs/measurements/change-points.md): 0-2 % false series, 88 % of steps exact
 PENALTY = 3.0
 #: fewest elements on either side of a change
 MIN_SIZE = 2

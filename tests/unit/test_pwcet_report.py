@@ -185,13 +185,13 @@ def test_a_heavy_tail_gets_a_log_latency_axis(run):
     assert all(y < 330 for y in ys)  # above the axis (330 px): drawn at their levels, not clipped to the floor
 
 
-def test_the_readme_shows_a_soaks_return_level_plot():
-    """README's picture of a soak's report is a return-level plot as
-    report.html draws it (docs/img/soak-return-level.svg, made by
+def test_the_soak_design_page_shows_a_soaks_return_level_plot():
+    """The soak design page's picture of a soak's report is a return-level
+    plot as report.html draws it (docs/img/soak-return-level.svg, made by
     return_level_svg from a local-board soak of bench_soak --validate)."""
     root = Path(__file__).resolve().parents[2]
-    readme = (root / "README.md").read_text()
-    assert "](docs/img/soak-return-level.svg)" in readme
+    page = (root / "docs" / "design" / "soaks-and-pwcet.md").read_text()
+    assert "](../img/soak-return-level.svg)" in page
     svg = ET.parse(root / "docs/img/soak-return-level.svg").getroot()
     assert svg.tag == f"{NS}svg" and "return-level" in (svg.get("class") or "")
     texts = [t.text or "" for t in svg.iter(f"{NS}text")]

@@ -1,4 +1,4 @@
-"""The oslat suite (the README's "adding a suite" recipe, followed): it is
+"""The oslat suite (docs/extending.md's "A suite" recipe, followed): it is
 found without being listed anywhere, builds its command from the campaign,
 and its raw output goes through the one results path to a judged
 measurement. campaigns/programme.yaml runs it on real boards
