@@ -10,6 +10,8 @@
     python bench/bench_verdict.py --sessions                          # as CI uses it: across sessions, 40 keys,
                                                                       #   --repeat-until-decided (hours)
     python bench/bench_verdict.py --sessions --short                  # the same, small: ~20-30 min
+    python bench/bench_verdict.py --simulate [--campaigns 1000]        # the closed design on simulated
+                                                                      #   40-key campaigns (seconds)
 
 Kernel trees with a planted regression: tests/integration/kernel_project.py
 (make_kernel_project: branch `latency`, the 400 ms kthread).
@@ -290,6 +292,46 @@ def across_sessions(a) -> int:
     return 0 if fa / n <= 0.05 else 1
 
 
+SIMULATED = (  # (name, Scenario keyword arguments): docs/measurements/verdict.md
+    ("no change", {}),
+    ("p99 and p99.9 x1.3 on one key", {"ratio": 1.3}),
+    ("x1.5", {"ratio": 1.5}),
+    ("x2", {"ratio": 2.0}),
+    ("sessions: a quarter of the variance", {"tau_share": 0.25}),
+    ("sessions: half of the variance", {"tau_share": 0.5}),
+    ("half, and x2 on one key", {"tau_share": 0.5, "ratio": 2.0}),
+    ("one x20 run in every key", {"wild": True}),
+    ("one x20 run, and x1.5 on one key", {"wild": True, "ratio": 1.5}),
+    ("15 runs (5 x 3) vs one session", {"pool": (5, 3), "cand_sessions": "one"}),
+    ("15 vs one session, a quarter", {"pool": (5, 3), "cand_sessions": "one", "tau_share": 0.25}),
+)
+
+
+def simulated(campaigns: int, seed: int, run_s: float) -> int:
+    """The shipped policy on simulated 40-key campaigns (rtlab.verdict.simulate):
+    per scenario, campaigns green / with a false alarm, keys decided by their
+    cap, power on the changed key, candidate runs per key and board-minutes
+    per decided key at *run_s* seconds a run, the keys' detectable effect."""
+    import numpy as np
+
+    from rtlab.verdict.simulate import Scenario, simulate
+
+    print(f"# {campaigns} simulated campaigns of 40 keys per row, shipped policy, seed {seed}; "
+          f"board-minutes at {run_s:g} s per key-run")
+    print("| scenario | green | false alarms | keys decided | power | runs per key | board-min per key "
+          "| detectable (median, max) |")
+    print("|---|---|---|---|---|---|---|---|")
+    bad = 0
+    for i, (name, kw) in enumerate(SIMULATED):
+        r = simulate(Scenario(**kw), campaigns, seed + i)
+        pw = r.power()
+        print(f"| {name} | {r.green_rate():.1%} | {r.false_alarm_rate():.1%} | {r.decided_share():.1%} | "
+              f"{'' if pw != pw else f'{pw:.1%}'} | {r.mean_runs():.1f} | {r.mean_runs() * run_s / 60:.2f} | "
+              f"+{np.nanmedian(r.detectable):.0%}, +{np.nanmax(r.detectable):.0%} |")
+        bad += r.false_alarm_rate() > 0.05 or r.decided_share() < 1.0
+    return 1 if bad else 0
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description="false alarms and power of rtlab compare")
     ap.add_argument("--board", default="local")
@@ -326,9 +368,16 @@ def main(argv=None) -> int:
     ap.add_argument("--max-look", type=int, help="--sessions: cut the policy's looks at this many runs")
     ap.add_argument("--factors", type=lambda t: [float(x) for x in t.split(",")], default=[1.3, 1.5, 2.0],
                     help="--sessions: injected p99 factors (default 1.3,1.5,2)")
+    ap.add_argument("--simulate", action="store_true",
+                    help="the shipped policy on simulated 40-key campaigns (--campaigns, default 1000)")
+    ap.add_argument("--run-s", type=float, default=4.5,
+                    help="--simulate: board seconds per key-run (the local board's 3 s run: 4.5)")
     ap.add_argument("--short", action="store_true",
                     help="--sessions, small: 4 keys, 3 campaigns, 2 s runs, 20 s apart, looks up to 15")
     a = ap.parse_args(argv)
+    if a.simulate:
+        explicit = any(x == "--campaigns" or x.startswith("--campaigns=") for x in (argv or sys.argv[1:]))
+        return simulated(a.campaigns if explicit else 1000, a.seed, a.run_s)
     if a.short:
         a.sessions = True
         a.keys, a.campaigns, a.duration, a.gap, a.max_look = 4, 3, 2, 20, a.max_look or 15

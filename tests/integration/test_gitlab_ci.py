@@ -358,8 +358,9 @@ def verdict_ran(proj: Path, logs: dict, for_what: str, baseline_runs: set[str], 
                   key=lambda r: r["run_id"])
     assert runs and all(r["verdict"] == "pass" for r in runs), [r.get("verdict") for r in runs]
     assert sorted(j["repeat"] for j in runs[0]["jobs"]) == list(range(1, repeats + 1))
-    # the gate's artifact, per batch
-    cmp_files = [p for p in arts.rglob("compare.json") if "latest" not in p.parts]
+    # the gate's artifact, per batch (the test job's batches carry the
+    # verdict it measured until too)
+    cmp_files = [p for p in (arts / "gate").rglob("compare.json") if "latest" not in p.parts]
     assert len(cmp_files) == len(runs), cmp_files
     v = json.loads(cmp_files[0].read_text())
     assert len(v["batches"] or [1]) == len(runs) or len(runs) == 1
