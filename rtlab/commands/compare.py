@@ -36,6 +36,16 @@ def register(sub):
     meth.add_argument("--budgets", type=Path, metavar="FILE",
                       help="budget file whose regression: section says (default: the campaign's)")
     meth.set_defaults(func=baseline_method)
+    plan = bsub.add_parser("plan", help="what each key of a baseline can see: its detectable effect, the "
+                                        "candidate runs it takes (expected, at most), keys flagged to the lab")
+    add_baseline_args(plan)
+    plan.add_argument("--like", nargs="+", type=Path, metavar="RUN_DIR",
+                      help="with --baseline-store/--pin: runs whose keys and campaign the baseline covers")
+    plan.add_argument("--budgets", type=Path, metavar="FILE",
+                      help="the policy (default: as the verdict chooses it: the pin's, the baseline runs', "
+                           "else the lab's budgets/default.yaml)")
+    plan.add_argument("--json", type=Path, metavar="FILE", help="also write the plan as JSON")
+    plan.set_defaults(func=baseline_plan)
     der = bsub.add_parser("derive", help="absolute budgets from repeated runs: per key the p99 and "
                                          "p99.9 one more run stays below with 99 %% probability")
     der.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR")
@@ -152,6 +162,30 @@ def baseline_pin(args) -> int:
     for label, ids in sorted(doc["runs"].items()):
         print(f"  {label}: {len(ids)} runs ({', '.join(ids)})")
     return 0
+
+
+def baseline_plan(args) -> int:
+    """`rtlab baseline plan`: per key what it can see and what it costs;
+    exit 0, 2 where a key cannot be judged (or no baseline at all)."""
+    from ..errors import InputError
+    from ..verdict.compare import load_runs
+    from ..verdict.planning import plan_baseline
+
+    choice = choice_of(args)
+    if (choice.store or choice.pin) and not args.like:
+        raise InputError("--like", "a store baseline needs --like RUN_DIR... (the keys and campaign it covers)")
+    like = load_runs(args.like) if args.like else []
+    side, policy, none = against.baseline_side(choice, like)
+    if none:
+        print(f"baseline plan: no baseline yet: {none}")
+        return 2
+    plan = plan_baseline(side, policy)
+    for line in plan.lines():
+        print(line)
+    if args.json:
+        Path(args.json).write_text(json.dumps({"source": plan.source, "policy": policy.to_json(),
+                                               "keys": [k.to_json() for k in plan.keys]}, indent=2) + "\n")
+    return plan.exit_code
 
 
 def baseline_method(args) -> int:

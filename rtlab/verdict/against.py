@@ -52,8 +52,10 @@ def policy_for(choice: BaselineChoice, pin_doc=None) -> Policy:
     return dataclasses.replace(pol, source=f"the lab's {pol.source}")
 
 
-def run_comparison(choice: BaselineChoice, candidate_dirs):
-    from .compare import compare_runs, compare_sides, load_runs, side_from_runs
+def baseline_side(choice: BaselineChoice, like):
+    """The baseline a candidate like *like* (its runs) is judged against,
+    and the policy: (Side, Policy, no_baseline: why there is none, or "")."""
+    from .compare import side_from_runs, load_runs
     from ..errors import InputError
 
     from_store = choice.store or choice.pin
@@ -62,24 +64,14 @@ def run_comparison(choice: BaselineChoice, candidate_dirs):
                                        "one of them")
     if not 1 <= choice.last <= 1000:
         raise InputError("--last", f"must be 1..1000, got {choice.last}")
-    candidate = load_runs(candidate_dirs)
-    cand_source = "runs " + ", ".join(str(d) for d in candidate_dirs)
     if choice.runs:
-        from ..report.snapshot import run_differences
-
-        baseline = load_runs(choice.runs)
-        policy = policy_for(choice)
-        cmp = compare_runs(baseline, candidate, policy,
-                           baseline_source="runs " + ", ".join(str(d) for d in choice.runs),
-                           candidate_source=cand_source)
-        # what changed on the boards between the two sides (snapshot.json of each job)
-        cmp.system_changes = run_differences(choice.runs, candidate_dirs)
-        return cmp
+        side = side_from_runs(load_runs(choice.runs), "runs " + ", ".join(str(d) for d in choice.runs))
+        return side, policy_for(choice), ""
     from . import baseline as bl
 
-    keys, campaigns = bl.keys_of(candidate)
+    keys, campaigns = bl.keys_of(like)
     if len(campaigns) != 1:
-        raise InputError(candidate_dirs[0], f"candidate runs of several campaigns: {', '.join(sorted(campaigns))}")
+        raise InputError("runs", f"runs of several campaigns: {', '.join(sorted(campaigns))}")
     (campaign,) = campaigns
     store = bl.open_store()  # down: BaselineUnavailable, exit 2 (never a silent pass)
     pinned, branch, doc = None, choice.branch, None
@@ -93,13 +85,29 @@ def run_comparison(choice: BaselineChoice, candidate_dirs):
     # the baseline's keys too: a key the candidate dropped is undecided, never gone
     keys = set(keys) | bl.baseline_keys(store, campaign, branch, pinned)
     side = bl.read_baseline(store, keys, campaign, branch, choice.last,
-                            exclude_runs=[r.run_id for r in candidate], pinned=pinned)
+                            exclude_runs=[r.run_id for r in like], pinned=pinned)
     if choice.pin:
         side.source = f"store: baseline pinned as {choice.pin} ({doc.get('pinned_at', '?')}), " + side.source[7:]
-    cmp = compare_sides(side, side_from_runs(candidate, cand_source), policy)
+    none = ""
     if not choice.pin and not side.runs:
         # a store that answered, with nothing of this campaign on the branch:
         # a new branch or campaign (a pin that holds nothing is an error)
-        cmp.no_baseline = (f"branch {branch} has no runs of campaign {campaign} in the store yet: the branch's "
-                           f"pushes publish them and start its baseline")
+        none = (f"branch {branch} has no runs of campaign {campaign} in the store yet: the branch's "
+                f"pushes publish them and start its baseline")
+    return side, policy, none
+
+
+def run_comparison(choice: BaselineChoice, candidate_dirs):
+    from .compare import compare_sides, load_runs, side_from_runs
+
+    candidate = load_runs(candidate_dirs)
+    cand_source = "runs " + ", ".join(str(d) for d in candidate_dirs)
+    side, policy, none = baseline_side(choice, candidate)
+    cmp = compare_sides(side, side_from_runs(candidate, cand_source), policy)
+    cmp.no_baseline = none
+    if choice.runs:
+        from ..report.snapshot import run_differences
+
+        # what changed on the boards between the two sides (snapshot.json of each job)
+        cmp.system_changes = run_differences(choice.runs, candidate_dirs)
     return cmp

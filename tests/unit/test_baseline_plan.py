@@ -1,0 +1,64 @@
+"""`rtlab baseline plan`: what each key of a baseline can see before a merge
+request pays for it (rtlab.verdict.planning), from runs on disk."""
+import json
+
+import numpy as np
+
+from rtlab.cli import main
+from rtlab.verdict.compare import compare_runs, load_runs
+from rtlab.verdict.planning import plan_baseline
+from rtlab.verdict.against import BaselineChoice, baseline_side
+
+from test_paired_gate import write_run
+
+POLICY = """budgets:
+  qemu-tcg: {"*": {"*": {"*": {max_us: 50000}}}}
+regression:
+  statistics: [p99]
+  min_runs: 3
+  detectable_limit: 0.6
+"""
+
+
+def baseline(tmp_path, sd, n=12, seed=1):
+    rng = np.random.default_rng(seed)
+    p99 = np.maximum(12, np.round(400 * np.exp(rng.normal(0, sd, n)))).astype(int)
+    return [write_run(tmp_path / f"b{i}", int(v), POLICY) for i, v in enumerate(p99)]
+
+
+def test_a_quiet_baseline_sees_little_and_a_noisy_one_is_flagged(tmp_path, capsys):
+    quiet = baseline(tmp_path / "q", 0.05)
+    assert main(["baseline", "plan", "--baseline", *map(str, quiet), "--json", str(tmp_path / "q.json")]) == 0
+    out = capsys.readouterr().out
+    line = next(ln for ln in out.splitlines() if "cyclictest" in ln)
+    assert "p99 sees +" in line and "(policy +20 %)" in line and "at most 30" in line, line
+    assert "FLAGGED" not in line and "plan: 1 keys, 0 flagged" in out
+    doc = json.loads((tmp_path / "q.json").read_text())
+    (k,) = doc["keys"]
+    assert 0.2 <= k["detectable"] < 0.6 and not k["flagged"]
+    (st,) = k["statistics"]
+    # unchanged: decided early; at the detectable effect: found >= 1 - beta
+    assert st["runs_unchanged"] < 15 and st["found_at_detectable"] >= 0.9, st
+    noisy = baseline(tmp_path / "n", 0.6, n=4)
+    assert main(["baseline", "plan", "--baseline", *map(str, noisy)]) == 0
+    out = capsys.readouterr().out
+    assert "FLAGGED: above the class's limit +60 %" in out and "plan: 1 keys, 1 flagged" in out, out
+
+
+def test_the_plan_is_what_the_verdict_then_uses(tmp_path):
+    # a candidate compared against the same baseline states the same detectable effect
+    base = baseline(tmp_path / "b", 0.15)
+    side, policy, _ = baseline_side(BaselineChoice(runs=tuple(base)), [])
+    (kp,) = plan_baseline(side, policy).keys
+    rng = np.random.default_rng(3)
+    cand = [write_run(tmp_path / "c" / f"c{i}", int(400 * np.exp(rng.normal(0, 0.15))), POLICY) for i in range(5)]
+    cmp = compare_runs(load_runs(base), load_runs(cand), policy)
+    (k,) = cmp.keys
+    (s,) = [s for s in k.stats if s.gates]
+    assert abs(s.looks[0].detectable - kp.detectable) < 1e-9, (s.looks[0].detectable, kp.detectable)
+
+
+def test_too_few_runs_cannot_be_planned(tmp_path, capsys):
+    few = baseline(tmp_path / "f", 0.1, n=2)
+    assert main(["baseline", "plan", "--baseline", *map(str, few)]) == 2
+    assert "cannot be judged: 2 valid baseline runs, need 3" in capsys.readouterr().out
