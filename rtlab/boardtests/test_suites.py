@@ -52,7 +52,9 @@ def test_suite(request, suite_run, job, job_dir, board_shell, target):
         try:
             # an external probe armed around the run (irq-response); the host's
             # steal and stalls while the tool runs (rtlab.core.hostnoise): host-noise.json
-            with suite.host_side(target, suite_run, host_dir), hostnoise.watching(host_dir):
+            with suite.host_side(target, suite_run, host_dir), \
+                    hostnoise.watching(host_dir, witness=job.board.kind in ("local", "qemu"),
+                                       rt_load=any(p.realtime_threads for p in load.parts())):
                 # the tool's run; a soak's checkpoints are events (rtlab.soak.checkpoint)
                 rc = suite.run_on_board(board_shell, suite_run, host_dir, argv, board=job.board,
                                         on_checkpoint=lambda st: emit(request.config,

@@ -197,18 +197,40 @@ class Monitor:
 
 
 class watching:
-    """``with watching(host_dir):`` the tool's run, host-noise.json after it."""
+    """``with watching(host_dir):`` the tool's run, host-noise.json after it.
 
-    def __init__(self, host_dir: Path):
+    *witness*: the board runs on this host (the local board, a QEMU board),
+    so a stall of the whole machine delays it: the per-CPU samplers of
+    rtlab.core.stallwitness watch too (``stall`` in host-noise.json).
+    *rt_load*: the load runs real-time threads that can starve them: the
+    witness is then recorded as not trusted."""
+
+    def __init__(self, host_dir: Path, witness: bool = False, rt_load: bool = False):
         self.path = Path(host_dir) / HOST_NOISE_FILE
         self.monitor = Monitor()
+        self.rt_load = rt_load
+        self.witnesses = None
+        if witness:
+            from .stallwitness import Witnesses
+            self.witnesses = Witnesses(Path(host_dir))
 
     def __enter__(self) -> Monitor:
+        if self.witnesses is not None:
+            self.witnesses.start()
         return self.monitor.start()
 
     def __exit__(self, *exc) -> None:
+        from .stallwitness import injected
+        out = self.monitor.stop()
+        if self.witnesses is not None:
+            stall = self.witnesses.stop()
+            stall = injected() or stall
+            if self.rt_load:
+                stall = {**stall, "trusted": False,
+                         "why_not": "the load runs real-time threads of its own, which can stop every sampler"}
+            out["stall"] = stall
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.path.write_text(json.dumps(self.monitor.stop(), indent=1) + "\n")
+        self.path.write_text(json.dumps(out, indent=1) + "\n")
 
 
 def load(host_dir: Path) -> Optional[dict[str, Any]]:
@@ -280,3 +302,32 @@ def stolen_breach(noise: Optional[dict[str, Any]], threshold_ms: float, *,
                    f"p{p} needs {need:.1%} of the samples late")
     return ("; ".join(dict.fromkeys(why)) + " during the measurement: a stall of the machine "
             "(hypervisor steal), not a latency of the kernel")
+
+
+#: the reason's first words for a whole-machine stall the witness saw
+STALLED = "host stalled"
+
+
+def stalled_breach(noise: Optional[dict[str, Any]], threshold_ms: float, *, max_us: float,
+                   budget_max_us: float, share_over: Optional[float] = None) -> Optional[str]:
+    """The INFRA reason when a breached max is a stall of the whole machine
+    that steal does not show (rtlab.core.stallwitness): every CPU's sampler
+    stopped at once for at least *threshold_ms*, the stall explains the
+    breach (the max minus the stall is under the budget), and no more
+    samples reached the budget (*share_over*) than the stall can have
+    delayed. None where the witness is absent, not trusted (a real-time
+    load, no SCHED_FIFO) or does not explain it: the breach is the kernel's."""
+    stall = (noise or {}).get("stall")
+    if not isinstance(stall, dict) or stall.get("trusted") is not True:
+        return None
+    try:
+        ms = float(stall.get("stall_ms") or 0)
+        window = float((noise or {}).get("window_s") or 0)
+    except (TypeError, ValueError):
+        return None
+    if ms < threshold_ms or max_us - ms * 1000 >= budget_max_us:
+        return None
+    if share_over is not None and window > 0 and share_over > ms / (window * 1000) + 0.001:
+        return None
+    return (f"{STALLED} {ms:g} ms on every CPU at once ({stall.get('witness') or 'per-CPU samplers'}) during "
+            f"the measurement, with no steal to show for it: a stall of the machine, not a latency of the kernel")

@@ -285,6 +285,8 @@ class InfraCause(str, enum.Enum):
 
     #: the hypervisor's steal explains every breach (rtlab.core.hostnoise)
     HOST_STEAL = "host-steal"
+    #: every CPU of the host stopped at once, steal or not (rtlab.core.stallwitness)
+    HOST_STALL = "host-stall"
     #: the tool lost a start-up race of its own (Suite.start_race_exits)
     TOOL_RACE = "tool-race"
     #: the tool ran, exited 0 and recorded no sample at all in some thread

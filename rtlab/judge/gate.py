@@ -10,7 +10,7 @@ import math
 from typing import Optional
 
 from ..plan.budgets import Budget, Budgets
-from ..core.hostnoise import DEFAULT_STEAL_INFRA_MS, stolen_breach
+from ..core.hostnoise import DEFAULT_STEAL_INFRA_MS, stalled_breach, stolen_breach
 from ..core.model import PERCENTILES, InfraCause, Measurement, RunResult, ToolOutput, Verdict
 from ..soak.checkpoint import is_soak, judge_soak
 from ..suites import METRICS, Suite
@@ -181,6 +181,14 @@ def judge_samples(m: Measurement, budget: Budget | None, *, unbudgeted: bool = F
                                late={p: allt.share_at_or_above(budget.percentiles_us[p]) for p in pct_breached})
         if stolen:
             m.set_infra([stolen, f"(breaches not judged: {'; '.join(m.reasons)})"], InfraCause.HOST_STEAL)
+            return m
+        # a whole-machine stall with no steal to show for it (a paused VM):
+        # the per-CPU witness explains a breached max, and only a max
+        stalled = stalled_breach(m.host_noise, steal_infra_ms, max_us=allt.max_us, budget_max_us=budget.max_us,
+                                 share_over=m.share_over_budget) \
+            if max_breached and not pct_breached and budget.max_us is not None else None
+        if stalled:
+            m.set_infra([stalled, f"(breaches not judged: {'; '.join(m.reasons)})"], InfraCause.HOST_STALL)
             return m
     m.verdict = Verdict.FAIL if failed else Verdict.PASS
     if failed and m.evidence:  # what the trace at the breach says delayed the thread

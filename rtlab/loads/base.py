@@ -259,6 +259,9 @@ class Load:
     #: a load that breaks budgets on purpose (fifo-hog): checks the gate and
     #: evidence chain, never part of a measurement programme of every load
     deliberate_breach: ClassVar[bool] = False
+    #: it runs real-time threads of its own (fifo-hog): they can stop every
+    #: CPU at once, so the host's stall witness is not trusted under it
+    realtime_threads: ClassVar[bool] = False
     #: it needs the board's CPUs, memory and /tmp space (:func:`probe_board`)
     #: to place and size itself; a load that starts nothing (idle) does not,
     #: and saves the console command

@@ -140,6 +140,7 @@ class FifoHog(StressNg):
 
     name = "fifo-hog"
     deliberate_breach = True
+    realtime_threads = True
     description = ("a deliberate breach: SCHED_FIFO busy bursts (stress-ng --cpu with --cpu-load "
                    "and --cpu-load-slice) above the measuring threads' priority")
     measures = ("CPU time of the hog workers over the window, every worker alive; stress-ng's "

@@ -109,3 +109,54 @@ def test_a_store_that_is_down_still_gets_the_first_look_measured(tmp_path, campa
     run = json.loads((d / "run.json").read_text())
     # the built-in policy's first look: 5 repeats, kept on disk for the gate and the store
     assert sorted(j["repeat"] for j in run["jobs"]) == [1, 2, 3, 4, 5]
+
+
+#: the closed design on the local board, as CI meets it: separate sessions
+#: on both sides, each candidate measured until decided. alpha 1 % so the
+#: unchanged case does not flap; looks at 3 and 6 (the cap: every key decided)
+CLOSED = """
+    budgets:
+      local: {"*": {"*": {"*": {max_us: 10000000}}}}
+    regression:
+      statistics: [p99, p99.9]
+      alpha: 0.01
+      min_runs: 3
+      looks: [3, 6]
+"""
+ONE = """
+    - name: cyclictest
+      params: {interval_us: 1000, duration_s: 2, histogram_us: 20000}
+"""
+
+
+def test_separate_sessions_unchanged_is_green_and_an_injected_regression_red(tmp_path, campaign):
+    import sys
+    from pathlib import Path
+
+    from conftest import ROOT
+    sys.path.insert(0, str(ROOT / "bench"))
+    from stealer import stealing
+
+    c = campaign(["local"], budgets=textwrap.dedent(CLOSED), suites=ONE)
+    base = []
+    for i in range(3):  # three baseline sessions: three separate invocations
+        res = rtlab("run", "--campaign", c, "--results", tmp_path / f"b{i}", "--no-publish", "--repeat", "3",
+                    timeout=900)
+        base += results_of(res)
+    assert len(base) == 3
+    same = rtlab("run", "--campaign", c, "--results", tmp_path / "same", "--no-publish",
+                 "--repeat-until-decided", "--baseline", *base, timeout=1800)
+    out = same.stdout + same.stderr
+    assert same.returncode == 0, out
+    verdict = json.loads((Path(results_of(same)[-1]) / "compare.json").read_text())
+    (key,) = verdict["keys"]
+    assert key["outcome"] == "no-regression" and " sees +" in key["line"] and key["decided_by"], key
+    # the injected regression (1500 us of SCHED_FIFO spin every 4 ms per CPU)
+    with stealing(spin_us=1500, period_ms=4):
+        worse = rtlab("run", "--campaign", c, "--results", tmp_path / "worse", "--no-publish",
+                      "--repeat-until-decided", "--baseline", *base, timeout=1800)
+    out = worse.stdout + worse.stderr
+    assert worse.returncode == 1, out
+    verdict = json.loads((Path(results_of(worse)[-1]) / "compare.json").read_text())
+    (key,) = verdict["keys"]
+    assert key["outcome"] == "regression" and key["line"].endswith(": REGRESSION"), key
