@@ -46,6 +46,7 @@ from typing import Callable, Optional, Sequence
 from .. import ROOT
 from ..targets.boards import Board
 from ..plan.budgets import load_budgets
+from ..plan.campaign import BUDGETS_DIR, DEFAULT_BUDGETS
 from ..core.config import load_yaml
 from ..errors import InputError
 from ..core.fsutil import read_text_bounded
@@ -58,6 +59,7 @@ from . import loads as lava_loads
 from . import onboard
 from .logs import LavaLog, RawBlock, job_outcome, raw_blocks, results_from_server
 from .render import NOT_AVAILABLE_TEXT, spec_of
+from .specs import check_spec, lab_file
 from ..core.rundir import BUDGETS_COPY, CAMPAIGN_COPY, JobDir, MeasurementDir
 
 LOG_NAMES = ("lava-run.log", "log.yaml")
@@ -244,8 +246,13 @@ def ingest_records(records: list[LavaRecord], results_root: Path, *, run_id: Opt
     labgrid path."""
     if not records and not build_failed:
         raise InputError("rtlab lava ingest", "no LAVA records given")
-    spec0 = records[0].spec if records else build_failed[0]
-    budgets_file = Path(budgets_file) if budgets_file else ROOT / spec0.get("budgets", "budgets/default.yaml")
+    for b in build_failed:  # the render index's entries: as hostile as a job file
+        check_spec(b, "render index build_failed", job=False)
+    spec0, where0 = (records[0].spec, records[0].source / "job.yaml") if records else (build_failed[0], "render index")
+    # the lab's budgets: --budgets, else the spec's when it names one of the
+    # lab's budget files (checked at load), else the lab's default
+    budgets_file = (Path(budgets_file) if budgets_file
+                    else lab_file(spec0.get("budgets"), "budgets", where0, BUDGETS_DIR) or DEFAULT_BUDGETS)
     budgets = load_budgets(budgets_file)
     started = min((r.started for r in records if r.started), default=None) or dt.datetime.utcnow()
     started = started.replace(microsecond=0)
@@ -254,8 +261,8 @@ def ingest_records(records: list[LavaRecord], results_root: Path, *, run_id: Opt
     else:
         rd = ResultsDir.create(results_root, new_run_id(started.replace(tzinfo=dt.timezone.utc)), suffix="-lava")
     rd.keep(budgets_file, BUDGETS_COPY)
-    campaign_file = ROOT / spec0.get("campaign_file", "")
-    if spec0.get("campaign_file") and campaign_file.is_file():
+    campaign_file = lab_file(spec0.get("campaign_file"), "campaign_file", where0, ROOT)
+    if campaign_file is not None:
         rd.keep(campaign_file, CAMPAIGN_COPY)
 
     run = RunResult(run_id=rd.run_id, started=started.isoformat() + "Z",

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
 from ..core import modelcheck
+from ..core.params import ParamError, check_name
 from ..core.fsutil import read_bounded, result_max_bytes, tail_text
 from ..targets.boards import Board
 from ..plan.budgets import Budgets
@@ -286,7 +287,14 @@ class ResultsDir:
         raise OSError(f"{root}: no free run id for {stem}{suffix}")
 
     def job_dir(self, board: str, variant: str, repeat: int = 0) -> Path:
-        """``<board>/<variant>``, plus ``r<N>`` for repeat N of a repeating campaign."""
+        """``<board>/<variant>``, plus ``r<N>`` for repeat N of a repeating campaign;
+        both safe names (one level each), so a job directory, which
+        :meth:`new_job_dir` empties, is always inside the run's."""
+        for what, name in (("board", board), ("variant", variant)):
+            try:
+                check_name(name, what)
+            except ParamError as e:
+                raise InputError(self.path, f"job directory: {e}") from None
         return RunDir(self.path).job(board, variant, repeat).path
 
     def new_job_dir(self, board: str, variant: str, repeat: int = 0) -> Path:
