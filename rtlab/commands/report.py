@@ -6,6 +6,7 @@ import argparse
 from pathlib import Path
 
 from ..plan.budgets import load_budgets
+from ..plan.campaign import judging_budgets
 from ..errors import InputError, RtlabError
 from ..judge.gate import judge_run, killed_run
 from ..core.model import EXIT_CODE, Verdict, combine_verdicts
@@ -89,7 +90,9 @@ def gate(args) -> int:
         killed = None if recovered is not None else killed_run(run_dir)
         run = recovered or killed or load_run(run_dir)
         if killed is None:
-            judge_run(run, load_budgets(args.budgets or RunDir(Path(run_dir)).budgets_copy))
+            judging = judging_budgets(RunDir(Path(run_dir)).budgets_copy, args.budgets)
+            print(f"gate: {run_dir} judged by budgets {judging.path} ({judging.why})")
+            judge_run(run, load_budgets(judging.path))
         print(comparison_table(run))
         verdicts.append(run.verdict)
         if not any(not j.only_not_available for j in run.jobs):  # INFRA with nothing below to say why
