@@ -50,6 +50,7 @@ from ..plan.campaign import BUDGETS_DIR, DEFAULT_BUDGETS
 from ..core.config import load_yaml
 from ..errors import InputError
 from ..core.fsutil import read_text_bounded
+from ..core.modelcheck import thread_contradiction
 from ..core.model import JobResult, Measurement, MeasurementKey, RunResult, ThreadResult, ToolOutput, Verdict
 from ..run.results import JobSpec, ResultsDir, collect, new_run_id, raw_files, variant_problems
 from ..suites import SUITES, SuiteRun
@@ -126,6 +127,7 @@ def load_record(path: Path) -> LavaRecord:
                    if meta.get("returncode") not in (None, 0) else
                    "the log ends before LAVA reported the job result")
     rec.health, rec.failure = health, failure
+    _check_case_numbers(rec, path / "results.yaml" if (path / "results.yaml").is_file() else rec.log_file)
     if rec.log is not None:
         rec.duration_s = rec.log.span_s()
         rec.started = rec.log.started()
@@ -179,13 +181,29 @@ def _lava_failures(rec: LavaRecord) -> list[str]:
 
 
 def _suite_cases(rec: LavaRecord) -> dict[str, dict]:
-    suite_def = rec.spec["definitions"]["suite"]
+    suite_def = (rec.spec.get("definitions") or {}).get("suite")
     return {r["case"]: r for r in rec.results if r["definition"] == suite_def}
 
 
 def missing_cases(rec: LavaRecord) -> list[str]:
     present = {f"{r['definition']}/{r['case']}" for r in rec.results}
     return [c for c in rec.spec["expected"] if c not in present]
+
+
+def _check_case_numbers(rec: LavaRecord, where) -> None:
+    """The board's lava-test-case numbers, refused at load when they cannot be
+    true: a latency below zero, a thread whose min, avg and max contradict
+    each other (the key: the test case)."""
+    for name, r in _suite_cases(rec).items():
+        split = onboard.split_case(name)
+        v = r.get("measurement")
+        if split and v is not None and split[1] != "cycles" and v < 0:
+            raise InputError(where, f"test case {name}: a latency cannot be negative, got {v!r}")
+    for t in _threads_from_cases(_suite_cases(rec)):
+        problem = thread_contradiction(t.cycles, t.min_us, t.avg_us, t.max_us, None)
+        if problem is not None:
+            case = f"t{t.thread}-{problem[0].replace('_us', '')}-latency"
+            raise InputError(where, f"test case {case}: {problem[2]}")
 
 
 def _threads_from_cases(cases: dict[str, dict]) -> list[ThreadResult]:
