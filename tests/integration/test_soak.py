@@ -91,7 +91,7 @@ def test_sigkill_keeps_checkpoints_gate_judges_them_and_resume_completes(tmp_pat
     kept = _samples(st)
     assert kept > 0 and len(st["segments"]) < 6
 
-    res = rtlab("gate", run_dir)
+    res = rtlab("gate", "--budgets", run_dir / "budgets.yaml", run_dir)  # the test campaign's, not the lab's
     assert res.returncode == 2, res.stdout + res.stderr
     done = len(st["segments"]) * 5
     assert f"stopped at 00:00:{done:02d} of 00:00:30" in res.stdout, res.stdout
@@ -154,7 +154,7 @@ def test_console_lost_mid_soak_is_infra_with_the_checkpointed_samples(tmp_path, 
     assert len(final["segments"]) >= len(st["segments"]) and len(final["segments"]) < 6
     assert final["stopped"]
     run_dir = cp_path.parents[3]
-    res = rtlab("gate", run_dir)
+    res = rtlab("gate", "--budgets", run_dir / "budgets.yaml", run_dir)  # the test campaign's, not the lab's
     assert res.returncode == 2, res.stdout
     assert "stopped at 00:00:" in res.stdout and "of 00:00:30" in res.stdout
     run = json.loads((run_dir / "run.json").read_text())
