@@ -46,7 +46,7 @@ from ..judge.gate import judge_run, sample_problems
 from ..core.model import InfraCause, JobResult, Measurement, MeasurementKey, RunResult, ToolOutput
 from ..report.plot import write_html_report
 from ..suites import Suite, SuiteRun
-from ..suites.board import check_variant
+from ..suites.board import check_variant, exited
 from ..targets.variants import Variant
 from ..report.vendor import write_vendor_html
 from ..core.rundir import JobDir, MeasurementDir, RunDir
@@ -170,13 +170,13 @@ def tool_exit_problem(suite: Suite, rc: int, host_dir: Path) -> Optional[str]:
         return None
     race = suite.start_race_exits.get(rc)
     if race is not None:
-        return f"{TOOL_RACE}: {suite.tool} exited with {rc}, {race}"
+        return f"{TOOL_RACE}: {exited(suite.tool, rc)}, {race}"
     err = MeasurementDir(host_dir).stderr
     try:  # the last lines say why; a runaway stderr is not read whole
         tail = tail_text(err, SMALL_FILE_MAX_BYTES).strip().splitlines()[-3:] if err.is_file() else []
     except InputError:
         tail = []
-    return f"{suite.tool} exited with {rc}" + (f": {' | '.join(tail)}" if tail else "")
+    return exited(suite.tool, rc) + (f": {' | '.join(tail)}" if tail else "")
 
 
 def raw_files(job_dir: Path, run: SuiteRun) -> list[str]:

@@ -63,7 +63,7 @@ class CyclictestSoak(Cyclictest):
         after it. A lost console keeps every checkpoint before it (the
         failure is recorded in the state as ``stopped``, then raised).
         *argv*, the whole run's command, is not run: each segment has its own."""
-        from .board import SuiteFailure, run_tool
+        from .board import SuiteFailure, exited, run_tool
         from ..errors import InputError
 
         host_dir.mkdir(parents=True, exist_ok=True)
@@ -103,7 +103,7 @@ class CyclictestSoak(Cyclictest):
             gap = None if t_prev_end is None else max(0.0, t_start - t_prev_end)
             t_prev_end = t_start + exit_info.get("elapsed_s", 0.0)
             if rc != 0:
-                state["stopped"] = f"segment {i}: cyclictest exited with {rc}"
+                state["stopped"] = f"segment {i}: {exited(self.tool, rc)}"
                 soak.save(host_dir, state)
                 return rc
             seg = parse_file(seg_dir / self.json_file, tool=self.tool)
