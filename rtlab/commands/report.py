@@ -72,7 +72,16 @@ def report(args) -> int:
         raise InputError("--thresholds", "only with --vendor")
     if len(args.run_dir) != 1:
         raise InputError(" ".join(map(str, args.run_dir)), "one RUN_DIR (several only with --vendor)")
-    run = load_run(args.run_dir[0])
+    # a run rtlab never finished: what its checkpoints kept, judged by the
+    # budgets it was made with as a finished run's report shows them
+    # (incomplete: never PASS), or INFRA "run killed" with its raw files
+    run_dir = args.run_dir[0]
+    recovered = recover_checkpointed(run_dir)
+    if recovered is not None:
+        judge_run(recovered, load_budgets(RunDir(Path(run_dir)).budgets_copy))
+        print(f"report: {run_dir}: incomplete, rtlab stopped before writing run.json: "
+              "rebuilt from what its checkpoints kept")
+    run = recovered or killed_run(run_dir) or load_run(run_dir)
     print(cleaned(comparison_table(run), TABLE_MAX_CHARS))
     if args.html:
         print(f"report: {write_html_report(run, args.html)}")

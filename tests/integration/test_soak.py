@@ -99,6 +99,12 @@ def test_sigkill_keeps_checkpoints_gate_judges_them_and_resume_completes(tmp_pat
     cycles = int(re.search(r"^cycles\s+([\d,]+)", res.stdout, re.M).group(1).replace(",", ""))
     assert cycles >= kept
 
+    # `rtlab report` shows what was kept, marked incomplete (not "no run.json")
+    rep = rtlab("report", run_dir)
+    assert rep.returncode == 0, rep.stdout + rep.stderr
+    assert "incomplete, rtlab stopped before writing run.json" in rep.stdout
+    assert f"00:00:{done:02d}/00:00:30" in rep.stdout and "Verdict: INFRA" in rep.stdout, rep.stdout
+
     # a breach among the kept samples is a FAIL, however the run ended
     tight = tmp_path / "tight.yaml"
     tight.write_text('budgets:\n  local: {"*": {"*": {"*": {max_us: 1}}}}\n')
