@@ -15,7 +15,7 @@ import time
 import traceback
 from pathlib import Path
 
-from .errors import Cancelled, RtlabError
+from .errors import Cancelled, RtlabError, said
 from .registry import COMMANDS
 
 def build_parser() -> argparse.ArgumentParser:
@@ -52,7 +52,7 @@ def main(argv=None) -> int:
     try:
         return int(args.func(args) or 0)
     except RtlabError as e:
-        print(f"rtlab: error: {e}", file=sys.stderr)
+        print(f"rtlab: error: {said(str(e))}", file=sys.stderr)
         return 2
     except (KeyboardInterrupt, Cancelled) as e:
         kept = getattr(e, "run_dir", None)
@@ -69,7 +69,7 @@ def main(argv=None) -> int:
             where = f" (traceback in {path})"
         except OSError:
             where = ""
-        print(f"rtlab: internal error: {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+        print(f"rtlab: internal error: {type(e).__name__}: {said(str(e).splitlines()[0]) if str(e) else ''}"
               f"{where}", file=sys.stderr)
         return 2
 

@@ -1,4 +1,22 @@
 """Errors that reach users. Each names the file, field or board at fault."""
+import re
+
+#: the most of one message a terminal or CI log is shown
+MESSAGE_MAX_CHARS = 2000
+#: terminal escapes (CSI, OSC, two-character) and every other control
+#: character but tab and newline: text from a probe, a LAVA server or a file
+#: must not drive the CI log's terminal
+_ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-_]|[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def said(text: str, limit: int = MESSAGE_MAX_CHARS) -> str:
+    """*text* as a message may show it: terminal escapes and control
+    characters removed, cut at *limit* characters saying how much was left out."""
+    text = _ESCAPES.sub("", str(text))
+    if len(text) > limit:
+        text = f"{text[:limit]}... ({len(text) - limit} more characters not shown)"
+    return text
+
 
 
 class RtlabError(Exception):

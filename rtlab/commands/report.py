@@ -6,7 +6,9 @@ import argparse
 from pathlib import Path
 
 from ..plan.budgets import load_budgets
+from ..plan.campaign import judging_budgets
 from ..errors import InputError, RtlabError
+from ..errors import said as cleaned
 from ..judge.gate import judge_run, killed_run
 from ..core.model import EXIT_CODE, Verdict, combine_verdicts
 from ..report.plot import write_html_report
@@ -16,6 +18,9 @@ from ..run.results import load_run
 from ..report.vendor import DEFAULT_THRESHOLDS, merge_runs, parse_thresholds, vendor_tables, write_vendor_html
 from .compare import add_baseline_args, run_comparison, write_outputs
 from ..core.rundir import RunDir
+
+#: a table is shown whole; only its terminal escapes go (a LAVA server's or a probe's words)
+TABLE_MAX_CHARS = 10 ** 8
 
 
 def register(sub):
@@ -67,8 +72,17 @@ def report(args) -> int:
         raise InputError("--thresholds", "only with --vendor")
     if len(args.run_dir) != 1:
         raise InputError(" ".join(map(str, args.run_dir)), "one RUN_DIR (several only with --vendor)")
-    run = load_run(args.run_dir[0])
-    print(comparison_table(run))
+    # a run rtlab never finished: what its checkpoints kept, judged by the
+    # budgets it was made with as a finished run's report shows them
+    # (incomplete: never PASS), or INFRA "run killed" with its raw files
+    run_dir = args.run_dir[0]
+    recovered = recover_checkpointed(run_dir)
+    if recovered is not None:
+        judge_run(recovered, load_budgets(RunDir(Path(run_dir)).budgets_copy))
+        print(f"report: {run_dir}: incomplete, rtlab stopped before writing run.json: "
+              "rebuilt from what its checkpoints kept")
+    run = recovered or killed_run(run_dir) or load_run(run_dir)
+    print(cleaned(comparison_table(run), TABLE_MAX_CHARS))
     if args.html:
         print(f"report: {write_html_report(run, args.html)}")
     return 0
@@ -89,8 +103,10 @@ def gate(args) -> int:
         killed = None if recovered is not None else killed_run(run_dir)
         run = recovered or killed or load_run(run_dir)
         if killed is None:
-            judge_run(run, load_budgets(args.budgets or RunDir(Path(run_dir)).budgets_copy))
-        print(comparison_table(run))
+            judging = judging_budgets(RunDir(Path(run_dir)).budgets_copy, args.budgets)
+            print(f"gate: {run_dir} judged by budgets {judging.path} ({judging.why})")
+            judge_run(run, load_budgets(judging.path))
+        print(cleaned(comparison_table(run), TABLE_MAX_CHARS))
         verdicts.append(run.verdict)
         if not any(not j.only_not_available for j in run.jobs):  # INFRA with nothing below to say why
             na = [f"{n.get('board')}/{n.get('variant')}: {n.get('reason')}" for n in run.not_available]
@@ -100,13 +116,13 @@ def gate(args) -> int:
             where = f"{run_dir}: {job.board}/{job.variant}"
             if job.build_error:
                 why = " | ".join(ln.strip() for ln in job.build_error.splitlines() if ln.strip())
-                print(f"gate: FAIL {where}: build_error: {why[:600]}")
-            elif job.infra_error:
-                print(f"gate: INFRA {where}: {job.infra_error.splitlines()[0]}")
+                print(f"gate: FAIL {where}: build_error: {cleaned(why, 600)}")
+            elif job.infra_error:  # a LAVA server's or a probe's words: no terminal escapes reach the log
+                print(f"gate: INFRA {where}: {cleaned(job.infra_error.splitlines()[0])}")
             for m in job.measurements:
                 if m.verdict != Verdict.PASS:
                     print(f"gate: {(m.verdict.value if m.verdict else 'infra').upper()} "
-                          f"{run_dir}: {m.key.label()}: {'; '.join(m.reasons)}")
+                          f"{run_dir}: {cleaned(m.key.label())}: {cleaned('; '.join(m.reasons))}")
     verdict = combine_verdicts(verdicts)
     n = len(verdicts)
     print(f"gate: {verdict.value.upper()} over {n} run{'s' * (n != 1)}")

@@ -149,6 +149,51 @@ def thread(d: Doc) -> None:
     d.field("overflows", integer(0))
     d.field("histogram", histogram)
     d.field("extra", finite_tree)
+    t = d.obj()
+    h = t.get("histogram") or {}
+    problem = thread_contradiction(t["cycles"], t["min_us"], t["avg_us"], t["max_us"],
+                                   {int(k): v for k, v in h.get("counts", {}).items()} if h else None,
+                                   h.get("bucket_us", 1.0), h.get("size"), h.get("overflows", 0))
+    if problem is not None:
+        raise d.at(*problem[:2]).error(problem[2])
+
+
+#: how far a tool's rounded average may lie outside [min, max] (integer output)
+AVG_ROUNDING_US = 1.0
+
+
+def thread_contradiction(cycles: int, min_us: float, avg_us: float, max_us: float,
+                         counts: Optional[dict[int, int]], bucket_us: float = 1.0,
+                         size: Optional[int] = None, overflows: int = 0) -> Optional[tuple[str, Any, str]]:
+    """Why one thread's numbers cannot all be true, as (key, value, why), or
+    None: a latency is >= 0, min <= avg <= max (avg within its rounding), a
+    histogram bucket lies within the declared size, the histogram holds no
+    more samples than the cycles and some when there were cycles, and
+    samples past the range (overflows) mean a maximum past it."""
+    if cycles <= 0:  # nothing recorded: the tool's placeholders (min -1), judged as "recorded 0 cycles"
+        return None
+    for k, v in (("min_us", min_us), ("avg_us", avg_us), ("max_us", max_us)):
+        if v < 0:
+            return k, v, f"a latency cannot be negative, got {v!r}"
+    if min_us > max_us:
+        return "min_us", min_us, f"min {min_us!r} is above max {max_us!r}"
+    if not min_us - AVG_ROUNDING_US <= avg_us <= max_us + AVG_ROUNDING_US:
+        return "avg_us", avg_us, f"avg {avg_us!r} lies outside min {min_us!r} .. max {max_us!r}"
+    if counts is None:
+        return None
+    if size is not None:
+        beyond = [i for i in counts if i >= size]
+        if beyond:
+            return "histogram.counts", beyond[0], f"bucket {beyond[0]} is beyond the histogram's size {size}"
+    total = sum(counts.values()) + overflows
+    if total > cycles:
+        return "histogram.counts", total, f"{total} samples (overflows included) in {cycles} cycles"
+    if total == 0:
+        return "histogram.counts", 0, f"no sample at all in {cycles} cycles"
+    if overflows and size is not None and max_us < size * bucket_us:
+        return "max_us", max_us, (f"{overflows} overflows past the range of {size * bucket_us:g} us, "
+                                  f"but max {max_us!r} lies within it")
+    return None
 
 
 def output(d: Doc) -> None:

@@ -34,7 +34,8 @@ def check_name(value: Any, what: str = "name") -> str:
     if not isinstance(value, str):
         raise ParamError(f"{what} must be a string, got {type(value).__name__}")
     if not SAFE_NAME.match(value) or ".." in value or len(value) > MAX_NAME:
-        raise ParamError(f"{what} {value!r} is not a safe name (letters, digits, '.', '_', '-'; "
+        shown = repr(value) if len(value) <= 2 * MAX_NAME else f"{value[:MAX_NAME]!r}... ({len(value)} characters)"
+        raise ParamError(f"{what} {shown} is not a safe name (letters, digits, '.', '_', '-'; "
                          f"starting with a letter or digit; no '..'; at most {MAX_NAME} characters)")
     return value
 

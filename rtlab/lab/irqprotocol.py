@@ -140,6 +140,33 @@ class ProbeResult:
                                          "bucket_ns", "overflows", "ready", "timed_out")},
                    counts={int(k): int(v) for k, v in d["counts"].items()})
 
+    def problems(self, arm: "ArmRequest") -> list[str]:
+        """Why this result contradicts itself or what was armed (none: [])."""
+        problems: list[str] = []
+        if self.sent != self.answered + self.missed:
+            problems.append(f"sent ({self.sent}) != answered ({self.answered}) + missed ({self.missed})")
+        if sum(self.counts.values()) + self.overflows != self.answered:
+            problems.append(f"histogram ({sum(self.counts.values())}) + overflows ({self.overflows}) "
+                            f"!= answered ({self.answered})")
+        if self.bucket_ns != arm.bucket_ns:
+            problems.append(f"bucket_ns {self.bucket_ns}, armed {arm.bucket_ns}")
+        if self.sent > arm.samples:
+            problems.append(f"sent {self.sent} stimuli, armed {arm.samples}")
+        if self.answered and not self.min_ns <= self.avg_ns <= self.max_ns:
+            problems.append(f"min/avg/max out of order ({self.min_ns}/{self.avg_ns}/{self.max_ns} ns)")
+        if self.overflows and self.max_ns < arm.buckets * self.bucket_ns:  # an overflow is an answer past the range
+            problems.append(f"{self.overflows} overflows past {arm.buckets * self.bucket_ns} ns, "
+                            f"but max_ns {self.max_ns} lies within it")
+        if self.answered and self.counts:
+            lo, hi = min(self.counts), max(self.counts)
+            if not lo * self.bucket_ns <= self.min_ns < (lo + 1) * self.bucket_ns:
+                problems.append(f"min_ns {self.min_ns} is not in the lowest bucket {lo}")
+            if not self.overflows and not hi * self.bucket_ns <= self.max_ns < (hi + 1) * self.bucket_ns:
+                problems.append(f"max_ns {self.max_ns} is not in the highest bucket {hi}")
+        if any(b >= arm.buckets or b < 0 or c < 0 for b, c in self.counts.items()):
+            problems.append(f"a histogram bucket is beyond the {arm.buckets} buckets armed or negative")
+        return problems
+
     def result_line(self) -> str:
         return (f"RESULT sent={self.sent} answered={self.answered} missed={self.missed} "
                 f"min_ns={self.min_ns} avg_ns={self.avg_ns} max_ns={self.max_ns} "
@@ -209,24 +236,7 @@ def parse_result(line: str, hist_lines: list[str], arm: ArmRequest) -> ProbeResu
                     avg_ns=kv["avg_ns"], max_ns=kv["max_ns"], bucket_ns=kv["bucket_ns"],
                     overflows=kv["overflows"], ready=bool(kv["ready"]), timed_out=bool(kv["timed_out"]),
                     counts=counts)
-    problems = []
-    if r.sent != r.answered + r.missed:
-        problems.append(f"sent ({r.sent}) != answered ({r.answered}) + missed ({r.missed})")
-    if sum(counts.values()) + r.overflows != r.answered:
-        problems.append(f"histogram ({sum(counts.values())}) + overflows ({r.overflows}) "
-                        f"!= answered ({r.answered})")
-    if r.bucket_ns != arm.bucket_ns:
-        problems.append(f"bucket_ns {r.bucket_ns}, armed {arm.bucket_ns}")
-    if r.sent > arm.samples:
-        problems.append(f"sent {r.sent} stimuli, armed {arm.samples}")
-    if r.answered and not r.min_ns <= r.avg_ns <= r.max_ns:
-        problems.append(f"min/avg/max out of order ({r.min_ns}/{r.avg_ns}/{r.max_ns} ns)")
-    if r.answered and counts:
-        lo, hi = min(counts), max(counts)
-        if not lo * r.bucket_ns <= r.min_ns < (lo + 1) * r.bucket_ns:
-            problems.append(f"min_ns {r.min_ns} is not in the lowest bucket {lo}")
-        if not r.overflows and not hi * r.bucket_ns <= r.max_ns < (hi + 1) * r.bucket_ns:
-            problems.append(f"max_ns {r.max_ns} is not in the highest bucket {hi}")
+    problems = r.problems(arm)
     if problems:
         raise ProbeError("inconsistent result from the probe: " + "; ".join(problems))
     return r

@@ -46,9 +46,11 @@ from typing import Callable, Optional, Sequence
 from .. import ROOT
 from ..targets.boards import Board
 from ..plan.budgets import load_budgets
+from ..plan.campaign import BUDGETS_DIR, DEFAULT_BUDGETS
 from ..core.config import load_yaml
 from ..errors import InputError
 from ..core.fsutil import read_text_bounded
+from ..core.modelcheck import thread_contradiction
 from ..core.model import JobResult, Measurement, MeasurementKey, RunResult, ThreadResult, ToolOutput, Verdict
 from ..run.results import JobSpec, ResultsDir, collect, new_run_id, raw_files, variant_problems
 from ..suites import SUITES, SuiteRun
@@ -58,6 +60,7 @@ from . import loads as lava_loads
 from . import onboard
 from .logs import LavaLog, RawBlock, job_outcome, raw_blocks, results_from_server
 from .render import NOT_AVAILABLE_TEXT, spec_of
+from .specs import check_spec, lab_file
 from ..core.rundir import BUDGETS_COPY, CAMPAIGN_COPY, JobDir, MeasurementDir
 
 LOG_NAMES = ("lava-run.log", "log.yaml")
@@ -124,6 +127,7 @@ def load_record(path: Path) -> LavaRecord:
                    if meta.get("returncode") not in (None, 0) else
                    "the log ends before LAVA reported the job result")
     rec.health, rec.failure = health, failure
+    _check_case_numbers(rec, path / "results.yaml" if (path / "results.yaml").is_file() else rec.log_file)
     if rec.log is not None:
         rec.duration_s = rec.log.span_s()
         rec.started = rec.log.started()
@@ -177,13 +181,29 @@ def _lava_failures(rec: LavaRecord) -> list[str]:
 
 
 def _suite_cases(rec: LavaRecord) -> dict[str, dict]:
-    suite_def = rec.spec["definitions"]["suite"]
+    suite_def = (rec.spec.get("definitions") or {}).get("suite")
     return {r["case"]: r for r in rec.results if r["definition"] == suite_def}
 
 
 def missing_cases(rec: LavaRecord) -> list[str]:
     present = {f"{r['definition']}/{r['case']}" for r in rec.results}
     return [c for c in rec.spec["expected"] if c not in present]
+
+
+def _check_case_numbers(rec: LavaRecord, where) -> None:
+    """The board's lava-test-case numbers, refused at load when they cannot be
+    true: a latency below zero, a thread whose min, avg and max contradict
+    each other (the key: the test case)."""
+    for name, r in _suite_cases(rec).items():
+        split = onboard.split_case(name)
+        v = r.get("measurement")
+        if split and v is not None and split[1] != "cycles" and v < 0:
+            raise InputError(where, f"test case {name}: a latency cannot be negative, got {v!r}")
+    for t in _threads_from_cases(_suite_cases(rec)):
+        problem = thread_contradiction(t.cycles, t.min_us, t.avg_us, t.max_us, None)
+        if problem is not None:
+            case = f"t{t.thread}-{problem[0].replace('_us', '')}-latency"
+            raise InputError(where, f"test case {case}: {problem[2]}")
 
 
 def _threads_from_cases(cases: dict[str, dict]) -> list[ThreadResult]:
@@ -244,8 +264,13 @@ def ingest_records(records: list[LavaRecord], results_root: Path, *, run_id: Opt
     labgrid path."""
     if not records and not build_failed:
         raise InputError("rtlab lava ingest", "no LAVA records given")
-    spec0 = records[0].spec if records else build_failed[0]
-    budgets_file = Path(budgets_file) if budgets_file else ROOT / spec0.get("budgets", "budgets/default.yaml")
+    for b in build_failed:  # the render index's entries: as hostile as a job file
+        check_spec(b, "render index build_failed", job=False)
+    spec0, where0 = (records[0].spec, records[0].source / "job.yaml") if records else (build_failed[0], "render index")
+    # the lab's budgets: --budgets, else the spec's when it names one of the
+    # lab's budget files (checked at load), else the lab's default
+    budgets_file = (Path(budgets_file) if budgets_file
+                    else lab_file(spec0.get("budgets"), "budgets", where0, BUDGETS_DIR) or DEFAULT_BUDGETS)
     budgets = load_budgets(budgets_file)
     started = min((r.started for r in records if r.started), default=None) or dt.datetime.utcnow()
     started = started.replace(microsecond=0)
@@ -254,8 +279,8 @@ def ingest_records(records: list[LavaRecord], results_root: Path, *, run_id: Opt
     else:
         rd = ResultsDir.create(results_root, new_run_id(started.replace(tzinfo=dt.timezone.utc)), suffix="-lava")
     rd.keep(budgets_file, BUDGETS_COPY)
-    campaign_file = ROOT / spec0.get("campaign_file", "")
-    if spec0.get("campaign_file") and campaign_file.is_file():
+    campaign_file = lab_file(spec0.get("campaign_file"), "campaign_file", where0, ROOT)
+    if campaign_file is not None:
         rd.keep(campaign_file, CAMPAIGN_COPY)
 
     run = RunResult(run_id=rd.run_id, started=started.isoformat() + "Z",

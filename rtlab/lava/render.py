@@ -37,8 +37,8 @@ import yaml
 from .. import ROOT
 from ..targets.arch import get_or_none
 from ..targets.boards import BOARD_WORKDIR, Board
-from ..plan.campaign import Campaign, Job
-from ..core.config import format_cpulist, load_yaml
+from ..plan.campaign import BUDGETS_DIR, Campaign, Job
+from ..core.config import format_cpulist, load_yaml, shown
 from ..errors import InputError, RtlabError
 from ..core.fsutil import atomic_write, sha256_file
 from ..core.rundir import EXIT_CODE, STDERR, STDOUT
@@ -54,6 +54,7 @@ from ..targets.variants import Variant
 from . import loads as lava_loads
 from . import onboard
 from .boards import LavaBoard, load_lava_boards
+from .specs import check_spec, lab_relative
 
 FORMAT = 1
 #: what a board that cannot run a suite (rtla without the tracer) writes: the reason
@@ -209,8 +210,8 @@ def render_job(lb: LavaBoard, variant: Variant, run: SuiteRun, images: ImageSet,
     spec = {
         "format": FORMAT,
         "campaign": campaign.name,
-        "campaign_file": _repo_rel(campaign.path),
-        "budgets": _repo_rel(campaign.budgets),
+        "campaign_file": lab_relative(campaign.path, ROOT),
+        "budgets": lab_relative(campaign.budgets, BUDGETS_DIR),
         "lava": _lava_spec(lb),
         "board": board.to_json(),
         "variant": variant.to_json(),
@@ -432,7 +433,8 @@ def render_campaign(campaign: Campaign, out_dir: Path, *, boards: Optional[list[
         if isinstance(bk, KernelBuildFailed):
             build_failed.append({"board": job.board.to_json(), "variant": job.variant.to_json(),
                                  "error": str(bk), "campaign": campaign.name,
-                                 "campaign_file": _repo_rel(campaign.path), "budgets": _repo_rel(campaign.budgets)})
+                                 "campaign_file": lab_relative(campaign.path, ROOT),
+                                 "budgets": lab_relative(campaign.budgets, BUDGETS_DIR)})
             continue
         why = unavailable(job, images, built, kernel_tree)
         if why:
@@ -458,8 +460,8 @@ def render_campaign(campaign: Campaign, out_dir: Path, *, boards: Optional[list[
             path.write_text(_job_header(spec) + dump_job(definition))
             rendered.append(RenderedJob(path, definition, spec))
     index = {
-        "format": FORMAT, "campaign": campaign.name, "campaign_file": _repo_rel(campaign.path),
-        "budgets": _repo_rel(campaign.budgets), "artifacts_url": artifacts_url,
+        "format": FORMAT, "campaign": campaign.name, "campaign_file": lab_relative(campaign.path, ROOT),
+        "budgets": lab_relative(campaign.budgets, BUDGETS_DIR), "artifacts_url": artifacts_url,
         "jobs": [r.index_entry(out_dir) for r in rendered],
         "not_available": not_available, "not_rendered": not_rendered, "skipped_boards": skipped,
         "build_failed": build_failed,
@@ -499,6 +501,7 @@ def spec_of(definition: dict, where) -> dict:
         spec = json.loads(raw)
     except ValueError as e:
         raise InputError(where, f"metadata rtlab.spec is not JSON: {e}") from None
-    if spec.get("format") != FORMAT:
-        raise InputError(where, f"rtlab job format {spec.get('format')!r}, this rtlab reads {FORMAT}")
-    return spec
+    if not isinstance(spec, dict) or spec.get("format") != FORMAT:
+        got = spec.get("format") if isinstance(spec, dict) else spec
+        raise InputError(where, f"rtlab job format {shown(got)}, this rtlab reads {FORMAT}")
+    return check_spec(spec, where)

@@ -69,6 +69,23 @@ MiB = 1024 * 1024
 #: reported dead in every suite that outlasted it (stress-ng 0.15,
 #: stress-timer.c, stress_timer_handler)
 STRESS_NG_TIMEOUT_S = 30 * 86400
+#: a load's own deadline past its measurement's duration bound: it ends by
+#: itself even when nothing of the job is left to stop it (the runner and its
+#: keeper both SIGKILLed), so the next run never measures under it
+LOAD_DEADLINE_MARGIN_S = 600
+
+
+def load_deadline_s(env: LoadEnv) -> int:
+    """stress-ng's --timeout for the suite run *env* carries: twice its
+    duration bound (Suite.duration_s, what the console waits for) plus
+    LOAD_DEADLINE_MARGIN_S; STRESS_NG_TIMEOUT_S where no run is known."""
+    if env.run is None:
+        return STRESS_NG_TIMEOUT_S
+    from ..suites import SUITES
+    suite = SUITES.get(env.run.suite)
+    if suite is None:
+        return STRESS_NG_TIMEOUT_S
+    return min(STRESS_NG_TIMEOUT_S, int(2 * suite.duration_s(env.run)) + LOAD_DEADLINE_MARGIN_S)
 
 
 class Idle(Load):
@@ -111,7 +128,7 @@ class StressNg(BoardLoad):
         raise NotImplementedError
 
     def commands(self, env: LoadEnv) -> list[tuple[str, str]]:
-        return [("stress-ng", f"stress-ng {self.stressors(env)} --timeout {STRESS_NG_TIMEOUT_S} "
+        return [("stress-ng", f"stress-ng {self.stressors(env)} --timeout {load_deadline_s(env)} "
                               f"--metrics-brief --yaml stress-ng.yaml > stress-ng.log 2>&1")]
 
     def settings(self, env: LoadEnv) -> dict[str, Any]:

@@ -137,6 +137,37 @@ def campaign_budgets(bnode: Node, campaign_path: Path, given: Optional[Path] = N
     return real
 
 
+@dataclass(frozen=True)
+class JudgingBudgets:
+    """The budget file the gate judges a run by, and why that one."""
+
+    path: Path
+    why: str
+
+
+def judging_budgets(run_budgets: Path, given: Optional[Path] = None) -> JudgingBudgets:
+    """The lab's budgets win: the operator's *given* file (``--budgets``,
+    CI's RTLAB_GATE_BUDGETS), else the run's kept budgets.yaml when it is,
+    byte for byte, one of the lab's budget files (budgets/ of this checkout),
+    else the lab's default. A run's own budget file came from its campaign,
+    which a trigger may have pointed into the kernel tree under test: a
+    campaign from outside the lab chooses what is measured, not how it is
+    judged."""
+    from ..core.fsutil import read_bounded, result_max_bytes
+
+    if given is not None:
+        return JudgingBudgets(Path(given), "given with --budgets")
+    if not run_budgets.exists() and not run_budgets.is_symlink():
+        return JudgingBudgets(DEFAULT_BUDGETS, f"the lab's default: {run_budgets} does not exist")
+    kept = read_bounded(run_budgets, result_max_bytes())
+    for lab in sorted(BUDGETS_DIR.glob("*.yaml")):
+        if lab.is_file() and not lab.is_symlink() and lab.read_bytes() == kept:
+            return JudgingBudgets(lab, f"the run's {run_budgets.name} is the lab's {lab.name}")
+    return JudgingBudgets(DEFAULT_BUDGETS, f"the lab's default: the run's {run_budgets} is none of the "
+                                           f"lab's budget files in {BUDGETS_DIR} (give it with --budgets "
+                                           "to judge by it)")
+
+
 def load_campaign(path: Optional[Path] = None, *, boards: Optional[list[str]] = None,
                   variants: Optional[list[str]] = None, repeat: Optional[int] = None,
                   budgets: Optional[Path] = None) -> Campaign:

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
 from ..core import modelcheck
+from ..core.params import ParamError, check_name
 from ..core.fsutil import read_bounded, result_max_bytes, tail_text
 from ..targets.boards import Board
 from ..plan.budgets import Budgets
@@ -45,7 +46,7 @@ from ..judge.gate import judge_run, sample_problems
 from ..core.model import InfraCause, JobResult, Measurement, MeasurementKey, RunResult, ToolOutput
 from ..report.plot import write_html_report
 from ..suites import Suite, SuiteRun
-from ..suites.board import check_variant
+from ..suites.board import check_variant, exited
 from ..targets.variants import Variant
 from ..report.vendor import write_vendor_html
 from ..core.rundir import JobDir, MeasurementDir, RunDir
@@ -169,13 +170,13 @@ def tool_exit_problem(suite: Suite, rc: int, host_dir: Path) -> Optional[str]:
         return None
     race = suite.start_race_exits.get(rc)
     if race is not None:
-        return f"{TOOL_RACE}: {suite.tool} exited with {rc}, {race}"
+        return f"{TOOL_RACE}: {exited(suite.tool, rc)}, {race}"
     err = MeasurementDir(host_dir).stderr
     try:  # the last lines say why; a runaway stderr is not read whole
         tail = tail_text(err, SMALL_FILE_MAX_BYTES).strip().splitlines()[-3:] if err.is_file() else []
     except InputError:
         tail = []
-    return f"{suite.tool} exited with {rc}" + (f": {' | '.join(tail)}" if tail else "")
+    return exited(suite.tool, rc) + (f": {' | '.join(tail)}" if tail else "")
 
 
 def raw_files(job_dir: Path, run: SuiteRun) -> list[str]:
@@ -286,7 +287,14 @@ class ResultsDir:
         raise OSError(f"{root}: no free run id for {stem}{suffix}")
 
     def job_dir(self, board: str, variant: str, repeat: int = 0) -> Path:
-        """``<board>/<variant>``, plus ``r<N>`` for repeat N of a repeating campaign."""
+        """``<board>/<variant>``, plus ``r<N>`` for repeat N of a repeating campaign;
+        both safe names (one level each), so a job directory, which
+        :meth:`new_job_dir` empties, is always inside the run's."""
+        for what, name in (("board", board), ("variant", variant)):
+            try:
+                check_name(name, what)
+            except ParamError as e:
+                raise InputError(self.path, f"job directory: {e}") from None
         return RunDir(self.path).job(board, variant, repeat).path
 
     def new_job_dir(self, board: str, variant: str, repeat: int = 0) -> Path:

@@ -42,6 +42,9 @@ from ..core.rundir import MeasurementDir
 
 CHECKPOINT_FILE = "checkpoint.json"
 SEGMENTS_DIR = "segments"
+#: what a checkpoint must share with the run that resumes it (the command
+#: carries the interval, priority, histogram size and CPUs)
+PARAMETER_KEYS = ("planned_s", "segment_s", "segments_planned", "interval_us", "command")
 #: ToolOutput.metrics key holding the soak's progress (planned_s, done_s, ...)
 SOAK_METRIC = "soak"
 
@@ -67,6 +70,58 @@ def read_checkpoint(host_dir: Path) -> Optional[dict]:
     except (OSError, ValueError):
         return None
     return d if isinstance(d, dict) else None
+
+
+def _state(d) -> None:
+    """checkpoint.json's shape, every number typed and ranged (modelcheck)."""
+    from ..core import modelcheck as mc
+
+    d.field("version", mc.integer(1), required=True)
+    if d.obj()["version"] != 1:
+        raise d.at("version", d.obj()["version"]).error(f"this rtlab reads version 1, got {d.obj()['version']}")
+    for k in ("planned_s", "segment_s", "interval_us"):
+        d.field(k, mc.number(0, above=True), required=True)
+    d.field("segments_planned", mc.integer(1), required=True)
+    d.field("command", mc.string, required=True)
+    d.field("done_s", mc.number(0), required=True)
+    d.field("stopped", mc.string)
+    d.field("updated", mc.string)
+    d.field("threads", lambda t: t.items(mc.thread), required=True)
+
+    def segment(s) -> None:
+        s.field("index", mc.integer(0), required=True)
+        s.field("duration_s", mc.number(0), required=True)
+        for k in ("elapsed_s", "gap_before_s", "max_us"):
+            s.field(k, mc.number(0))
+        s.field("cycles", mc.integer(0))
+        s.field("threads", lambda t: t.items(mc.obj))
+        if s.obj()["index"] >= d.obj()["segments_planned"]:
+            raise s.at("index", s.obj()["index"]).error(
+                f"segment {s.obj()['index']} of {d.obj()['segments_planned']} planned")
+    d.field("segments", lambda ss: ss.items(segment), required=True)
+    indexes = [s["index"] for s in d.obj()["segments"]]
+    if len(set(indexes)) != len(indexes):
+        raise d.at("segments", indexes).error("a segment is recorded twice")
+
+
+def load_checked_state(path: Path) -> dict:
+    """A checkpoint read back for --resume: bounded, inside its directory,
+    shaped as :func:`new_state` makes it; an InputError names the file and
+    the key (a corrupt checkpoint is refused, never replaced: its segments
+    were measured)."""
+    from ..core.modelcheck import load_checked
+    return load_checked(path, _state, what="checkpoint")
+
+
+def parameter_changes(state: dict, expected: dict) -> list[str]:
+    """How the run a checkpoint was made by differs from *expected* (keys of
+    :func:`new_state`): a checkpoint of other parameters is no part of this run."""
+    out = []
+    for k, v in expected.items():
+        if state.get(k) != v:
+            was, now = (str(x)[:200] for x in (state.get(k), v))
+            out.append(f"{k}: the checkpoint was made with {was!r}, this run has {now!r}")
+    return out
 
 
 def new_state(planned_s: float, segment_s: float, interval_us: float, command: str) -> dict:

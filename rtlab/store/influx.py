@@ -54,6 +54,30 @@ def _shut(sockets: list) -> None:
             pass
 
 
+
+def network_words(e: BaseException) -> str:
+    """A network error in words a person can act on, never a bare fragment
+    of the peer's bytes (BadStatusLine's 'HT')."""
+    reason = getattr(e, "reason", None)
+    if isinstance(e, urllib.error.URLError) and isinstance(reason, BaseException):
+        e = reason
+    elif isinstance(e, urllib.error.URLError) and reason:
+        return str(reason)
+    if isinstance(e, (socket.timeout, TimeoutError)):
+        return "no answer in time (timed out)"
+    if isinstance(e, ConnectionRefusedError):
+        return "connection refused (nothing listens there)"
+    if isinstance(e, ConnectionResetError):
+        return "the connection was reset by the store"
+    if isinstance(e, http.client.RemoteDisconnected):
+        return "the store closed the connection without an answer"
+    if isinstance(e, http.client.HTTPException):
+        return f"the store's answer is not HTTP ({type(e).__name__}: {str(e)[:60]!r})"
+    if isinstance(e, OSError) and e.strerror:
+        return e.strerror
+    return f"{type(e).__name__}: {str(e)[:200]}"
+
+
 class _Handler(urllib.request.HTTPHandler):
     """urllib's HTTP handler, handing each connection's socket to the
     request's watchdog (proxies and the rest of urllib stay as they are)."""
@@ -134,7 +158,7 @@ class _Http:
                 raise StoreUnavailable(self._redact(f"{self.url}: {self._deadline_text()}")) from None
             return e.code, dict(e.headers or {}), payload
         except (urllib.error.URLError, socket.timeout, ConnectionError, OSError, http.client.HTTPException) as e:
-            reason = self._deadline_text() if self._past_deadline() else getattr(e, "reason", e)
+            reason = self._deadline_text() if self._past_deadline() else network_words(e)
             raise StoreUnavailable(self._redact(f"{self.url}: {reason}")) from None
         finally:
             if watchdog is not None:

@@ -212,6 +212,18 @@ READ_LOOP = "l=; while IFS= read -r l || [ -n \"$l\" ]; do printf '%s\\n' \"$l\"
 
 
 #: file names fetch_dir lists in one shell line (a suite's own output names)
+#: the exit code run_tool returns when the board recorded none (a shell's
+#: exit status is 0..255, so it is never a real one)
+UNKNOWN_EXIT = -1
+
+
+def exited(tool: str, rc: int) -> str:
+    """How *tool*'s exit reads in a message: its code, or that none is known."""
+    if rc == UNKNOWN_EXIT:
+        return f"{tool} ended with no exit code recorded (exit unknown)"
+    return f"{tool} exited with {rc}"
+
+
 _SAFE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@+-]*$")
 
 
@@ -532,7 +544,7 @@ def run_tool(sh: BoardShell, run_id: str, argv: Sequence[str], host_dir: Path,
         log.warning("fetching raw files failed: %r", e)
         raise SuiteFailure(f"fetching raw files from {wd} failed: {error_line(e)}") from None
     code_text = got.get(EXIT_CODE, b"").decode(errors="replace").strip()
-    rc = int(code_text) if code_text.lstrip("-").isdigit() else -1
+    rc = int(code_text) if code_text.lstrip("-").isdigit() else UNKNOWN_EXIT
     fetched = {name: sh.transfers.files[f"{wd}/{name}"] for name in [STDOUT, STDERR, *outputs]
                if f"{wd}/{name}" in sh.transfers.files}
     MeasurementDir(host_dir).exit_json.write_text(json.dumps({

@@ -228,10 +228,18 @@ def probe_output(doc: dict, resp: dict, path: str, cpu: Optional[int] = None) ->
     try:
         r = ProbeResult.from_json(doc["result"])
         info, arm = doc["probe"], doc["arm"]
-        period_us = float(arm["period_us"])
-        size = int(arm["buckets"])
+        armed = ArmRequest(**arm)
+        period_us = float(armed.period_us)
+        size = armed.buckets
+        values = (r.sent, r.answered, r.missed, r.min_ns, r.avg_ns, r.max_ns, r.bucket_ns, r.overflows,
+                  *r.counts.values())
+        if not all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in values):
+            raise ValueError("result: every count and time must be an integer >= 0")
     except (KeyError, TypeError, ValueError) as e:
         raise InputError(path, f"malformed probe record: {e}") from None
+    problems = r.problems(armed)
+    if problems:  # a record that contradicts itself is no measurement (answered=5 max_ns=0 overflows=5)
+        raise InputError(path, "result: inconsistent probe record: " + "; ".join(problems))
     bucket_us = r.bucket_ns / 1000.0
     # a missed answer came later than the period, if at all: an overflow
     # (beyond any histogram range the probe keeps), at least the period

@@ -11,6 +11,7 @@ last segment (:meth:`CyclictestSoak.parse_output`).
 from __future__ import annotations
 
 import logging
+import os
 import time
 from pathlib import Path
 from typing import Callable, Optional
@@ -62,15 +63,25 @@ class CyclictestSoak(Cyclictest):
         after it. A lost console keeps every checkpoint before it (the
         failure is recorded in the state as ``stopped``, then raised).
         *argv*, the whole run's command, is not run: each segment has its own."""
-        from .board import SuiteFailure, run_tool
+        from .board import SuiteFailure, exited, run_tool
+        from ..errors import InputError
 
         host_dir.mkdir(parents=True, exist_ok=True)
         lengths = self.segments(run)
-        state = soak.read_checkpoint(host_dir)
         command = " ".join(self.segment_command(run, lengths[0], board))
-        if state is None or state.get("planned_s") != int(run.params["duration_s"]):
-            state = soak.new_state(int(run.params["duration_s"]), int(run.params["checkpoint_s"]),
-                                   float(run.params["interval_us"]), command)
+        fresh = soak.new_state(int(run.params["duration_s"]), int(run.params["checkpoint_s"]),
+                               float(run.params["interval_us"]), command)
+        state = fresh
+        if os.path.lexists(host_dir / soak.CHECKPOINT_FILE):
+            # what was measured is kept: a checkpoint that cannot be read, or
+            # that other parameters made, is refused, never started over
+            try:
+                state = soak.load_checked_state(host_dir / soak.CHECKPOINT_FILE)
+            except InputError as e:
+                raise SuiteFailure(str(e)) from None
+            changed = soak.parameter_changes(state, {k: fresh[k] for k in soak.PARAMETER_KEYS})
+            if changed:
+                raise SuiteFailure(f"{host_dir / soak.CHECKPOINT_FILE}: " + "; ".join(changed) + ": refused")
         state["stopped"] = None
         MeasurementDir(host_dir).command.write_text(command + "\n")
         done = {s["index"] for s in state["segments"]}
@@ -92,7 +103,7 @@ class CyclictestSoak(Cyclictest):
             gap = None if t_prev_end is None else max(0.0, t_start - t_prev_end)
             t_prev_end = t_start + exit_info.get("elapsed_s", 0.0)
             if rc != 0:
-                state["stopped"] = f"segment {i}: cyclictest exited with {rc}"
+                state["stopped"] = f"segment {i}: {exited(self.tool, rc)}"
                 soak.save(host_dir, state)
                 return rc
             seg = parse_file(seg_dir / self.json_file, tool=self.tool)

@@ -27,6 +27,7 @@ from ..kernel import tree_state
 from ..plan.campaign import Campaign
 from .bisect import _git, commit_of, original_head, require_clean, restore
 from ..run.runner import run_campaign
+from ..run.results import new_run_id
 
 SIDES = ("baseline", "candidate")
 
@@ -35,7 +36,12 @@ def resolve(tree: Path, baseline: str, candidate: str) -> dict[str, str]:
     """Both commits (full shas) in a clean kernel tree, or InputError."""
     tree_state(tree)  # a kernel tree, a git repository, its top
     require_clean(tree)
-    return {side: commit_of(tree, f"--{side}", ref) for side, ref in zip(SIDES, (baseline, candidate))}
+    shas = {side: commit_of(tree, f"--{side}", ref) for side, ref in zip(SIDES, (baseline, candidate))}
+    if shas["baseline"] == shas["candidate"]:  # refused before a whole vacuous session is booted
+        from ..errors import InputError
+        raise InputError("--candidate", f"{candidate!r} is the baseline's commit {shas['baseline'][:12]} too: "
+                                        "a commit paired with itself has nothing to compare")
+    return shas
 
 
 def run_pairs(campaign: Campaign, tree: Path, baseline: str, candidate: str, pairs: int, results: Path,
@@ -69,9 +75,12 @@ def run_pairs(campaign: Campaign, tree: Path, baseline: str, candidate: str, pai
                 def said(m: str, label: str = label) -> None:
                     progress(f"{label}: {m}")
 
+                # run ids of their own per side and pair: two sides that fail in
+                # the same second are never "the same run on both sides"
                 run, run_dir = run_campaign(
                     campaign, results_root=results / side, kernel_tree=tree, evidence=False, progress=said,
-                    commit=_commit_record(context, side, shas[side], i + 1))
+                    commit=_commit_record(context, side, shas[side], i + 1),
+                    run_id=f"{new_run_id()}-{side}{i + 1}")
                 done[side] = run
                 entry[side] = str(run_dir)
                 progress(f"pair {i + 1}/{pairs} {side} ({shas[side][:12]}): {run.verdict.value} -> {run_dir}")
@@ -100,7 +109,8 @@ def load_pairs(results: Path) -> tuple[list[Path], list[Path]]:
     each run is looked up by its name under ``<results>/<side>``, never by
     the path written at the time; a name that is not a run dir there is
     an InputError naming the file."""
-    from ..core.config import load_yaml
+    from ..core.config import load_yaml, shown
+    from ..core.modelcheck import load_checked, run as run_check
     from ..core.rundir import RunDir
     from ..errors import InputError
 
@@ -112,12 +122,53 @@ def load_pairs(results: Path) -> tuple[list[Path], list[Path]]:
     pairs = doc.get("pairs") if isinstance(doc, dict) else None
     if not isinstance(pairs, list):
         raise InputError(index, "pairs: must be a list")
+    commits = doc.get("commits") or {}
+    if not isinstance(commits, dict) or not all(isinstance(commits.get(s, ""), str) for s in SIDES):
+        raise InputError(index, "commits: must map baseline and candidate to commit shas")
+    if commits.get("baseline") and commits.get("baseline") == commits.get("candidate"):
+        raise InputError(index, f"commits: {shown(commits['baseline'])} is paired with itself: nothing to compare")
     out: dict[str, list[Path]] = {s: [] for s in SIDES}
+    seen: dict[str, str] = {}  # a run's measured content -> where it was seen first
+    shas: dict[str, set[str]] = {s: set() for s in SIDES}
     for i, entry in enumerate(pairs, 1):
         for side in SIDES:
             name = Path(str(entry.get(side, "")) if isinstance(entry, dict) else "").name
             run_dir = results / side / name
+            where = f"pairs: item {i}: {side}"
             if name in ("", ".", "..") or not RunDir(run_dir).run_json.is_file():
-                raise InputError(index, f"pairs: item {i}: {side}: not a run under {results / side}")
+                raise InputError(index, f"{where}: not a run under {results / side}")
+            if run_dir in out[side]:
+                raise InputError(index, f"{where}: run {shown(name)} is named twice: each pair has runs of its own")
+            run = load_checked(RunDir(run_dir).run_json, run_check, root=run_dir, what="run result")
+            sha = (run.get("commit") or {}).get("sha")
+            if commits.get(side) and sha != commits[side]:
+                raise InputError(index, f"{where}: run {shown(name)} measured commit {shown(sha)}, "
+                                        f"pairs.json says {side} {shown(commits[side])}: the sides contradict")
+            if isinstance(sha, str):
+                shas[side].add(sha)
+            # copies of one run under new run ids would give pairs no spread
+            # of their own; real runs never measure the same numbers twice
+            content = _measured(run)
+            if content is not None:
+                key = f"{side}:{content}"
+                if key in seen:
+                    raise InputError(index, f"{where}: run {shown(name)} measured exactly what {seen[key]} did: "
+                                            "a copy, not a pair of its own")
+                seen[key] = f"run {shown(name)}"
             out[side].append(run_dir)
+    both = shas["baseline"] & shas["candidate"]
+    if both:
+        raise InputError(index, f"commit {shown(sorted(both)[0])} is on both sides: nothing to compare")
     return out["baseline"], out["candidate"]
+
+
+def _measured(run: dict) -> Optional[str]:
+    """A digest of what a run measured (its outputs, paths left out), None
+    when it measured nothing."""
+    import hashlib
+
+    outs = [{k: v for k, v in (m.get("output") or {}).items() if k != "path"}
+            for j in run.get("jobs") or [] for m in j.get("measurements") or []]
+    if not any(o.get("threads") for o in outs):
+        return None
+    return hashlib.sha256(json.dumps(outs, sort_keys=True).encode()).hexdigest()

@@ -284,6 +284,9 @@ def run_pipeline(ci_project: Path, kernel_repo: Optional[Path], sha: Optional[st
         "RTLAB_HOME": str(ROOT), "RTLAB_CAMPAIGN": str(proj / "campaign.yaml"), "RTLAB_PUBLISH": "0",
         # the runner's one kernel work tree (kept between runs, as on a runner)
         "RTLAB_CI_KERNEL_DIR": str(cache_root() / "ci" / "test-kernel"),
+        # the lab's budgets, as an operator sets them at project level: the
+        # campaign's own budget file never judges (a trigger names the campaign)
+        "RTLAB_GATE_BUDGETS": str(proj / "budgets.yaml"),
     }
     if kernel_repo is not None:
         variables.update({"KERNEL_REPO": str(kernel_repo), "KERNEL_SHA": str(sha)})

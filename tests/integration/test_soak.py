@@ -92,13 +92,19 @@ def test_sigkill_keeps_checkpoints_gate_judges_them_and_resume_completes(tmp_pat
     kept = _samples(st)
     assert kept > 0 and len(st["segments"]) < 6
 
-    res = rtlab("gate", run_dir)
+    res = rtlab("gate", "--budgets", run_dir / "budgets.yaml", run_dir)  # the test campaign's, not the lab's
     assert res.returncode == 2, res.stdout + res.stderr
     done = len(st["segments"]) * 5
     assert f"stopped at 00:00:{done:02d} of 00:00:30" in res.stdout, res.stdout
     assert "PASS" not in res.stdout.split("Verdict:")[-1]
     cycles = int(re.search(r"^cycles\s+([\d,]+)", res.stdout, re.M).group(1).replace(",", ""))
     assert cycles >= kept
+
+    # `rtlab report` shows what was kept, marked incomplete (not "no run.json")
+    rep = rtlab("report", run_dir)
+    assert rep.returncode == 0, rep.stdout + rep.stderr
+    assert "incomplete, rtlab stopped before writing run.json" in rep.stdout
+    assert f"00:00:{done:02d}/00:00:30" in rep.stdout and "Verdict: INFRA" in rep.stdout, rep.stdout
 
     # a breach among the kept samples is a FAIL, however the run ended
     tight = tmp_path / "tight.yaml"
@@ -158,7 +164,7 @@ def test_console_lost_mid_soak_is_infra_with_the_checkpointed_samples(tmp_path, 
     assert len(final["segments"]) >= len(st["segments"]) and len(final["segments"]) < 6
     assert final["stopped"]
     run_dir = cp_path.parents[3]
-    res = rtlab("gate", run_dir)
+    res = rtlab("gate", "--budgets", run_dir / "budgets.yaml", run_dir)  # the test campaign's, not the lab's
     assert res.returncode == 2, res.stdout
     assert "stopped at 00:00:" in res.stdout and "of 00:00:30" in res.stdout
     run = json.loads((run_dir / "run.json").read_text())

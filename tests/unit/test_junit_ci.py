@@ -18,7 +18,8 @@ def job(variant, counts=None, **kw):
     j = JobResult("qemu-x86_64", variant, "x86_64", "qemu-tcg", duration_s=10, **kw)
     if counts:
         j.measurements.append(Measurement(MeasurementKey("qemu-x86_64", variant, "cyclictest", "idle"),
-                                          ToolOutput(path="x", tool="cyclictest", threads=[thread(counts)]),
+                                          ToolOutput(path="x", tool="cyclictest",
+                                                     threads=[thread(counts, size=max(200, max(counts) + 1))]),
                                           raw=["cyclictest/cyclictest.json"]))
     return j
 
@@ -60,10 +61,12 @@ def test_cli_junit_and_gate_over_several_runs(tmp_path, capsys):
     out = tmp_path / "junit.xml"
     assert main(["junit", str(ok), str(bad), "-o", str(out)]) == 0
     assert ET.parse(out).getroot().get("tests") == "4"  # two measurements + a skipped pair per run
-    assert main(["gate", str(ok)]) == 0
-    assert main(["gate", str(ok), str(infra)]) == 2
+    (tmp_path / "b.yaml").write_text(BUDGETS)
+    given = ["--budgets", str(tmp_path / "b.yaml")]  # the gate judges by the lab's budgets unless given others
+    assert main(["gate", str(ok), *given]) == 0
+    assert main(["gate", str(ok), str(infra), *given]) == 2
     capsys.readouterr()
-    assert main(["gate", str(ok), str(bad), str(infra)]) == 1  # a broken budget wins
+    assert main(["gate", str(ok), str(bad), str(infra), *given]) == 1  # a broken budget wins
     text = capsys.readouterr().out
     assert "gate: FAIL" in text and "qemu-x86_64/none/cyclictest/idle: max 250 us >= budget 100 us" in text
     assert "gate: INFRA" in text and "gate: FAIL over 3 runs" in text

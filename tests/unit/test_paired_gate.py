@@ -83,7 +83,7 @@ def test_unchanged_pairs_pass_and_a_broken_budget_still_fails(tmp_path, capsys):
     assert main(["gate", "--paired", str(copies), "--budgets", str(budgets)]) == 2
     assert "no spread at all" in capsys.readouterr().out
     over = session(tmp_path / "o", [2000, 2100, 1900], [2000, 2100, 1900])  # max 3x p99 over 5000 us
-    assert main(["gate", "--paired", str(over)]) == 1
+    assert main(["gate", "--paired", str(over), "--budgets", str(budgets)]) == 1
     assert "gate: FAIL over 3 runs" in capsys.readouterr().out
 
 

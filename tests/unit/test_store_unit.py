@@ -32,7 +32,7 @@ def thread(i, cpu, mx, counts, bucket_us=1.0, size=200):
 
 def small_run(**commit) -> RunResult:
     out = ToolOutput("c.json", "cyclictest", [thread(0, 0, 300.0, {2: 5, 10: 3, 100: 1}),
-                                                thread(1, 1, 40, {3: 4, 11: 2})])
+                                                thread(1, 1, 40, {3: 4, 11: 2}, size=20)])
     ipc = ToolOutput("p.json", "pmqtest", [ThreadResult(0, 1, 1000, 3.0, 5.2, 53.0,
                                                         extra={"sender_cpu": 0, "timeoutcount": 0})])
     hb = ToolOutput("h.txt", "hackbench", [], metrics={"time_s": 1.25, "ok": True, "name": "x"})
