@@ -90,7 +90,7 @@ def analyze(out: Path) -> int:
                 continue
             logs = stats._logs(vals, 0.5)
             sessions = [r.session for r in reps]
-            upper, est, p = stats.session_ratio([(logs, sessions)])
+            upper, est, p = stats.session_ratio([(logs, sessions)], confidence=0.9)
             quiet = [v for v, s in zip(vals, sessions) if not busy[s]]
             hot = [v for v, s in zip(vals, sessions) if busy[s]]
             share = "n/a (need two sessions of two runs)" if est is None else \

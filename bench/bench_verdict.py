@@ -304,6 +304,10 @@ SIMULATED = (  # (name, Scenario keyword arguments): docs/measurements/verdict.m
     ("one x20 run, and x1.5 on one key", {"wild": True, "ratio": 1.5}),
     ("15 runs (5 x 3) vs one session", {"pool": (5, 3), "cand_sessions": "one"}),
     ("15 vs one session, a quarter", {"pool": (5, 3), "cand_sessions": "one", "tau_share": 0.25}),
+    ("4 keys, 3 x 3 runs vs one session, a quarter", {"keys": 4, "pool": (3, 3), "cand_sessions": "one",
+                                                      "tau_share": 0.25}),
+    ("1 key, 2 x 4 runs vs one session", {"keys": 1, "pool": (2, 4), "cand_sessions": "one"}),
+    ("1 key, 2 x 4 runs vs one session, x3", {"keys": 1, "pool": (2, 4), "cand_sessions": "one", "ratio": 3.0}),
 )
 
 
@@ -316,7 +320,7 @@ def simulated(campaigns: int, seed: int, run_s: float) -> int:
 
     from rtlab.verdict.simulate import Scenario, simulate
 
-    print(f"# {campaigns} simulated campaigns of 40 keys per row, shipped policy, seed {seed}; "
+    print(f"# {campaigns} simulated campaigns per row (40 keys unless it says), shipped policy, seed {seed}; "
           f"board-minutes at {run_s:g} s per key-run")
     print("| scenario | green | false alarms | keys decided | power | runs per key | board-min per key "
           "| detectable (median, max) |")

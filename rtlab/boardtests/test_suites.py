@@ -45,7 +45,7 @@ def test_suite(request, suite_run, job, job_dir, board_shell, target):
     emit(request.config, event="suite", id=suite_run.id, duration_s=duration)
     traced = False
     t_load = time.monotonic()
-    with load.running(board_shell, host_dir, suite_run, board=job.board):
+    with load.running(board_shell, host_dir, suite_run, board=job.board, duration_s=duration):
         emit(request.config, event="phase", name="load_start", duration_s=round(time.monotonic() - t_load, 4))
         if suite_run.evidence and suite.traces_kernel:  # armed: record what happens up to the breach
             traced = evidence.start_tracing(board_shell) is None

@@ -212,7 +212,7 @@ class watching:
         self.witnesses = None
         if witness:
             from .stallwitness import Witnesses
-            self.witnesses = Witnesses(Path(host_dir))
+            self.witnesses = Witnesses()
 
     def __enter__(self) -> Monitor:
         if self.witnesses is not None:

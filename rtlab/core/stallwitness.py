@@ -24,9 +24,11 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any, Optional
@@ -60,10 +62,23 @@ def intersect(per_cpu: dict[str, list[tuple[float, float]]]) -> float:
     return round(max(hi - lo for lo, hi in common) * 1000, 1)
 
 
+def _die_with_parent() -> None:
+    # nothing a dead job started lives on: the kernel sends SIGTERM when the
+    # process that started the sampler dies (prctl PR_SET_PDEATHSIG)
+    try:
+        import ctypes
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
 def sample(cpu: int, out: Path) -> None:
-    """The sampler of one CPU, until SIGTERM: its gaps to *out* (JSON)."""
+    """The sampler of one CPU, until SIGTERM or its parent is gone: its gaps
+    to *out* (JSON)."""
     gaps: list[tuple[float, float]] = []
     rt = True
+    parent = os.getppid()
+    _die_with_parent()
     try:
         os.sched_setaffinity(0, {cpu})
     except OSError:
@@ -75,7 +90,7 @@ def sample(cpu: int, out: Path) -> None:
     stop = []
     signal.signal(signal.SIGTERM, lambda *_: stop.append(1))
     t = time.monotonic()
-    while not stop:
+    while not stop and os.getppid() == parent:
         time.sleep(PERIOD_S)
         now = time.monotonic()
         if (now - t - PERIOD_S) * 1000 >= GAP_MS:
@@ -88,14 +103,15 @@ def sample(cpu: int, out: Path) -> None:
 class Witnesses:
     """One sampler process per CPU while a tool runs."""
 
-    def __init__(self, work_dir: Path, cpus: Optional[list[int]] = None):
-        self.dir = Path(work_dir)
+    def __init__(self, cpus: Optional[list[int]] = None):
+        self.dir = Path(".")
         self.cpus = sorted(cpus if cpus is not None else os.sched_getaffinity(0))
         self.procs: list[tuple[int, subprocess.Popen, Path]] = []
         self.started = 0.0
 
     def start(self) -> "Witnesses":
-        self.dir.mkdir(parents=True, exist_ok=True)
+        # scratch files only: the summary goes to host-noise.json
+        self.dir = Path(tempfile.mkdtemp(prefix="rtlab-witness-"))
         self.started = time.monotonic()
         for cpu in self.cpus:
             out = self.dir / f"stall-witness-cpu{cpu}.json"
@@ -115,10 +131,11 @@ class Witnesses:
                 d = json.loads(out.read_text())
                 per_cpu[f"cpu{cpu}"] = [(float(a), float(b)) for a, b in d.get("gaps", [])]
                 rt = rt and bool(d.get("rt"))
-                out.unlink()
             except (subprocess.TimeoutExpired, OSError, ValueError, TypeError):
                 p.kill()
+                shutil.rmtree(self.dir, ignore_errors=True)
                 return {"stall_ms": 0.0, "trusted": False, "why_not": f"the sampler of cpu{cpu} gave no record"}
+        shutil.rmtree(self.dir, ignore_errors=True)
         return {"stall_ms": intersect(per_cpu), "trusted": rt and len(per_cpu) >= 1,
                 "max_gap_ms": {c: round(max((b - a for a, b in iv), default=0.0) * 1000, 1)
                                for c, iv in per_cpu.items()},

@@ -42,7 +42,7 @@ from typing import Any, Union
 from ..targets.boards import Board
 from ..loads import LOADS, BoardLoad, Load, LoadEnv, health
 from ..loads.base import CONSOLE_NICE, HELPER, HELPER_PATH, LOAD_DIR_FILES, LOADS_ROOT, load_cpus
-from ..suites import SuiteRun
+from ..suites import SUITES, SuiteRun
 
 #: the LAVA start/end steps of a load (shell; dash and busybox ash)
 SCRIPT_PATH = f"{LOADS_ROOT}/rtlab-lava-load.sh"
@@ -117,7 +117,9 @@ def plan(lava_board, variant, run) -> Union[list[LavaLoadPart], str]:
             cpus = load_cpus(params.get("load_cpus", "auto"), online, isolated)
         except Exception as e:  # noqa: BLE001 - LoadDied: CPUs not on the board
             return str(e)
+        suite = SUITES.get(run.suite)
         env = LoadEnv(sh=None, host_dir=Path("."), run=run, board=board, online=online,
+                      duration_s=suite.duration_s(run) if suite is not None else None,
                       isolated=isolated, cpus=cpus, mem_total_kb=mem_kb,
                       mem_avail_kb=int(mem_kb * QEMU_MEM_AVAIL_SHARE), tmp_avail_kb=int(mem_kb * QEMU_TMP_SHARE),
                       opts={**part.options, **all_opts.get(part.name, {})})

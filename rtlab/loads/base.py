@@ -105,6 +105,8 @@ class LoadEnv:
     host_dir: Path                   # the suite run's raw directory on the host
     run: Any                         # rtlab.suites.SuiteRun
     board: Board                     # the job's board (a dict is read as one: tests, LAVA specs)
+    #: the suite run's duration bound (Suite.duration_s), s: the load's own deadline follows it
+    duration_s: Optional[float] = None
     online: list[int] = field(default_factory=list)
     isolated: list[int] = field(default_factory=list)
     cpus: list[int] = field(default_factory=list)   # the CPUs the load runs on
@@ -288,7 +290,8 @@ class Load:
         return []
 
     @contextlib.contextmanager
-    def running(self, sh, host_dir: Path, run, board: Union[Board, dict, None] = None) -> Iterator[None]:
+    def running(self, sh, host_dir: Path, run, board: Union[Board, dict, None] = None,
+                duration_s: Optional[float] = None) -> Iterator[None]:
         """Start every part of the load, yield for the measurement, stop and
         check them all; raise LoadDied naming every load that failed."""
         params = run.params or {}
@@ -302,7 +305,7 @@ class Load:
         try:
             for load in self.parts():
                 env = LoadEnv(sh=sh, host_dir=Path(host_dir), run=run, board=as_board(board),
-                              cpus=cpus, opts={**load.options, **all_opts.get(load.name, {})},
+                              duration_s=duration_s, cpus=cpus, opts={**load.options, **all_opts.get(load.name, {})},
                               **info)
                 started.append((load, env, load.start(env)))  # LoadDied if it never got going
             if info["console_nice"] is not None and any(isinstance(l, BoardLoad) for l, _, _ in started):

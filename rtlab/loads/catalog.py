@@ -77,15 +77,12 @@ LOAD_DEADLINE_MARGIN_S = 600
 
 def load_deadline_s(env: LoadEnv) -> int:
     """stress-ng's --timeout for the suite run *env* carries: twice its
-    duration bound (Suite.duration_s, what the console waits for) plus
-    LOAD_DEADLINE_MARGIN_S; STRESS_NG_TIMEOUT_S where no run is known."""
-    if env.run is None:
+    duration bound (``env.duration_s``: Suite.duration_s, what the console
+    waits for) plus LOAD_DEADLINE_MARGIN_S; STRESS_NG_TIMEOUT_S where no
+    duration is known."""
+    if env.duration_s is None:
         return STRESS_NG_TIMEOUT_S
-    from ..suites import SUITES
-    suite = SUITES.get(env.run.suite)
-    if suite is None:
-        return STRESS_NG_TIMEOUT_S
-    return min(STRESS_NG_TIMEOUT_S, int(2 * suite.duration_s(env.run)) + LOAD_DEADLINE_MARGIN_S)
+    return min(STRESS_NG_TIMEOUT_S, int(2 * env.duration_s) + LOAD_DEADLINE_MARGIN_S)
 
 
 class Idle(Load):

@@ -51,5 +51,5 @@ def test_store_down_keeps_the_verdict_and_spools_every_point(tmp_path, write_cam
     from rtlab.store import Spool
     left = Spool(tmp_path / "state" / "spool").pending_points()
     assert left > 0 and rep.returncode == 2
-    assert f"0 points sent, {left} points left" in rep.stdout and "Connection refused" in rep.stdout
+    assert f"0 points sent, {left} points left" in rep.stdout and "connection refused (nothing listens there)" in rep.stdout
     assert not leftovers(str(tmp_path))

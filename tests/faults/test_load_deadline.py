@@ -19,8 +19,10 @@ from rtlab.suites import SUITES, SuiteRun
 def env_for(tmp_path: Path, duration_s: int, load: str = "cpu") -> LoadEnv:
     run = SuiteRun(id=f"cyclictest@{load}", name="cyclictest", suite="cyclictest", load=load,
                    params=SUITES["cyclictest"].params({"duration_s": duration_s}), cpus=(0,))
+    # the duration bound as the board tests pass it (Load.running(duration_s=Suite.duration_s))
     return LoadEnv(sh=None, host_dir=tmp_path, run=run, board={"name": "local", "kind": "local"}, cpus=[0, 1],
-                   mem_avail_kb=1 << 20, tmp_avail_kb=1 << 20)
+                   mem_avail_kb=1 << 20, tmp_avail_kb=1 << 20,
+                   duration_s=SUITES["cyclictest"].duration_s(run))
 
 
 @pytest.mark.parametrize("load", sorted(n for n, v in LOADS.items() if isinstance(v, StressNg)))

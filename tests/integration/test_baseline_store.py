@@ -101,7 +101,7 @@ def test_last_k_runs_of_a_branch_pins_and_store_down(influx, tmp_path):
     # the store is down: exit 2, never a pass (the gate's too)
     down = {**env, "RTLAB_INFLUX_URL": "http://127.0.0.1:9"}
     res = rtlab("compare", "--baseline-store", "--candidate", *same, env=down)
-    assert res.returncode == 2 and "Connection refused" in res.stderr, res.stdout + res.stderr
+    assert res.returncode == 2 and "connection refused (nothing listens there)" in res.stderr, res.stdout + res.stderr
     res = rtlab("gate", *same, "--budgets", str(BUDGETS), "--baseline-store", "--branch", "never", env=down)
     assert res.returncode == 2 and "cannot decide" in res.stdout, res.stdout + res.stderr
 

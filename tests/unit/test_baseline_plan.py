@@ -9,7 +9,9 @@ from rtlab.verdict.compare import compare_runs, load_runs
 from rtlab.verdict.planning import plan_baseline
 from rtlab.verdict.against import BaselineChoice, baseline_side
 
-from test_paired_gate import write_run
+from rtlab.core.model import JobResult, Measurement, MeasurementKey, RunResult, ToolOutput
+
+from test_gate import thread
 
 POLICY = """budgets:
   qemu-tcg: {"*": {"*": {"*": {max_us: 50000}}}}
@@ -18,6 +20,19 @@ regression:
   min_runs: 3
   detectable_limit: 0.6
 """
+
+
+def write_run(d, p99: int, budgets: str):
+    """A run of one key whose p99 is *p99* us (a 5 ms histogram: every run alike)."""
+    d.mkdir(parents=True)
+    counts = {10: 985, p99: 10, int(p99 * 1.5): 4, p99 * 3: 1}
+    j = JobResult("qemu-x86_64", "rt", "x86_64", "qemu-tcg", duration_s=10)
+    j.measurements.append(Measurement(MeasurementKey("qemu-x86_64", "rt", "cyclictest", "idle"),
+                                      ToolOutput(path="x", tool="cyclictest", threads=[thread(counts, size=5000)]),
+                                      raw=["cyclictest/cyclictest.json"]))
+    (d / "run.json").write_text(json.dumps(RunResult(d.name, "2026-11-27T00:00:00Z", "ci", jobs=[j]).to_json()))
+    (d / "budgets.yaml").write_text(budgets)
+    return d
 
 
 def baseline(tmp_path, sd, n=12, seed=1):

@@ -1,6 +1,6 @@
 """`rtlab doctor`: each check finds its problem and names the fix; what is
 fine is said to be fine. The whole command on a new board, followed from
-docs/adding-a-board.md, is tests/integration/test_doctor.py."""
+docs/adding-a-board.md, is tests/integration/test_doctor_new_board.py."""
 import socket
 from pathlib import Path
 from types import SimpleNamespace

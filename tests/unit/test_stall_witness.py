@@ -42,13 +42,13 @@ def _paused(w: Witnesses, which, ms: float) -> None:
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs two CPUs to tell one from all")
 def test_real_samplers_see_all_cpus_stopped_at_once_and_not_one(tmp_path):
     cpus = sorted(os.sched_getaffinity(0))[:2]
-    w = Witnesses(tmp_path / "all", cpus).start()
+    w = Witnesses(cpus).start()
     _paused(w, set(cpus), 150)
     got = w.stop()
     assert got["stall_ms"] >= 100 and got["trusted"] is (os.geteuid() == 0), got
     assert "SCHED_FIFO 1 sampler pinned to each of 2 CPUs" in got["witness"]
-    assert not list((tmp_path / "all").glob("stall-witness-*.json"))  # its files cleaned up
-    w = Witnesses(tmp_path / "one", cpus).start()
+    assert not w.dir.exists()  # its scratch files cleaned up
+    w = Witnesses(cpus).start()
     _paused(w, {cpus[0]}, 150)
     got = w.stop()
     assert got["max_gap_ms"][f"cpu{cpus[0]}"] >= 100 and got["stall_ms"] < 50, got
@@ -82,6 +82,27 @@ def test_a_breach_the_stall_cannot_explain_stays_fail(max_us, stall, trusted, bu
     m = judge(stalled(max_us, stall, trusted), budget)
     assert m.verdict == Verdict.FAIL, why
     assert not any(r.startswith("host stalled") for r in m.reasons)
+
+
+def test_a_sampler_whose_parent_died_ends(tmp_path):
+    # the runner and its keeper SIGKILLed: the samplers go with them
+    import subprocess
+    import sys
+    code = ("import subprocess, sys, time; "
+            "p = subprocess.Popen([sys.executable, '-m', 'rtlab.core.stallwitness', '0', sys.argv[1]]); "
+            "print(p.pid, flush=True); time.sleep(60)")
+    parent = subprocess.Popen([sys.executable, "-c", code, str(tmp_path / "w.json")], stdout=subprocess.PIPE,
+                              text=True)
+    child = int(parent.stdout.readline())
+    time.sleep(0.3)
+    parent.kill()
+    parent.wait()
+    deadline = time.monotonic() + 5
+    while time.monotonic() < deadline and os.path.exists(f"/proc/{child}") and \
+            open(f"/proc/{child}/stat").read().split()[2] != "Z":
+        time.sleep(0.05)
+    alive = os.path.exists(f"/proc/{child}") and open(f"/proc/{child}/stat").read().split()[2] != "Z"
+    assert not alive, "a sampler outlived the process that started it"
 
 
 def test_the_watch_records_the_witness_and_a_realtime_load_untrusts_it(tmp_path, monkeypatch):
