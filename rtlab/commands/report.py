@@ -178,12 +178,11 @@ def _paired_verdict(results: Path, baseline: list[Path], candidate: list[Path],
     import json
 
     from ..core.fsutil import write_replacing
-    from ..plan.campaign import DEFAULT_BUDGETS
-    from ..plan.policy import load_policy
+    from ..verdict.against import lab_policy
     from ..verdict.compare import load_runs
     from ..verdict.paired import compare_paired
 
-    policy = load_policy(budgets if budgets is not None else DEFAULT_BUDGETS)
+    policy = lab_policy(budgets)
     cmp = compare_paired(load_runs(baseline), load_runs(candidate), policy)
     print(f"gate: paired boots: {results} ({len(candidate)} pair{'s' * (len(candidate) != 1)})")
     for line in cmp.lines():

@@ -24,13 +24,32 @@ class BaselineChoice:
     budgets: Optional[Path] = None
 
 
+def lab_policy(budgets: Optional[Path] = None) -> Policy:
+    """The regression policy of the operator's budget file *budgets* (the
+    gate's --budgets, RTLAB_GATE_BUDGETS), else of the lab's
+    budgets/default.yaml; a file without a ``regression:`` section sets
+    budgets only, and the lab's policy (which knows its board classes)
+    holds for it."""
+    from ..core.config import open_node
+    from ..plan.campaign import DEFAULT_BUDGETS
+
+    if budgets is not None:
+        if open_node(budgets).child("regression").value is not None:
+            return load_policy(budgets)
+        pol = load_policy(DEFAULT_BUDGETS)
+        return dataclasses.replace(pol, source=f"{Path(budgets).name} has no regression: section: the lab's "
+                                               f"{pol.source}")
+    pol = load_policy(DEFAULT_BUDGETS)
+    return dataclasses.replace(pol, source=f"the lab's {pol.source}")
+
+
 def policy_for(choice: BaselineChoice, pin_doc=None) -> Policy:
     """The verdict's policy: the operator's --budgets, else the baseline's
     (its first run's budgets.yaml, or what was pinned with it), else the
     built-in defaults; never the candidate's, whose budget file is part of
     the change under test. The policy's source names which."""
     if choice.budgets:
-        pol = load_policy(choice.budgets)
+        pol = lab_policy(choice.budgets)
         return dataclasses.replace(pol, source=f"operator --budgets {choice.budgets}: {pol.source}")
     if pin_doc is not None and pin_doc.get("regression") is not None:
         from ..core.config import Node
@@ -47,9 +66,7 @@ def policy_for(choice: BaselineChoice, pin_doc=None) -> Policy:
     # a store baseline's runs are in the store, their budget files not: the
     # lab's own policy (this checkout's budgets/default.yaml), which knows
     # its board classes (qemu-tcg gates on the max)
-    from ..plan.campaign import DEFAULT_BUDGETS
-    pol = load_policy(DEFAULT_BUDGETS)
-    return dataclasses.replace(pol, source=f"the lab's {pol.source}")
+    return lab_policy()
 
 
 def baseline_side(choice: BaselineChoice, like):

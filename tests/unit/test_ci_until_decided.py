@@ -71,7 +71,9 @@ def test_until_decided_against_the_pipelines_baseline(tmp_path):
                                 RUN_EXIT="2", GATE_EXIT="0")
     assert calls[0].endswith("--repeat-until-decided --baseline-store --branch rt/main --last 5"), calls
     # an undecided verdict (rtlab run exit 2) is not the job's: its budgets are (rtlab gate, 0)
-    assert calls[1] == "gate results/qemu-aarch64/rt/b1 results/qemu-aarch64/rt/b2", calls
+    # judged by the budgets the run measured under (RTLAB_GATE_BUDGETS, else the lab's)
+    assert calls[1].startswith("gate results/qemu-aarch64/rt/b1 results/qemu-aarch64/rt/b2 --budgets "), calls
+    assert calls[1].endswith("/home/budgets/default.yaml"), calls
     assert res.returncode == 0 and code.read_text().strip() == "0"
     # every batch in the JUnit report
     assert calls[2].startswith("junit results/qemu-aarch64/rt/b1 results/qemu-aarch64/rt/b2 -o")
@@ -103,7 +105,8 @@ def test_paired_boots_where_the_board_class_says_so(tmp_path):
                         f"--results results/qemu-aarch64/rt --budgets {policy}"), calls
     assert not any(c.startswith("run ") for c in calls)
     # an undecided paired verdict is the gate's to say: the job's exit is the candidate runs' budgets
-    assert calls[3] == "gate results/qemu-aarch64/rt/candidate/c1 results/qemu-aarch64/rt/candidate/c2", calls
+    assert calls[3].startswith("gate results/qemu-aarch64/rt/candidate/c1 results/qemu-aarch64/rt/candidate/c2 "
+                               "--budgets "), calls
     assert res.returncode == 0 and code.read_text().strip() == "0"
     assert calls[4].startswith("junit results/qemu-aarch64/rt/candidate/c1 results/qemu-aarch64/rt/candidate/c2 -o")
 
