@@ -100,7 +100,7 @@ def test_the_policy_is_the_gates_or_the_labs_never_the_sessions(tmp_path):
     # without --budgets: the lab's own (qemu-tcg gates on the max, which must double and grow by 20 ms)
     assert main(["gate", "--paired", str(d)]) != 1
     v = json.loads((d / "compare.json").read_text())
-    assert v["policy"]["source"] == "default.yaml: regression" and v["keys"][0]["stats"][0]["name"] == "max"
+    assert v["policy"]["source"] == "the lab's default.yaml: regression" and v["keys"][0]["stats"][0]["name"] == "max"
 
 
 def test_pairs_json_names_only_runs_inside_the_session(tmp_path, capsys):
