@@ -70,6 +70,9 @@ def split(run_dir: Path, out: Path, keep) -> Path:
     return out
 
 
+# make test-long: the verdict's proof in make test is test_until_decided_local.py::
+# test_separate_sessions_unchanged_is_green_and_an_injected_regression_red (separate sessions, until decided)
+@pytest.mark.long
 def test_a_a_is_no_regression_and_injected_regression_is_named(tmp_path, campaign):
     c = campaign(["local"], budgets=textwrap.dedent(BUDGETS), suites=SUITES)
     # 7 repeats: one may be lost to the loaded host (INFRA) and 6 remain
