@@ -90,9 +90,12 @@ with board_lock(find_board("local"), "KILLED-RUN", "local/host") as fd, job_keep
         enter_cgroup(keeper.cgroup)
     # a job: a child, and a grandchild in a session of its own that ignores
     # SIGTERM and is orphaned at once (re-parented to this subreaper)
+    # its environment carries the job's token, as rtlab.run.runner gives every
+    # job: the keeper's last sweep finds an orphan its ticks missed by it
     job = subprocess.Popen(["sh", "-c", "setsid sh -c 'trap \"\" TERM; while :; do sleep 0.2; done; : %s' & "
                             "exec sh -c 'sleep 300; : %s'" % (os.environ["MARK"], os.environ["MARK"])],
-                           preexec_fn=start, start_new_session=True)
+                           preexec_fn=start, start_new_session=True,
+                           env={**os.environ, "RTLAB_JOB_TOKEN": keeper.token})
     keeper.add(job.pid)
     print("cgroup" if keeper.cgroup else "watched", flush=True)
     time.sleep(600)
