@@ -14,6 +14,10 @@ sys.path.insert(0, str(ROOT / "tests" / "unit"))
 from test_compare import run  # noqa: E402
 
 BUDGETS = ROOT / "budgets" / "default.yaml"
+#: the operator's policy for these comparisons: p99 and p99.9 on every class
+#: (the synthetic runs are qemu-aarch64 at microsecond latencies, which the
+#: lab's qemu-tcg policy, the max at x2 and +20 ms, would not gate)
+POLICY = ROOT / "tests" / "fixtures" / "policy-p99.yaml"
 
 
 @pytest.fixture(scope="module")
@@ -59,7 +63,7 @@ def test_last_k_runs_of_a_branch_pins_and_store_down(influx, tmp_path):
     same = candidate(tmp_path, "same", [25, 23, 24, 24, 25])
     worse = candidate(tmp_path, "worse", [50, 55, 48, 52, 51])
 
-    res = rtlab("compare", "--baseline-store", "--branch", "main", "--last", "5", "--candidate", *same, env=env)
+    res = rtlab("compare", "--budgets", POLICY, "--baseline-store", "--branch", "main", "--last", "5", "--candidate", *same, env=env)
     assert res.returncode == 0, res.stdout + res.stderr
     assert "baseline: store: last 5 runs of branch main, campaign c (5 runs)" in res.stdout
     assert "5 runs vs 5" in res.stdout and "look 1 at 5 runs" in res.stdout
@@ -67,7 +71,7 @@ def test_last_k_runs_of_a_branch_pins_and_store_down(influx, tmp_path):
     v = json.loads((same[0] / "compare.json").read_text())
     assert sorted(v["baseline"]["runs"]) == [f"main{i}" for i in range(5)]
 
-    res = rtlab("compare", "--baseline-store", "--candidate", *worse, env=env)
+    res = rtlab("compare", "--budgets", POLICY, "--baseline-store", "--candidate", *worse, env=env)
     assert res.returncode == 1, res.stdout + res.stderr
     assert "qemu-aarch64/rt/cyclictest/idle: p99" in res.stdout and ": REGRESSION" in res.stdout
 
@@ -78,17 +82,17 @@ def test_last_k_runs_of_a_branch_pins_and_store_down(influx, tmp_path):
     for i, v in enumerate([50, 52, 49, 51, 50]):
         publish(influx, tmp_path, f"drift{i}", v, 10 + i)
     # against the drifted last 5, the worse candidate looks fine ...
-    res = rtlab("compare", "--baseline-store", "--last", "5", "--candidate", *worse, env=env)
+    res = rtlab("compare", "--budgets", POLICY, "--baseline-store", "--last", "5", "--candidate", *worse, env=env)
     assert res.returncode == 0, res.stdout + res.stderr
     # ... against the pin it is the regression it is
-    res = rtlab("compare", "--pin", "main-pin", "--candidate", *worse, env=env)
+    res = rtlab("compare", "--budgets", POLICY, "--pin", "main-pin", "--candidate", *worse, env=env)
     assert res.returncode == 1, res.stdout + res.stderr
     assert "baseline pinned as main-pin" in res.stdout
     res = rtlab("compare", "--pin", "nope", "--candidate", *worse, env=env)
     assert res.returncode == 2 and "no baseline pinned as 'nope'" in res.stderr
 
     # no history for this branch: cannot decide, exit 2 naming the key
-    res = rtlab("compare", "--baseline-store", "--branch", "never", "--candidate", *same, env=env)
+    res = rtlab("compare", "--budgets", POLICY, "--baseline-store", "--branch", "never", "--candidate", *same, env=env)
     assert res.returncode == 2, res.stdout + res.stderr
     assert "empty baseline" in res.stdout
     # ... but the gate of a branch with no baseline yet is not red for it:
@@ -100,7 +104,7 @@ def test_last_k_runs_of_a_branch_pins_and_store_down(influx, tmp_path):
 
     # the store is down: exit 2, never a pass (the gate's too)
     down = {**env, "RTLAB_INFLUX_URL": "http://127.0.0.1:9"}
-    res = rtlab("compare", "--baseline-store", "--candidate", *same, env=down)
+    res = rtlab("compare", "--budgets", POLICY, "--baseline-store", "--candidate", *same, env=down)
     assert res.returncode == 2 and "connection refused (nothing listens there)" in res.stderr, res.stdout + res.stderr
     res = rtlab("gate", *same, "--budgets", str(BUDGETS), "--baseline-store", "--branch", "never", env=down)
     assert res.returncode == 2 and "cannot decide" in res.stdout, res.stdout + res.stderr
@@ -151,7 +155,7 @@ def test_baseline_from_the_store_brings_its_histograms_back(influx, tmp_path):
     # through the CLI: the comparison report overlays baseline and candidate
     cand = candidate(tmp_path, "hcand", [60, 66, 58, 62, 61])  # the first look: 5 runs
     html = tmp_path / "cmp.html"
-    res = rtlab("compare", "--baseline-store", "--branch", "hist", "--last", "4", "--candidate", *cand,
+    res = rtlab("compare", "--budgets", POLICY, "--baseline-store", "--branch", "hist", "--last", "4", "--candidate", *cand,
                 "--html", html, env=env)
     assert res.returncode == 1, res.stdout + res.stderr
     text = html.read_text()
