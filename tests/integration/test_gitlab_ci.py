@@ -363,10 +363,12 @@ def verdict_ran(proj: Path, logs: dict, for_what: str, baseline_runs: set[str], 
     assert sorted(j["repeat"] for j in runs[0]["jobs"]) == list(range(1, repeats + 1))
     # the gate's artifact, per batch (the test job's batches carry the
     # verdict it measured until too)
-    cmp_files = [p for p in (arts / "gate").rglob("compare.json") if "latest" not in p.parts]
+    cmp_files = sorted(p for p in (arts / "gate").rglob("compare.json") if "latest" not in p.parts)
     assert len(cmp_files) == len(runs), cmp_files
     v = json.loads(cmp_files[0].read_text())
-    assert len(v["batches"] or [1]) == len(runs) or len(runs) == 1
+    # one verdict over every batch: the same in each batch's run dir
+    assert all(json.loads(p.read_text())["keys"] == v["keys"] for p in cmp_files)
+    assert sorted(v["candidate"]["runs"]) == [r["run_id"] for r in runs], v["candidate"]
     assert all(k["outcome"] != "undecided" for k in v["keys"]), [k["line"] for k in v["keys"]]
     assert all(k["sees"] and k["decided_by"] for k in v["keys"]), v["keys"]
     assert set(v["baseline"]["runs"]) == baseline_runs, (v["baseline"], baseline_runs)
