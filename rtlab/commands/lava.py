@@ -115,7 +115,8 @@ def register(sub):
                              ("down", lab_down, "stop every process of the lab"),
                              ("status", lab_status, "its processes and its devices' health")):
         sp = lab_sub.add_parser(name, help=text)
-        sp.add_argument("--dir", type=Path, help="lab directory (default: $RTLAB_LAVA_LAB_DIR or .cache/lava-lab)")
+        sp.add_argument("--dir", type=Path, help="lab directory (default: $RTLAB_LAVA_LAB_DIR, else "
+                                                 "/var/lib/rtlab/lava-lab/<hash of this checkout>-lab)")
         sp.set_defaults(func=func)
         if name == "up":
             sp.add_argument("--board", "-b", action="append",

@@ -89,7 +89,17 @@ SERVICE_STATE_ROOT = Path("/var/lib/rtlab/lava-lab")
 
 
 def lab_dir() -> Path:
-    return Path(os.environ.get("RTLAB_LAVA_LAB_DIR") or ROOT / ".cache" / "lava-lab")
+    """$RTLAB_LAVA_LAB_DIR, else this checkout's lab: beside its services'
+    state, outside the checkout, because lava-server runs as ``lavaserver``
+    and must reach the lab's devices, device types, health checks, media and
+    logs whatever the checkout's directory allows (a clone in root's mode-700
+    home); named by a hash of the checkout's path, one lab per checkout."""
+    env = os.environ.get("RTLAB_LAVA_LAB_DIR")
+    if env:
+        return Path(env)
+    root = Path(os.environ.get("RTLAB_SERVICE_STATE_ROOT") or SERVICE_STATE_ROOT)
+    digest = hashlib.sha256(str((ROOT / ".cache" / "lava-lab").resolve()).encode()).hexdigest()[:16]
+    return root / f"{digest}-lab"
 
 
 def service_state_dir(directory: Path) -> Path:
@@ -246,6 +256,10 @@ class LocalLavaLab:
         first step of ``up``; ``down`` stops it)."""
         if not (PG_BIN / "initdb").exists():
             raise RtlabError(f"{PG_BIN}/initdb not found: Debian's postgresql-15 package (env/apt-packages.txt)")
+        for d in reversed([self.dir, *self.dir.parents]):
+            if not d.exists():  # passable by lava-server's user, whatever the umask
+                d.mkdir(mode=0o755)
+                os.chmod(d, 0o755)
         for sub in ("log", "media", "devices", "device-types", "health-checks", "worker"):
             (self.dir / sub).mkdir(parents=True, exist_ok=True)
         os.chmod(self.dir, 0o755)

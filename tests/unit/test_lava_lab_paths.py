@@ -87,3 +87,16 @@ def test_a_state_root_the_owner_cannot_reach_is_an_error_naming_it(tmp_path, mon
     monkeypatch.setenv("RTLAB_SERVICE_STATE_ROOT", str(private / "state"))
     with pytest.raises(RtlabError, match="cannot enter"):
         make_service_state_dir(tmp_path / "lab", NOBODY)
+
+
+def test_the_default_lab_directory_is_outside_the_checkout(monkeypatch, tmp_path):
+    # lava-server runs as lavaserver: the lab's devices, media and logs must be
+    # reachable whatever the checkout's directory allows (root's mode-700 home)
+    from rtlab.lava import lab as lab_mod
+    monkeypatch.delenv("RTLAB_LAVA_LAB_DIR", raising=False)
+    monkeypatch.setenv("RTLAB_SERVICE_STATE_ROOT", str(tmp_path / "state"))
+    d = lab_mod.lab_dir()
+    assert d.parent == tmp_path / "state" and d.name.endswith("-lab")
+    assert lab_mod.ROOT not in d.parents and d == lab_mod.lab_dir()  # one, stable, per checkout
+    monkeypatch.setenv("RTLAB_LAVA_LAB_DIR", str(tmp_path / "mine"))
+    assert lab_mod.lab_dir() == tmp_path / "mine"
