@@ -1,9 +1,10 @@
 """`rtlab run` end to end: QEMU boards through labgrid, the local board, the
 table, and exit codes that never mix latency failures with infra errors."""
+import textwrap
 import json
 from pathlib import Path
 
-from conftest import processes_of, rtlab, rtlab_retry_infra
+from conftest import ROOT, processes_of, rtlab, rtlab_retry_infra
 
 
 def test_each_arch_boots_its_variant_and_measures(tmp_path, campaign):
@@ -105,4 +106,10 @@ def test_broken_budget_exits_1_and_gate_rejudges(tmp_path, campaign):
     loose = tmp_path / "loose.yaml"
     loose.write_text('budgets:\n  local: {"*": {cyclictest: {"*": {max_us: 10000000}}}}\n')
     assert rtlab("gate", run_dir, "--budgets", loose).returncode == 0
-    assert rtlab("gate", run_dir).returncode == 1  # the budgets the run used
+    strict = tmp_path / "tight.yaml"
+    strict.write_text(textwrap.dedent(tight))
+    assert rtlab("gate", run_dir, "--budgets", strict).returncode == 1
+    # without --budgets the lab's budgets judge, never a file the run brought
+    # (docs/design/security.md), and the gate says which
+    res = rtlab("gate", run_dir)
+    assert res.returncode == 0 and f"judged by budgets {ROOT / 'budgets' / 'default.yaml'}" in res.stdout, res.stdout
