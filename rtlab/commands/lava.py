@@ -76,7 +76,9 @@ def register(sub):
     u.add_argument("--device", type=Path, help="device dictionary (default: the board's, lava/devices/)")
     u.add_argument("--out", type=Path, help="record directories (default: results/lava-runs/<time>)")
     u.add_argument("--results", type=Path, help="results root for the ingested run (default: results/)")
-    u.add_argument("--budgets", type=Path, help="budget file (default: the campaign's)")
+    u.add_argument("--budgets", type=Path,
+                   help="budget file (default: the job spec's when it is one of the lab's budgets/, "
+                        "else budgets/default.yaml)")
     u.add_argument("--no-ingest", action="store_true", help="only run; ingest later with rtlab lava ingest")
     u.add_argument("--lab-boards", action="store_true",
                    help="also run jobs of lab boards (needs their lab: serial server, PDU, TFTP)")
@@ -106,7 +108,9 @@ def register(sub):
                    help="record directories (job.yaml + lava-run.log / log.yaml / results.yaml), or a tree of them")
     i.add_argument("--results", type=Path, help="results root (default: results/)")
     i.add_argument("--run-id", help="name of the run directory (default: <time>-lava)")
-    i.add_argument("--budgets", type=Path, help="budget file (default: the campaign's)")
+    i.add_argument("--budgets", type=Path,
+                   help="budget file (default: the job spec's when it is one of the lab's budgets/, "
+                        "else budgets/default.yaml)")
     i.set_defaults(func=ingest)
 
     lab = lsub.add_parser("lab", help="a LAVA lab on this machine (PostgreSQL, lava-server, lava-worker; loopback)")
