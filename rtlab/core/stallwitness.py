@@ -104,15 +104,14 @@ class Witnesses:
     """One sampler process per CPU while a tool runs."""
 
     def __init__(self, cpus: Optional[list[int]] = None):
-        self.dir = Path(".")
         self.cpus = sorted(cpus if cpus is not None else os.sched_getaffinity(0))
         self.procs: list[tuple[int, subprocess.Popen, Path]] = []
-        self.started = 0.0
+        #: the samplers' scratch directory while they run (start() makes it)
+        self.dir = Path(tempfile.gettempdir())
 
     def start(self) -> "Witnesses":
         # scratch files only: the summary goes to host-noise.json
         self.dir = Path(tempfile.mkdtemp(prefix="rtlab-witness-"))
-        self.started = time.monotonic()
         for cpu in self.cpus:
             out = self.dir / f"stall-witness-cpu{cpu}.json"
             p = subprocess.Popen([sys.executable, "-m", "rtlab.core.stallwitness", str(cpu), str(out)],

@@ -16,7 +16,6 @@ with a fixed seed: the same baseline plans the same every time.
 from __future__ import annotations
 
 import math
-from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Optional
 
@@ -157,13 +156,7 @@ def _runs(blog: np.ndarray, sessions: list[Any], rho: float, shift: float, sched
     *shift* (log), judged look by look: (mean runs to a decision, share
     found REGRESSION)."""
     nb = len(blog)
-    counts = Counter(sessions)
-    k = len(counts)
-    if nb - k >= 1 and k >= 2:
-        means = {s: float(np.mean([v for v, t in zip(blog, sessions) if t == s])) for s in counts}
-        s2 = float(sum((v - means[t]) ** 2 for v, t in zip(blog, sessions)) / (nb - k))
-    else:
-        s2 = float(np.var(blog, ddof=1))
+    s2 = float(stats.within_variance(blog, sessions)[0])
     nmax = schedule[-1]
     batch = np.zeros(nmax, dtype=int)
     prev = 0

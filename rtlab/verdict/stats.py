@@ -414,6 +414,19 @@ def cap_sessions(current: Sequence[int], n: int, schedule: Sequence[int]) -> lis
     return out
 
 
+def within_variance(B: Any, sessions: Sequence[Any]) -> tuple[Any, bool]:
+    """The baseline's run-to-run variance of the log (..., n) around its
+    sessions' means, where some session holds two runs and there are two
+    sessions: (variance, True); else around the overall mean: (variance, False)."""
+    B = np.asarray(B, dtype=float)
+    nb = B.shape[-1]
+    G = _one_hot(list(sessions) or list(range(nb)))
+    ns = G.sum(0)
+    if nb - len(ns) >= 1 and len(ns) >= 2:
+        return ((B - ((B @ G) / ns) @ G.T) ** 2).sum(-1) / (nb - len(ns)), True
+    return B.var(-1, ddof=1), False
+
+
 def planned_detectable(B: np.ndarray, b_sessions: Sequence[Any], rho: Any, cap: Sequence[int],
                        pa: float, pb: float, min_log: Any) -> np.ndarray:
     """ln(1 + d) from the baseline alone (logs *B* (..., n_b), vectorised
@@ -423,18 +436,14 @@ def planned_detectable(B: np.ndarray, b_sessions: Sequence[Any], rho: Any, cap: 
     offset, so with a real session effect the key sees less."""
     B = np.asarray(B, dtype=float)
     nb = B.shape[-1]
-    labels = list(b_sessions) or list(range(nb))
-    G = _one_hot(labels)
-    ns = G.sum(0)
+    ns = _one_hot(list(b_sessions) or list(range(nb))).sum(0)
     c = np.asarray(list(cap), dtype=float)
     nc = float(c.sum())
-    if nb - len(ns) >= 1 and len(ns) >= 2:
-        means = (B @ G) / ns
-        s2 = ((B - means @ G.T) ** 2).sum(-1) / (nb - len(ns))
+    s2, by_session = within_variance(B, b_sessions)
+    if by_session:
         df = nb - len(ns) + nc - len(c)
         var = s2 * (1 / nb + 1 / nc + np.asarray(rho) * ((ns ** 2).sum() / nb ** 2 + (c ** 2).sum() / nc ** 2))
     else:
-        s2 = B.var(-1, ddof=1)
         df = nb + nc - 2
         var = s2 * (1 / nb + 1 / nc)
     ta, tb = sps.t.isf(pa, df), sps.t.isf(pb, df)
