@@ -15,6 +15,7 @@ import time
 import traceback
 from pathlib import Path
 
+from .core.printable import PrintableStream
 from .errors import Cancelled, RtlabError, said
 from .registry import COMMANDS
 
@@ -44,6 +45,17 @@ def main(argv=None) -> int:
     everything else: bad input, infra, cancellation, and any unexpected
     error (one line; the traceback in a log file). Never 1 for those: CI
     reads 1 as "a budget broke" and would not retry."""
+    out, err = sys.stdout, sys.stderr
+    # one filter for everything any command prints (rtlab.core.printable):
+    # names and messages from outside never drive the terminal or CI log
+    sys.stdout, sys.stderr = PrintableStream(out), PrintableStream(err)
+    try:
+        return _main(argv)
+    finally:
+        sys.stdout, sys.stderr = out, err
+
+
+def _main(argv) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     # SIGTERM (CI cancelling a job) unwinds like Ctrl-C: finally blocks run

@@ -9,10 +9,15 @@ MESSAGE_MAX_CHARS = 2000
 _ESCAPES = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-_]|[\x00-\x08\x0b-\x1f\x7f]")
 
 
+def printable(text: str) -> str:
+    """*text* without terminal escapes and control characters (newline and tab stay)."""
+    return _ESCAPES.sub("", str(text))
+
+
 def said(text: str, limit: int = MESSAGE_MAX_CHARS) -> str:
     """*text* as a message may show it: terminal escapes and control
     characters removed, cut at *limit* characters saying how much was left out."""
-    text = _ESCAPES.sub("", str(text))
+    text = printable(text)
     if len(text) > limit:
         text = f"{text[:limit]}... ({len(text) - limit} more characters not shown)"
     return text

@@ -55,13 +55,13 @@ BOOT_ALLOWANCE_S = 180
 class Progress:
     """One line per step, prefixed with the time since the run started."""
 
-    def __init__(self, stream=sys.stdout):
+    def __init__(self, stream=None):
         self.t0 = time.monotonic()
-        self.stream = stream
+        self.stream = stream  # None: sys.stdout at each line (the CLI's printable stream)
 
     def __call__(self, msg: str) -> None:
         m, s = divmod(int(time.monotonic() - self.t0), 60)
-        print(f"[{m:02d}:{s:02d}] {msg}", file=self.stream, flush=True)
+        print(f"[{m:02d}:{s:02d}] {msg}", file=self.stream or sys.stdout, flush=True)
 
 
 def stage_kernel(job: Job, images: dict, built: Optional[dict] = None) -> tuple[dict[str, str], dict]:
