@@ -94,3 +94,41 @@ def test_rtlab_paired_refuses_a_commit_paired_with_itself_up_front(tmp_path):
     err = res.stderr.strip()
     assert res.returncode == 2 and "--candidate" in err and "paired with itself" in err, res.stdout + err
     assert not (tmp_path / "r" / "baseline").exists()
+
+
+def test_both_sides_failing_fast_get_run_ids_of_their_own_and_the_failure_is_named(tmp_path):
+    """Both commits fail to build within the same second: each side and pair
+    still gets a run of its own (`<stamp>-baseline1`, `<stamp>-candidate1`,
+    ...), and what is said is the build failure, never "on both sides"."""
+    tree = tmp_path / "linux"
+    tree.mkdir()
+    (tree / "Makefile").write_text("all:\n")  # no tinyconfig target: the build fails at once, nothing boots
+    (tree / "Kconfig").write_text("")
+    git = ["git", "-C", str(tree), "-c", "user.name=t", "-c", "user.email=t@t"]
+    subprocess.run([*git, "init", "-q"], check=True)
+    subprocess.run([*git, "add", "."], check=True)
+    subprocess.run([*git, "commit", "-qm", "base"], check=True)
+    (tree / "Kconfig").write_text("# candidate\n")
+    subprocess.run([*git, "commit", "-qam", "candidate"], check=True)
+    results = tmp_path / "r"
+    env = {"RTLAB_CACHE": str(tmp_path / "cache")}  # the failed builds' logs stay in the test's tree
+    res = rtlab("paired", "--board", "qemu-x86_64", "--variant", "rt", "--kernel-tree", tree,
+                "--baseline", "HEAD~1", "--candidate", "HEAD", "--pairs", "2", "--results", results,
+                timeout=300, env=env)
+    out = res.stdout + res.stderr
+    assert res.returncode == 1, out  # the candidate did not build: FAIL, as `rtlab gate` says of a build error
+    assert "kernel build failed" in out and "both sides" not in out, out
+
+    pairs = json.loads((results / "pairs.json").read_text())["pairs"]
+    ids = [Path(p[side]).name for p in pairs for side in ("baseline", "candidate")]
+    assert len(ids) == 4 and len(set(ids)) == 4, ids
+    assert [i.rsplit("-", 1)[1] for i in ids] == ["baseline1", "candidate1", "baseline2", "candidate2"], ids
+    for p in pairs:
+        for side in ("baseline", "candidate"):
+            run = json.loads((results / side / Path(p[side]).name / "run.json").read_text())
+            assert run["run_id"] == Path(p[side]).name
+
+    gate = rtlab("gate", "--paired", results, timeout=120, env=env)
+    said = gate.stdout + gate.stderr
+    assert gate.returncode == 1, said
+    assert "build_error: kernel build failed" in said and "both sides" not in said, said
