@@ -7,6 +7,7 @@ suite runs (one per suite × load).
 from __future__ import annotations
 
 import dataclasses
+import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +21,8 @@ from ..loads import LOADS
 from ..core.params import ParamError, check_cpus_on, check_name, cpus_of
 from ..suites import SUITES, SuiteRun
 from ..targets.variants import HOST_VARIANT, Variant, load_variants
+
+log = logging.getLogger("rtlab.plan.campaign")
 
 #: repeats per job at most (each a boot): more is a soak, not a baseline
 MAX_REPEAT = 100
@@ -248,6 +251,7 @@ def load_campaign(path: Optional[Path] = None, *, boards: Optional[list[str]] = 
                     where = next((f"overrides.{o}" for o in (board.name, board.budget_class)
                                   if key in overrides.get(o, {})), "params")
                     raise InputError(path, f"{n.key}.{where}.{key}: {e}") from None
+        _warn_unsegmented(path, n.key, entry)
         if name in seen:
             raise n.child("name").error(f"duplicate suite name {name!r}")
         seen.add(name)
@@ -265,3 +269,19 @@ def load_campaign(path: Optional[Path] = None, *, boards: Optional[list[str]] = 
         boards=board_list, variants=variant_list, suites=entries, repeat=repeat,
         evidence=None if root.child("evidence").value is None else root.child("evidence").boolean(),
     )
+
+
+def _warn_unsegmented(path: Path, key: str, entry: SuiteEntry) -> None:
+    """A plain cyclictest longer than one checkpoint segment is measured in
+    one piece, as asked (its numbers stay comparable with the runs before
+    it), but a kill loses all of it: said at load, naming file and key, with
+    the suite that keeps what was measured (cyclictest-soak)."""
+    if SUITES[entry.suite].name != "cyclictest":
+        return
+    segment_s = int(SUITES["cyclictest-soak"].defaults["checkpoint_s"])
+    for where, p in [("params", entry.params), *((f"overrides.{k}", v) for k, v in entry.overrides.items())]:
+        seconds = p.get("duration_s")
+        if isinstance(seconds, int) and seconds > segment_s:
+            log.warning("%s: %s.%s.duration_s: %d s of cyclictest in one piece: a killed run keeps none of it; "
+                        "`suite: cyclictest-soak` measures it in checkpointed segments (checkpoint_s, "
+                        "default %d s) that a kill keeps", path, key, where, seconds, segment_s)
