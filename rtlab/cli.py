@@ -48,7 +48,7 @@ def main(argv=None) -> int:
     out, err = sys.stdout, sys.stderr
     # one filter for everything any command prints (rtlab.core.printable):
     # names and messages from outside never drive the terminal or CI log
-    sys.stdout, sys.stderr = PrintableStream(out), PrintableStream(err)
+    sys.stdout, sys.stderr = (None if s is None else PrintableStream(s) for s in (out, err))  # None: print is a no-op
     try:
         return _main(argv)
     finally:
