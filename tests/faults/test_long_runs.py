@@ -3,7 +3,7 @@ cyclictest runs in checkpointed segments (suite cyclictest-soak, still filed
 as `cyclictest`), so a run SIGKILLed part-way keeps every finished segment
 and `rtlab gate` and `rtlab report` show them, marked incomplete; a plain
 cyclictest longer than one segment is said at load, naming file and key.
-On the local board (this machine), the nightly entry with 3 s segments."""
+On the local board (this machine), the nightly entry with 2 s segments."""
 import json
 import logging
 import signal
@@ -42,7 +42,7 @@ def test_a_nightly_cyclictest_killed_part_way_keeps_its_checkpoints_for_gate_and
     (entry,) = yaml.safe_load(NIGHTLY.read_text())["suites"]
     marker = f"rtlab-fault-{tmp_path.name}"
     entry.update(loads=["idle"], overrides={})
-    entry["params"].update(duration_s=12, checkpoint_s=3, extra_args=[marker])
+    entry["params"].update(duration_s=8, checkpoint_s=2, extra_args=[marker])
     path = write_campaign("boards: [local]\n" + yaml.safe_dump({"suites": [entry]}))
     env = {"RTLAB_LOCK_DIR": str(tmp_path / "locks")}
     proc = start_rtlab(["run", "--campaign", path, "--results", tmp_path / "r", "--no-publish"], env)
@@ -66,14 +66,14 @@ def test_a_nightly_cyclictest_killed_part_way_keeps_its_checkpoints_for_gate_and
     state = json.loads((run_dir / "local" / "host" / "cyclictest@idle" / "checkpoint.json").read_text())
     kept = len(state["segments"])
     assert 2 <= kept < 4 and all(s["cycles"] > 0 for s in state["segments"]), state["segments"]
-    done = f"00:00:{kept * 3:02d}"
+    done = f"00:00:{kept * 2:02d}"
 
     gate = rtlab("gate", "--budgets", run_dir / "budgets.yaml", run_dir, timeout=120)
     assert gate.returncode == 2, gate.stdout + gate.stderr  # INFRA, never PASS
-    assert f"stopped at {done} of 00:00:12" in gate.stdout, gate.stdout
+    assert f"stopped at {done} of 00:00:08" in gate.stdout, gate.stdout
     assert "PASS" not in gate.stdout.split("Verdict:")[-1]
 
     rep = rtlab("report", run_dir, timeout=120)
     assert rep.returncode == 0, rep.stdout + rep.stderr
     assert "incomplete, rtlab stopped before writing run.json" in rep.stdout, rep.stdout
-    assert f"{done}/00:00:12" in rep.stdout and "Verdict: INFRA" in rep.stdout, rep.stdout
+    assert f"{done}/00:00:08" in rep.stdout and "Verdict: INFRA" in rep.stdout, rep.stdout
