@@ -46,9 +46,10 @@ run: images
 # make test: the default selection (pyproject.toml: not rack, not long) in
 # three phases (tests/conftest.py; docs/testing.md), each writing
 # results/pytest/<phase>.xml (make test-durations) and <phase>.load:
-#   parallel       tests/unit and tests/faults on both cores (pytest-xdist;
-#                  the fault tests one after another on one worker)
-#   one-at-a-time  integration tests, one at a time
+#   parallel       tests/unit, tests/faults and tests marked light on both
+#                  cores (pytest-xdist; the fault tests one after another on
+#                  one worker, a light test's file on one worker)
+#   one-at-a-time  the other integration tests, one at a time
 #   alone          tests marked serial (latency on this machine), last
 # Every phase runs even if one fails; the exit code is 1 if any did.
 TEST_PHASES := parallel one-at-a-time alone

@@ -1,14 +1,17 @@
 """The phases of `make test` (docs/testing.md): each test of the default
 selection (`-m 'not rack and not long'`, pyproject.toml) runs in exactly one.
 
-    parallel        tests/unit, on both cores (pytest-xdist, `-n 2 --dist
-                    loadgroup`)
-    one-at-a-time   every other test (tests/faults, tests/integration, ...):
-                    one at a time, nothing of the suite beside it. The fault
-                    tests kill runners, hold board locks and time deadlines;
-                    beside the unit tests' load one of them failed in 2 of 2
-                    fresh-clone runs (a killed job's process outlived the
-                    board lock without cgroups), so they run here
+    parallel        on both cores (pytest-xdist, `-n 2 --dist loadgroup`):
+                    tests/unit, spread over both workers; tests/faults, one
+                    after another on one worker (they hold board locks, kill
+                    runners and time deadlines: never two at once); and the
+                    integration tests marked `light` (they boot nothing,
+                    build nothing and judge no latency of this machine: a
+                    real influxd, a labgrid coordinator, Chromium), each
+                    file on one worker
+    one-at-a-time   every other test (tests/integration, ...): one at a time,
+                    nothing of the suite beside it (QEMU under TCG, kernel
+                    builds and pipelines take both cores)
     alone           tests marked `serial`: latency measured on this machine
                     (the local board), last, nothing beside them
 
@@ -23,7 +26,7 @@ import pytest
 PHASES = ("parallel", "one-at-a-time", "alone")
 TESTS = Path(__file__).resolve().parent
 #: the directories of the parallel phase -> the xdist group their tests form (None: none)
-PARALLEL = {TESTS / "unit": None}
+PARALLEL = {TESTS / "unit": None, TESTS / "faults": "faults"}
 
 
 def pytest_addoption(parser):
@@ -39,14 +42,11 @@ def parallel_dir(path) -> Optional[Path]:
 
 def pytest_ignore_collect(collection_path, config):
     """Not even collected where a phase can hold none of them (seconds of
-    imports per phase): no test of PARALLEL's directories runs one at a
-    time, only theirs run in parallel."""
+    imports): no test of PARALLEL's directories runs one at a time. (The
+    parallel phase collects everything: `light` tests are anywhere.)"""
     phase = config.getoption("--phase")
     path = Path(collection_path).resolve()
-    inside = parallel_dir(path) is not None
-    if phase == "one-at-a-time" and inside:
-        return True
-    if phase == "parallel" and not inside and not any(path in d.parents for d in PARALLEL):
+    if phase == "one-at-a-time" and parallel_dir(path) is not None:
         return True
     return None
 
@@ -55,17 +55,22 @@ def phase_of(item) -> str:
     """Which phase of make test runs *item*."""
     if item.get_closest_marker("serial"):
         return "alone"
-    if parallel_dir(item.fspath) is not None:
+    if parallel_dir(item.fspath) is not None or item.get_closest_marker("light"):
         return "parallel"
     return "one-at-a-time"
 
 
 def pytest_itemcollected(item):
-    """A parallel directory's group on each of its tests (as it is collected:
-    before xdist's worker reads the groups)."""
+    """A parallel directory's group on each of its tests, a `light` test's
+    file as its group (its module's fixtures, an influxd say, start once), as
+    it is collected: before xdist's worker reads the groups."""
+    if item.get_closest_marker("xdist_group"):
+        return
     d = parallel_dir(item.fspath)
-    if d is not None and PARALLEL[d] and not item.get_closest_marker("xdist_group"):
+    if d is not None and PARALLEL[d]:
         item.add_marker(pytest.mark.xdist_group(PARALLEL[d]))
+    elif d is None and item.get_closest_marker("light") and not item.get_closest_marker("serial"):
+        item.add_marker(pytest.mark.xdist_group(f"light:{Path(str(item.fspath)).name}"))
 
 
 @pytest.hookimpl(trylast=True)  # after -m and -k: what they deselected stays deselected

@@ -276,12 +276,13 @@ def _warn_unsegmented(path: Path, key: str, entry: SuiteEntry) -> None:
     one piece, as asked (its numbers stay comparable with the runs before
     it), but a kill loses all of it: said at load, naming file and key, with
     the suite that keeps what was measured (cyclictest-soak)."""
-    if SUITES[entry.suite].name != "cyclictest":
+    soak = SUITES[entry.suite].segmented_by
+    if soak is None:
         return
-    segment_s = int(SUITES["cyclictest-soak"].defaults["checkpoint_s"])
+    segment_s = int(SUITES[soak].defaults["checkpoint_s"])
     for where, p in [("params", entry.params), *((f"overrides.{k}", v) for k, v in entry.overrides.items())]:
         seconds = p.get("duration_s")
         if isinstance(seconds, int) and seconds > segment_s:
-            log.warning("%s: %s.%s.duration_s: %d s of cyclictest in one piece: a killed run keeps none of it; "
-                        "`suite: cyclictest-soak` measures it in checkpointed segments (checkpoint_s, "
-                        "default %d s) that a kill keeps", path, key, where, seconds, segment_s)
+            log.warning("%s: %s.%s.duration_s: %d s of %s in one piece: a killed run keeps none of it; "
+                        "`suite: %s` measures it in checkpointed segments (checkpoint_s, "
+                        "default %d s) that a kill keeps", path, key, where, seconds, entry.suite, soak, segment_s)

@@ -143,6 +143,10 @@ class Suite:
     #: its command line's -i is its wake-up interval (vendor report); False
     #: where -i means something else or there is none
     interval_option: ClassVar[bool] = True
+    #: the suite that measures this one in checkpointed segments, which a
+    #: kill keeps: a campaign entry longer than one of its segments is warned
+    #: about at load (rtlab.plan.campaign)
+    segmented_by: ClassVar[Optional[str]] = None
     #: LAVA: the board reports per-thread test cases from the tool's rt-tests
     #: JSON (cyclictest layout, rtlab.lava.onboard) besides the exit case
     lava_thread_cases: ClassVar[bool] = False
@@ -358,6 +362,7 @@ class Cyclictest(Suite):
     text_layout = "summary_histogram"
     json_shape = staticmethod(lambda doc, t: t is not None and "node" in t)
     text_marker = r"^# Histogram$"
+    segmented_by = "cyclictest-soak"
     # T: lines with both P: and I: (or neither): signaltest and cyclicdeadline lack one
     t_line_shape = staticmethod(lambda names: ("P" in names) == ("I" in names))
     lava_thread_cases = True

@@ -31,6 +31,7 @@ class CyclictestSoak(Cyclictest):
     """cyclictest in consecutive checkpointed segments; survives a lost board or a killed rtlab."""
 
     name = "cyclictest-soak"
+    segmented_by = None  # it is the segmented form
     defaults = {**Cyclictest.defaults, "duration_s": 600, "checkpoint_s": 60, "full_duration_s": None}
     spec = {**Cyclictest.spec, "checkpoint_s": Int(1, 86400),
             "full_duration_s": Int(1, 7 * 86400, none_ok=True)}

@@ -31,7 +31,7 @@ def _ps(marker: str) -> list[str]:
 
 class Watcher(threading.Thread):
     """Looks every 0.1 s (ps and /proc) for processes of a run: the last
-    time one was seen (wall clock)."""
+    time one was seen (wall clock: when that look began)."""
 
     def __init__(self, markers: list[str], cwd_markers: list[str]):
         super().__init__(daemon=True)
@@ -47,9 +47,13 @@ class Watcher(threading.Thread):
 
     def run(self):
         while not self.stop.is_set():
+            # the time a look starts: a process it finds was alive then. A look
+            # takes long on a loaded machine (ps reads all of /proc); the time
+            # it ends can lie after the process died and the board was free
+            started = time.time()
             found = self.look()
             if found:
-                self.last_seen = time.time()
+                self.last_seen = started
                 self.seen = found
             time.sleep(0.1)
 

@@ -73,7 +73,8 @@ def test_sigterm_cancels_kills_everything_keeps_raw_files_and_writes_run_json(tm
     stress-ng, shell or pytest of the run is left."""
     marker = f"rtlab-fault-{tmp_path.name}"
     path = write_campaign("boards: [local]\nsuites:\n  - suite: cyclictest\n    loads: [cpu]\n"
-                          f"    params: {{duration_s: 120, extra_args: [{marker}]}}\n")
+                          # (60 s: no longer than a checkpoint segment, so the campaign loads without a warning)
+                          f"    params: {{duration_s: 60, extra_args: [{marker}]}}\n")
     env = {"RTLAB_LOCK_DIR": str(tmp_path / "locks"), "RTLAB_CANCEL_GRACE_S": "60"}
     proc = _start(["run", "--campaign", path, "--results", tmp_path / "r", "--no-publish"], env)
     try:

@@ -13,6 +13,9 @@ from rtlab.store import InfluxV1, LocalInfluxd, Session, StoreConfig
 sys.path.insert(0, str(ROOT / "tests" / "unit"))
 from test_compare import run  # noqa: E402
 
+#: boots nothing, builds nothing, judges no latency of this machine: make test runs it beside the unit tests
+pytestmark = pytest.mark.light
+
 BUDGETS = ROOT / "budgets" / "default.yaml"
 #: the operator's policy for these comparisons: p99 and p99.9 on every class
 #: (the synthetic runs are qemu-aarch64 at microsecond latencies, which the

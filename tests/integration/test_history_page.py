@@ -26,6 +26,9 @@ from regression_history import GOOD_COMMITS, seeded_store
 from rtlab.core.model import Budget
 from rtlab.store import rows, series
 
+#: boots nothing, builds nothing, judges no latency of this machine: make test runs it beside the unit tests
+pytestmark = pytest.mark.light
+
 ROOT = Path(__file__).resolve().parents[2]
 DASH = json.loads((ROOT / "dashboards" / "json" / "regressions.json").read_text())
 LAYOUT_JS = """

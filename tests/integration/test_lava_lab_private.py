@@ -7,6 +7,10 @@ import shutil
 import subprocess
 
 from rtlab.lava.lab import PG_BIN, LocalLavaLab
+import pytest
+
+#: boots nothing, builds nothing, judges no latency of this machine: make test runs it beside the unit tests
+pytestmark = pytest.mark.light
 
 
 def test_the_lab_database_comes_up_from_a_private_directory(tmp_path):

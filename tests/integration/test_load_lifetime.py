@@ -24,6 +24,9 @@ from rtlab.loads.catalog import STRESS_NG_TIMEOUT_S, StressNg
 from rtlab.suites import SUITES, SuiteRun
 from rtlab.suites.board import BoardShell
 
+#: boots nothing, builds nothing, judges no latency of this machine: make test runs it beside the unit tests
+pytestmark = pytest.mark.light
+
 
 class LocalCommand:
     """labgrid CommandProtocol.run() over `sh -c` (the local board's console)."""

@@ -25,6 +25,9 @@ from rtlab.core.procutil import free_port
 
 from conftest import wait_line
 
+#: boots nothing, builds nothing, judges no latency of this machine: make test runs it beside the unit tests
+pytestmark = pytest.mark.light
+
 #: each test has a short form in make test (CI) and its full form, minutes of
 #: real coordinator restarts and lease expiry, in `make test-long`
 SHORT_AND_FULL = pytest.mark.parametrize("form", ["short", pytest.param("full", marks=pytest.mark.long)])

@@ -17,6 +17,9 @@ import pytest
 from regression_history import BAD_COMMITS, GOOD_COMMITS, seeded_store
 from rtlab.store import rows
 
+#: boots nothing, builds nothing, judges no latency of this machine: make test runs it beside the unit tests
+pytestmark = pytest.mark.light
+
 ROOT = Path(__file__).resolve().parents[2]
 
 

@@ -28,6 +28,9 @@ from rtlab.store import (InfluxV1, LocalInfluxd, Session, Spool, StoreConfig,
 from rtlab.store.lineproto import timestamp
 from rtlab.store.schema import MEASUREMENTS, rfc3339
 
+#: boots nothing, builds nothing, judges no latency of this machine: make test runs it beside the unit tests
+pytestmark = pytest.mark.light
+
 ROOT = Path(__file__).resolve().parents[2]
 DASHBOARDS = ROOT / "dashboards" / "json"
 
