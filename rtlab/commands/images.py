@@ -14,7 +14,7 @@ def register(sub):
                    help=f"arch to ensure ({', '.join(ARCHES)}); repeatable, default all")
     p.add_argument("--overlay", action="append", default=[], metavar="DIR",
                    help="directory copied into the initramfs root (repeatable)")
-    p.add_argument("--cache-dir", metavar="DIR", help="image cache (default .cache/images)")
+    p.add_argument("--cache-dir", metavar="DIR", help="image cache (default $RTLAB_CACHE/images or ~/.cache/rtlab/images)")
     p.add_argument("--refresh", action="store_true",
                    help="resolve package versions with apt again instead of reusing the cached build")
     p.set_defaults(func=run)

@@ -13,7 +13,8 @@ For each arch (``x86_64``, ``aarch64``, ``armv7l``) :func:`ensure_images` produc
 * a manifest (JSON, beside the images) recording every package, version and
   sha256 that went in.
 
-Everything lives in a content-keyed cache (``.cache/images`` by default):
+Everything lives in a content-keyed cache (``$RTLAB_CACHE/images``, by
+default ``~/.cache/rtlab/images``, shared by every checkout of the machine):
 the inputs (images.yaml, overlays, the generated files, :data:`FORMAT`) hash
 to a key whose manifest, once built, is returned without calling apt or
 rebuilding anything, and without printing. Package versions apt resolved on

@@ -7,14 +7,18 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
-from .. import ROOT
+from ..kernel.cache import cache_root
 from ..core.fsutil import sha256_file
 from .errors import ImageError
 from .hostcmd import _run
 from .packages import PackageSource, Pkg
 
 
-DEFAULT_CACHE = ROOT / ".cache" / "images"
+#: machine-wide, beside the kernel cache (``$RTLAB_CACHE/images``, default
+#: ``~/.cache/rtlab/images``): a second checkout, a CI job's fresh clone,
+#: finds the images the first one built (content-keyed: the same inputs are
+#: the same images, whichever checkout asks)
+DEFAULT_CACHE = cache_root() / "images"
 
 #: bump when the build changes its output for the same inputs (part of the key)
 FORMAT = 1

@@ -8,6 +8,7 @@ import json
 import subprocess
 from pathlib import Path
 
+from rtlab.images import DEFAULT_CACHE
 from rtlab.core.model import Histogram, JobResult, Measurement, MeasurementKey, RunResult, ThreadResult, ToolOutput
 
 from .conftest import rtlab
@@ -111,7 +112,11 @@ def test_both_sides_failing_fast_get_run_ids_of_their_own_and_the_failure_is_nam
     (tree / "Kconfig").write_text("# candidate\n")
     subprocess.run([*git, "commit", "-qam", "candidate"], check=True)
     results = tmp_path / "r"
-    env = {"RTLAB_CACHE": str(tmp_path / "cache")}  # the failed builds' logs stay in the test's tree
+    # the failed builds' logs stay in the test's tree; the board images are
+    # the machine's (content-keyed, read only here): never built again for a test
+    (tmp_path / "cache").mkdir()
+    (tmp_path / "cache" / "images").symlink_to(DEFAULT_CACHE.resolve(), target_is_directory=True)
+    env = {"RTLAB_CACHE": str(tmp_path / "cache")}
     res = rtlab("paired", "--board", "qemu-x86_64", "--variant", "rt", "--kernel-tree", tree,
                 "--baseline", "HEAD~1", "--candidate", "HEAD", "--pairs", "2", "--results", results,
                 timeout=300, env=env)
