@@ -124,18 +124,20 @@ class RtlabShellDriver(ShellDriver):
         self._at_prompt = True
         return result
 
-    def run_watched(self, cmd: str, *, timeout: float, expected_s: float, silence_s: float):
-        """labgrid's ``run`` (output lines, [], exit code) for a command that
-        should end after *expected_s*: from then on, every *silence_s* without
-        its end, a probe that the tty echoes whatever runs in the foreground
-        (letters, then as many DELs: nothing is left in the shell's input).
-        ConsoleSilent when no echo comes within *silence_s*; TIMEOUT after
-        *timeout*, as ``run``."""
+    def run_watched(self, cmd: str, *, timeout: float, expected_s: float, silence_s: float) -> int:
+        """Run *cmd* (its output is for files: only its exit code is read)
+        when it should end after *expected_s*: from then on, every
+        *silence_s* without its end, a probe that the tty echoes whatever runs
+        in the foreground (letters, then as many DELs: nothing is left in the
+        shell's input). ConsoleSilent when no echo comes within *silence_s*;
+        TIMEOUT after *timeout*, as ``run``."""
         self._check_prompt()
         marker = gen_marker()
-        # the marker hidden from expect, as in labgrid's ShellDriver._run
+        # the marker hidden from expect, as in labgrid's ShellDriver._run;
+        # only the closing marker is waited for: a probe's echo may come
+        # between the opening one and it
         self.console.sendline(f"MARKER='{marker[:4]}''{marker[4:]}' run {shlex.quote(cmd)}")
-        done = rf"{marker}(.*){marker}\s+(\d+)\s+{self.prompt}"
+        done = rf"{marker}\s+(\d+)\s+{self.prompt}"
         t0 = time.monotonic()
         deadline = t0 + timeout
         probe_at = t0 + expected_s + silence_s
@@ -157,10 +159,7 @@ class RtlabShellDriver(ShellDriver):
                 break
             probe_at = time.monotonic() + silence_s  # alive: the command runs long
         self._at_prompt = True
-        data = match.group(1).decode("utf-8", "replace").split("\r\n")
-        if data and not data[-1]:
-            del data[-1]
-        return data, [], int(match.group(2))
+        return int(match.group(1))
 
     def on_deactivate(self):
         self._at_prompt = False

@@ -37,7 +37,7 @@ from .transfer import BULK_MIN_BYTES, UNTAR_ERRORS, Channel, Transfers, untar_gz
 #: (RTLAB_CONSOLE_SILENCE_S): a lost board is INFRA within the tool's
 #: expected duration plus three times this (docs/lab.md)
 CONSOLE_SILENCE_S = 20.0
-CONSOLE_SILENCE_RANGE_S = (5.0, 600.0)
+CONSOLE_SILENCE_RANGE_S = (2.0, 600.0)
 
 
 def console_silence_s() -> float:
@@ -556,6 +556,7 @@ def run_tool(sh: BoardShell, run_id: str, argv: Sequence[str], host_dir: Path,
     t0 = time.monotonic()
     prep = t0 - t_prep
     finished = False
+    failure: BaseException
     try:
         sh.run_watched(f"cd {shlex.quote(wd)} && {tool_wrapper(argv)}", timeout=timeout,
                        expected_s=timeout if expected_s is None else expected_s)
@@ -576,8 +577,7 @@ def run_tool(sh: BoardShell, run_id: str, argv: Sequence[str], host_dir: Path,
         # console's expect dump goes to the log)
         log.warning("tool run failed: %r", e)
         if isinstance(e, Exception):
-            failure: BaseException = SuiteFailure(f"{argv[0]}: console lost while the tool ran "
-                                                  f"({error_line(e, timeout)})")
+            failure = SuiteFailure(f"{argv[0]}: console lost while the tool ran ({error_line(e, timeout)})")
         else:
             failure = e  # KeyboardInterrupt: the run is being cancelled
         if not sh.interrupt():
