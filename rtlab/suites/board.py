@@ -112,12 +112,12 @@ class BoardShell:
                 log.debug("console did not answer after Ctrl-C: %r", e)
         return False
 
-    def reconnect(self, wait_s: float = 30.0) -> bool:
+    def reconnect(self, wait_s: Optional[float] = None) -> bool:
         """A fresh console where the old one is stuck: close the console
         connection and open it again (a new pty shell on the local board, a
         new ser2net/serial connection on a rack board), then wait for the
-        prompt, at most *wait_s* (a booted board's shell answers at once: the
-        boot's login timeout is not waited out again). Not on QEMU boards,
+        prompt: the shell driver's login timeout and 30 s, or at most *wait_s*
+        (a booted board's shell answers at once). Not on QEMU boards,
         whose console is the machine itself. True when the new console answers."""
         driver = self.command
         console = getattr(driver, "console", None)
@@ -126,11 +126,11 @@ class BoardShell:
             return False
         login_timeout = getattr(driver, "login_timeout", None)
         try:
-            if login_timeout is not None:
+            if login_timeout is not None and wait_s is not None:
                 driver.login_timeout = min(float(login_timeout), wait_s)
             target.deactivate(console)  # and everything above it (the shell driver)
             target.activate(driver)     # and its console again: a new connection, login
-            return _answers(driver, timeout=wait_s)
+            return _answers(driver, timeout=30.0 if wait_s is None else wait_s)
         except Exception as e:  # noqa: BLE001 - the caller says, in one line, what is left where
             log.warning("a fresh console did not answer: %r", e)
             return False
