@@ -78,7 +78,8 @@ def board_shell(request, job, strategy, target):
         pytest.fail(f"{cause}", pytrace=False)
     emit(request.config, event="booted", duration_s=round(time.monotonic() - t0, 3))
     # raw files over the board's faster path where it has one, the console otherwise
-    sh = BoardShell(target.get_driver("CommandProtocol"), bulk=channel_for(job.board))
+    sh = BoardShell(target.get_driver("CommandProtocol"), bulk=channel_for(job.board),
+                    name=job.place or job.board.name)
     yield sh
     # the job's work dir goes with the job (raw files are on the host by now);
     # on a board whose root lives in RAM it goes when the board is switched off

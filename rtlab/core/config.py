@@ -173,6 +173,23 @@ def open_node(path) -> Node:
     return Node(path, load_yaml(path))
 
 
+def seconds_setting(name: str, default: float, lo: float, hi: float, value: Any = None) -> float:
+    """A duration from the environment variable *name* (or *value*), typed and
+    ranged; *default* when unset or empty; an InputError names the variable."""
+    import os
+
+    text = os.environ.get(name, "") if value is None else value
+    if not str(text).strip():
+        return default
+    try:
+        t = float(text)
+    except ValueError:
+        t = float("nan")
+    if not lo <= t <= hi:  # also NaN
+        raise InputError(name, f"must be a number of seconds in [{lo:g}, {hi:g}], got {shown(str(text))}")
+    return t
+
+
 def parse_cpulist(text: str) -> list[int]:
     """Kernel cpulist syntax ("0-2,5") to a sorted list; "" is empty."""
     cpus: set[int] = set()

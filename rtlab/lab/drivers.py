@@ -23,7 +23,12 @@ costs 30-40 ms on a TCG console (half of a short command's time; a job runs
 ten or more). Every command still has its own random marker, so output left
 over from before cannot be taken for its answer. After anything else (the
 first command, a command that timed out or was interrupted, a Ctrl-C, a
-fresh console) the check runs as in labgrid.
+fresh console) the check runs as in labgrid. ``run_watched`` runs a long
+command (a measurement) telling a board that is gone from one that is still
+busy: past the command's expected end plus the console silence limit it
+types a probe the board's tty echoes (and erases) even while the command
+runs, and a board that echoes nothing within that limit again is lost
+(``ConsoleSilent``), long before the command's own timeout.
 
 ``RtlabPtyConsoleDriver``: labgrid's ExternalConsoleDriver for a shell on a
 pty (this machine as a board), closed by ending its shell. ``script(1)``
@@ -34,7 +39,10 @@ not read its input gets labgrid's close() after a second, as before.
 """
 from __future__ import annotations
 
+import re
+import shlex
 import subprocess
+import time
 
 import attr
 from labgrid.driver.externalconsoledriver import ExternalConsoleDriver
@@ -43,7 +51,13 @@ from labgrid.driver.shelldriver import ShellDriver
 from labgrid.driver.ubootdriver import UBootDriver
 from labgrid.factory import target_factory
 from labgrid.protocol import CommandProtocol
+from labgrid.util import gen_marker
 from pexpect import TIMEOUT
+
+
+class ConsoleSilent(Exception):
+    """The console stayed silent past a command's expected end and did not
+    echo a probe: the board is gone (off, crashed, frozen) or its console line is."""
 
 
 @target_factory.reg_driver
@@ -109,6 +123,43 @@ class RtlabShellDriver(ShellDriver):
         result = super()._run(cmd, **kwargs)
         self._at_prompt = True
         return result
+
+    def run_watched(self, cmd: str, *, timeout: float, expected_s: float, silence_s: float) -> int:
+        """Run *cmd* (its output is for files: only its exit code is read)
+        when it should end after *expected_s*: from then on, every
+        *silence_s* without its end, a probe that the tty echoes whatever runs
+        in the foreground (letters, then as many DELs: nothing is left in the
+        shell's input). ConsoleSilent when no echo comes within *silence_s*;
+        TIMEOUT after *timeout*, as ``run``."""
+        self._check_prompt()
+        marker = gen_marker()
+        # the marker hidden from expect, as in labgrid's ShellDriver._run;
+        # only the closing marker is waited for: a probe's echo may come
+        # between the opening one and it
+        self.console.sendline(f"MARKER='{marker[:4]}''{marker[4:]}' run {shlex.quote(cmd)}")
+        done = rf"{marker}\s+(\d+)\s+{self.prompt}"
+        t0 = time.monotonic()
+        deadline = t0 + timeout
+        probe_at = t0 + expected_s + silence_s
+        while True:
+            try:
+                _, _, match, _ = self.console.expect(done, timeout=max(0.0, min(deadline, probe_at) - time.monotonic()))
+                break
+            except TIMEOUT:
+                if time.monotonic() >= deadline:
+                    raise
+            probe = gen_marker()
+            self.console.write(probe.encode() + b"\x7f" * len(probe))
+            try:
+                index, _, match, _ = self.console.expect([done, re.escape(probe)], timeout=silence_s)
+            except TIMEOUT:
+                raise ConsoleSilent(f"console silent {time.monotonic() - t0 - expected_s:.0f} s past the "
+                                    f"expected end ({expected_s:g} s); no echo within {silence_s:g} s") from None
+            if index == 0:
+                break
+            probe_at = time.monotonic() + silence_s  # alive: the command runs long
+        self._at_prompt = True
+        return int(match.group(1))
 
     def on_deactivate(self):
         self._at_prompt = False

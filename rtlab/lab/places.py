@@ -63,6 +63,7 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Optional
 
+from ..core.config import seconds_setting
 from ..errors import InputError, RtlabError
 from ..core.procutil import die_with_parent, labgrid_client, process_start, venv_tool  # noqa: F401 - re-exported
 from .coordinator import Coordinator, CoordinatorError, PlaceInfo
@@ -125,17 +126,7 @@ def local_host() -> str:
 
 def lease_seconds(value: Optional[str] = None) -> float:
     """T: RTLAB_LEASE_S (or *value*), typed and ranged; an InputError names the key."""
-    text = os.environ.get("RTLAB_LEASE_S", "") if value is None else value
-    if not str(text).strip():
-        return DEFAULT_LEASE_S
-    try:
-        t = float(text)
-    except ValueError:
-        t = float("nan")
-    lo, hi = LEASE_RANGE_S
-    if not lo <= t <= hi:  # also NaN
-        raise InputError("RTLAB_LEASE_S", f"must be a number of seconds in [{lo:g}, {hi:g}], got {text!r}")
-    return t
+    return seconds_setting("RTLAB_LEASE_S", DEFAULT_LEASE_S, *LEASE_RANGE_S, value=value)
 
 
 def is_rtlab_owner(owner: Optional[str]) -> bool:

@@ -257,8 +257,11 @@ class Suite:
         segments and reports each checkpoint to *on_checkpoint*."""
         from .board import run_tool
 
-        return run_tool(sh, run.id, argv, host_dir,
-                        self.outputs(run) + self.evidence_outputs(run), timeout=self.duration_s(run) * 2 + 60)
+        # a hung tool on a board that answers: twice its duration and a minute;
+        # a lost board: its duration and the console silence limits (run_tool)
+        expected_s = self.duration_s(run)
+        return run_tool(sh, run.id, argv, host_dir, self.outputs(run) + self.evidence_outputs(run),
+                        timeout=expected_s * 2 + 60, expected_s=expected_s)
 
     def parse_outputs(self, job_dir: Path, run: SuiteRun) -> dict[str, ToolOutput]:
         """Every measurement of one run, by suffix of the suite's name: ""

@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
-from ..core.config import parse_cpulist
+from ..core.config import parse_cpulist, seconds_setting
 from ..core.rundir import EXIT_CODE, STDERR, STDOUT, MeasurementDir
 from ..targets.variants import Variant
 
@@ -31,13 +31,32 @@ from ..errors import SuiteFailure  # noqa: E402,F401 - raised here, defined belo
 from .transfer import BULK_MIN_BYTES, UNTAR_ERRORS, Channel, Transfers, untar_gz, wc_sizes  # noqa: E402
 
 
+#: how long a board's console may stay silent past a tool's expected end
+#: before a probe asks whether the board is still there, how long the probe's
+#: echo may take, and how long a fresh console may take to answer
+#: (RTLAB_CONSOLE_SILENCE_S): a lost board is INFRA within the tool's
+#: expected duration plus three times this (docs/lab.md)
+CONSOLE_SILENCE_S = 20.0
+CONSOLE_SILENCE_RANGE_S = (2.0, 600.0)
+
+
+def console_silence_s() -> float:
+    return seconds_setting("RTLAB_CONSOLE_SILENCE_S", CONSOLE_SILENCE_S, *CONSOLE_SILENCE_RANGE_S)
+
+
+class BoardLost(SuiteFailure):
+    """The board stopped answering on its console while a tool ran."""
+
+
 class BoardShell:
     """A thin, explicit wrapper over labgrid's CommandProtocol; *bulk* a
-    faster path for raw files than the console (rtlab.suites.transfer)."""
+    faster path for raw files than the console (rtlab.suites.transfer);
+    *name* the board (its place on a rack) as errors name it."""
 
-    def __init__(self, command, bulk: Optional[Channel] = None):
+    def __init__(self, command, bulk: Optional[Channel] = None, name: str = "board"):
         self.command = command
         self.bulk = bulk
+        self.name = name
         self.transfers = Transfers()
         self._scripts: dict[str, str] = {}
 
@@ -50,6 +69,25 @@ class BoardShell:
             log.warning("console command %r failed: %r", cmd, e)
             raise SuiteFailure(f"console: `{cmd[:100]}` failed: {error_line(e, timeout)}") from None
         return out, rc
+
+    def run_watched(self, cmd: str, timeout: float, expected_s: float) -> None:
+        """Run a command that should end after *expected_s* (a tool), up to
+        *timeout*; BoardLost as soon as the console proves the board gone
+        (RtlabShellDriver.run_watched), other console failures as :meth:`run`."""
+        from ..lab.drivers import ConsoleSilent
+
+        watched = getattr(self.command, "run_watched", None)
+        if watched is None:  # a shell driver without the probe: the timeout alone
+            self.run(cmd, timeout=timeout)
+            return
+        silence_s = console_silence_s()
+        try:
+            watched(cmd, timeout=timeout, expected_s=expected_s, silence_s=silence_s)
+        except ConsoleSilent as e:
+            raise BoardLost(str(e)) from None
+        except Exception as e:  # noqa: BLE001 - as run(): one line here, the dump in the log
+            log.warning("console command %r failed: %r", cmd, e)
+            raise SuiteFailure(f"console: `{cmd[:100]}` failed: {error_line(e, timeout)}") from None
 
     def check(self, cmd: str, timeout: float = 30.0) -> list[str]:
         out, rc = self.run(cmd, timeout)
@@ -74,24 +112,31 @@ class BoardShell:
                 log.debug("console did not answer after Ctrl-C: %r", e)
         return False
 
-    def reconnect(self) -> bool:
+    def reconnect(self, wait_s: Optional[float] = None) -> bool:
         """A fresh console where the old one is stuck: close the console
         connection and open it again (a new pty shell on the local board, a
         new ser2net/serial connection on a rack board), then wait for the
-        prompt. Not on QEMU boards, whose console is the machine itself.
-        True when the new console answers."""
+        prompt: the shell driver's login timeout and 30 s, or at most *wait_s*
+        (a booted board's shell answers at once). Not on QEMU boards,
+        whose console is the machine itself. True when the new console answers."""
         driver = self.command
         console = getattr(driver, "console", None)
         target = getattr(driver, "target", None)
         if console is None or target is None or type(console).__name__ == "QEMUDriver":
             return False
+        login_timeout = getattr(driver, "login_timeout", None)
         try:
+            if login_timeout is not None and wait_s is not None:
+                driver.login_timeout = min(float(login_timeout), wait_s)
             target.deactivate(console)  # and everything above it (the shell driver)
             target.activate(driver)     # and its console again: a new connection, login
-            return _answers(driver, timeout=30.0)
+            return _answers(driver, timeout=30.0 if wait_s is None else wait_s)
         except Exception as e:  # noqa: BLE001 - the caller says, in one line, what is left where
             log.warning("a fresh console did not answer: %r", e)
             return False
+        finally:
+            if login_timeout is not None:
+                driver.login_timeout = login_timeout
 
     def run_script(self, text: str, timeout: float = 60.0) -> Optional[tuple[list[str], int]]:
         """Run *text* as a shell script put on the board (in the job's work
@@ -494,10 +539,13 @@ def _kill_in_dir(sh: BoardShell, wd: str) -> None:
 
 
 def run_tool(sh: BoardShell, run_id: str, argv: Sequence[str], host_dir: Path,
-             outputs: list[str], timeout: float) -> int:
+             outputs: list[str], timeout: float, expected_s: Optional[float] = None) -> int:
     """Run a tool in its own work dir on the board; write every raw file to
     host_dir (stdout.txt, stderr.txt, the tool's own files, command.txt,
-    exit.json) and return the exit code. Raw files land before any judgement."""
+    exit.json) and return the exit code. Raw files land before any judgement.
+    *timeout* bounds a tool that hangs on a board that still answers; a board
+    that stops answering is lost within *expected_s* (the tool's duration)
+    plus three console silence limits (:func:`console_silence_s`)."""
     host_dir.mkdir(parents=True, exist_ok=True)
     wd = f"{job_workdir()}/{run_id}"
     command = shell_line(argv)
@@ -508,17 +556,28 @@ def run_tool(sh: BoardShell, run_id: str, argv: Sequence[str], host_dir: Path,
     t0 = time.monotonic()
     prep = t0 - t_prep
     finished = False
+    failure: BaseException
     try:
-        sh.run(f"cd {shlex.quote(wd)} && {tool_wrapper(argv)}", timeout=timeout)
+        sh.run_watched(f"cd {shlex.quote(wd)} && {tool_wrapper(argv)}", timeout=timeout,
+                       expected_s=timeout if expected_s is None else expected_s)
         finished = True
+    except BoardLost as e:
+        # a board that echoes nothing hears no Ctrl-C either: one fresh
+        # console (a stuck line, not the board?) with a short wait, then INFRA
+        log.warning("board %s lost while %s ran: %s", sh.name, argv[0], e)
+        failure = SuiteFailure(f"board {sh.name} lost while {argv[0]} ran: {e}")
+        wait_s = console_silence_s()
+        if not sh.reconnect(wait_s=wait_s):
+            raise SuiteFailure(f"board {sh.name} lost while {argv[0]} ran: {e}; no shell on a fresh console "
+                               f"within {wait_s:g} s either: raw files left on the board in {wd}") from None
+        _kill_in_dir(sh, wd)
     except BaseException as e:
         # a hung tool, a lost console, a cancelled run: what the tool wrote so
         # far still comes home (below), and the error is one line (the
         # console's expect dump goes to the log)
         log.warning("tool run failed: %r", e)
         if isinstance(e, Exception):
-            failure: BaseException = SuiteFailure(f"{argv[0]}: console lost while the tool ran "
-                                                  f"({error_line(e, timeout)})")
+            failure = SuiteFailure(f"{argv[0]}: console lost while the tool ran ({error_line(e, timeout)})")
         else:
             failure = e  # KeyboardInterrupt: the run is being cancelled
         if not sh.interrupt():

@@ -94,7 +94,8 @@ class CyclictestSoak(Cyclictest):
             argv = self.segment_command(run, seconds, board)
             t_call = time.monotonic()
             try:
-                rc = run_tool(sh, run.id, argv, seg_dir, self.outputs(run), timeout=seconds * timeout_per_s + 60)
+                rc = run_tool(sh, run.id, argv, seg_dir, self.outputs(run), timeout=seconds * timeout_per_s + 60,
+                              expected_s=seconds)
             except SuiteFailure as e:
                 state["stopped"] = f"segment {i} lost: {e}"
                 soak.save(host_dir, state)

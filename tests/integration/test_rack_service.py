@@ -244,3 +244,59 @@ def test_a_killed_job_of_another_host_is_released_when_its_lease_runs_out(rack, 
     # within T of its last renewal (at most T/3 before the kill), one reaper
     # second, and a loaded machine's round trips
     assert released_after <= T + T / 3 + 15, released_after
+
+
+def test_a_board_lost_mid_measurement_is_infra_naming_it_within_its_duration_and_the_silence_limits(rack, tmp_path):
+    """The board's QEMU dies while cyclictest runs (a board that lost power,
+    crashed or froze: its console goes silent, the ser2net line stays up).
+    The job ends INFRA naming the place and the silence within the tool's
+    duration plus three console silence limits (probe, echo, fresh console),
+    not after the tool's hung-tool timeout and the boot's login timeout."""
+    silence_s, duration_s = 5.0, 8
+    cmd, env = rtlab_cmd(rack, "run", "--campaign", campaign(tmp_path, ["rt"], duration_s=duration_s),
+                         "--results", tmp_path / "results", "--no-publish")
+    proc = subprocess.Popen(cmd, cwd=ROOT, env={**env, "RTLAB_CONSOLE_SILENCE_S": str(silence_s)},
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and proc.poll() is None:
+            ev = list((tmp_path / "results").rglob("events.jsonl"))
+            if ev and any(e["event"] == "suite" for e in events(ev[0].parent)):
+                break
+            time.sleep(0.2)
+        time.sleep(3)  # the tool runs (its work dir made, the load started)
+        job_dir = ev[0].parent
+        place = json.loads((job_dir / "job-spec.json").read_text())["place"]
+        board = place.replace("rack-", "")
+        outlets = json.loads(pdu_request(rack, "GET", "/rack/status"))["outlets"]
+        qemu = next(o for o in outlets if o["name"] == board)["qemu_pid"]
+        assert proc.poll() is None and qemu
+        os.killpg(qemu, signal.SIGKILL)
+        t_lost = time.monotonic()
+        bound = duration_s + 3 * silence_s + 30
+        try:
+            out = proc.communicate(timeout=bound + 30)[0]
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"board {place} lost {time.monotonic() - t_lost:.0f} s ago and the job "
+                                 f"is not over (bound {bound:g} s)") from None
+        lost_to_infra = time.monotonic() - t_lost
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()
+    assert proc.returncode == 2, out
+    run_dir = Path(out.split("results: ")[-1].split()[0])
+    (job,) = json.loads((run_dir / "run.json").read_text())["jobs"]
+    (m,) = job["measurements"]
+    assert job["verdict"] == "infra" and m["verdict"] == "infra", m
+    why = " ".join(m["reasons"])
+    assert f"board {place} lost while cyclictest ran: console silent" in why, why
+    assert "no echo within 5 s" in why and "no shell on a fresh console within 5 s" in why, why
+    # what was on disk stays: the command line, the job's own logs
+    assert (job_dir / "cyclictest@idle" / "command.txt").is_file() and (job_dir / "pytest.log").is_file()
+    # the tool's rest of its duration, three silence limits, and the job's
+    # end (teardown, run.json, release) on a loaded 2-CPU machine; before,
+    # 2 x duration + 60 s, two Ctrl-Cs and a 120 s login wait (~230 s for 20 s)
+    print(f"board lost -> INFRA in {lost_to_infra:.1f} s (bound {bound:g} s)")
+    assert lost_to_infra <= bound, (lost_to_infra, out)
+    assert_no_locks(rack, timeout=30)

@@ -7,6 +7,8 @@ import re
 import shutil
 import subprocess
 
+import pytest
+
 from rtlab.report import snapshot
 from rtlab.suites.board import MAX_LINE, BoardShell, boot_batch, kernel_facts, read_kernel_facts, run_batch
 from rtlab.suites.transfer import TcpChannel
@@ -135,3 +137,16 @@ def test_files_read_by_the_shell_read_as_cat_reads_them():
     sysctl = "/proc/sys/kernel/sched_rt_period_us"
     by_read = subprocess.run(["sh", "-c", f"{READ_LOOP} < {sysctl}"], capture_output=True, text=True).stdout
     assert by_read.strip() != open(sysctl).read().strip()  # why "rt" is read with cat
+
+
+@pytest.mark.parametrize("text", ["0", "1", "-5", "nan", "inf", "twenty", "601", "; rm -rf /"])
+def test_console_silence_limit_is_typed_and_ranged(monkeypatch, text):
+    from rtlab.errors import InputError
+    from rtlab.suites.board import console_silence_s
+
+    monkeypatch.setenv("RTLAB_CONSOLE_SILENCE_S", text)
+    with pytest.raises(InputError, match="RTLAB_CONSOLE_SILENCE_S: must be a number of seconds in") as err:
+        console_silence_s()
+    assert "rm -rf" not in str(err.value)
+    monkeypatch.setenv("RTLAB_CONSOLE_SILENCE_S", "")
+    assert console_silence_s() == 20.0
