@@ -246,6 +246,9 @@ def test_a_killed_job_of_another_host_is_released_when_its_lease_runs_out(rack, 
     assert released_after <= T + T / 3 + 15, released_after
 
 
+# make test-long (a rack and a 45 s loss): make test proves the lost board on the
+# local board: tests/faults/test_console.py::test_a_board_whose_console_goes_silent_is_lost_within_its_duration_and_the_silence_limits
+@pytest.mark.long
 def test_a_board_lost_mid_measurement_is_infra_naming_it_within_its_duration_and_the_silence_limits(rack, tmp_path):
     """The board's QEMU dies while cyclictest runs (a board that lost power,
     crashed or froze: its console goes silent, the ser2net line stays up).
