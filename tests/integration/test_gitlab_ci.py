@@ -240,7 +240,7 @@ def make_ci_project(proj: Path, variant: str, budget_us: int = BUDGET_MAX_US, re
         suites:
           - name: cyclictest
             loads: [idle]
-            params: {{interval_us: 1000, duration_s: 3, priority: 90, histogram_us: 2000}}
+            params: {{interval_us: 1000, duration_s: 1, priority: 90, histogram_us: 2000}}
             overrides: {{qemu-tcg: {{histogram_us: 20000}}}}
     """))
     for args in (["init", "-q", "-b", "main"], ["add", "."],
@@ -446,16 +446,32 @@ def forget_builds_of(commit: str) -> None:
 
 
 def test_latency_bug_fails_the_gate_on_the_budget(kernel_project, ci_projects, tmp_path):
+    """The latency-bug commit, triggered with a campaign from outside the
+    lab's repository (as a kernel merge request could name one in its own
+    tree) whose budget file beside it allows 1000 s: the campaign chooses
+    what is measured, never how it is judged. The test job and the gate judge
+    by the operator's RTLAB_GATE_BUDGETS, and the gate says so: FAIL."""
     forget_builds_of(kernel_project["latency"])
+    outside = tmp_path / "kernel-tree-rtlab"
+    outside.mkdir()
+    (outside / "loose.yaml").write_text('budgets:\n  qemu-tcg: {"*": {"*": {"*": {max_us: 1000000000}}}}\n')
+    (outside / "campaign.yaml").write_text(
+        (ci_projects["preempt"] / "campaign.yaml").read_text().replace("budgets: budgets.yaml", "budgets: loose.yaml")
+        # 3 s: a window that holds several of the hog's 400 ms stalls in its one run
+        .replace("duration_s: 1,", "duration_s: 3,"))
     # a budget test: one run is enough (the trigger's RTLAB_REPEAT wins over the workflow's)
     r, proj, logs = run_pipeline(ci_projects["preempt"], _repo(kernel_project), kernel_project["latency"],
-                                 "latency", tmp_path, KERNEL_BRANCH="timers", RTLAB_REPEAT="1")
+                                 "latency", tmp_path, KERNEL_BRANCH="timers", RTLAB_REPEAT="1",
+                                 RTLAB_CAMPAIGN=str(outside / "campaign.yaml"))
     assert r.returncode != 0, "pipeline passed a 400 ms non-preemptible section"
     lines = gate_lines(logs)
     fails = [ln for ln in lines if ln.startswith("gate: FAIL")]
     assert fails and not [ln for ln in lines if ln.startswith("gate: INFRA")], lines
     assert any(f"{BOARD}/preempt/cyclictest/idle" in ln and f">= budget {BUDGET_MAX_US} us" in ln
                for ln in fails), lines
+    judged = [ln for ln in lines if " judged by budgets " in ln]
+    assert judged and all(f"judged by budgets {proj / 'budgets.yaml'}" in ln for ln in judged), lines
+    assert "loose.yaml" not in "\n".join(judged)
     assert "gate exit 1" in logs["gate"]
     # the test job failed with exit 1 (allowed, not retried), not infra
     test_log = next(v for k, v in logs.items() if k.startswith("test"))
@@ -583,6 +599,10 @@ def board_device_healthy(lab, st) -> None:
     assert health == "Good", f"{BOARD}-01 failed its health check: see {lab.dir / 'log'}"
 
 
+# make test-long: make test proves the LAVA path's parts one by one:
+# test_lava_run.py::test_each_arch_runs_through_lava_run_ingests_and_gates (render, run,
+# ingest, gate) and test_lava_server.py::test_server_job_equals_lava_run (the server)
+@pytest.mark.long
 def test_lava_lab_runs_the_test_stage_and_the_same_gate_judges_it(lava_lab, tmp_path_factory, tmp_path):
     """RTLAB_LAB=lava (rtlab's own pipeline, "Run pipeline" in the web UI):
     no kernel build and no labgrid test job; test-lava renders the campaign's
