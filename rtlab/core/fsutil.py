@@ -207,3 +207,10 @@ def read_json(path, max_bytes: Optional[int] = None, *, root=None) -> Any:
     except InputError as e:
         raise ValueError(str(e)) from None
     return json.loads(data)
+
+
+def cache_root() -> Path:
+    """The machine's rtlab cache, shared by every checkout (kernels, kernel
+    trees, board images): ``$RTLAB_CACHE`` or ``~/.cache/rtlab``."""
+    env = os.environ.get("RTLAB_CACHE")
+    return Path(env).expanduser() if env else Path.home() / ".cache" / "rtlab"

@@ -7,8 +7,7 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
-from ..kernel.cache import cache_root
-from ..core.fsutil import sha256_file
+from ..core.fsutil import cache_root, sha256_file
 from .errors import ImageError
 from .hostcmd import _run
 from .packages import PackageSource, Pkg

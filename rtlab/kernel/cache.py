@@ -8,13 +8,9 @@ from pathlib import Path
 from typing import Any, Optional
 
 from ..targets.arch import ARCHES
-from ..core.fsutil import try_locked as _try_locked
+from ..core.fsutil import cache_root, try_locked as _try_locked
 
 
-def cache_root() -> Path:
-    """``$RTLAB_CACHE`` or ``~/.cache/rtlab``."""
-    env = os.environ.get("RTLAB_CACHE")
-    return Path(env).expanduser() if env else Path.home() / ".cache" / "rtlab"
 
 
 def kernel_cache() -> Path:
