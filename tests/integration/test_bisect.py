@@ -121,7 +121,11 @@ BUDGETS = """
 budgets:
   qemu-tcg: {"*": {"*": {"*": {max_us: 2000000}}}}
 regression:
-  statistics: [p99, p99.9]
+  # (and the max, which qemu-tcg gates: the 400 ms stall shows there.) No
+  # p99.9: of a run's 400 samples it is the largest, so one TCG stall past the
+  # 20 ms histogram leaves it censored, and a censored statistic cannot
+  # confirm that the culprit's parent did not regress
+  statistics: [p99]
   alpha: 0.05
   min_runs: 3
   min_effect:

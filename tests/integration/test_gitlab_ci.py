@@ -501,6 +501,10 @@ def test_latency_bug_merge_request_is_a_regression_with_the_shipped_defaults(ker
     assert "gate: exit 1 (budgets PASS, regression verdict REGRESSION)" in lines, lines
 
 
+# make test-long: make test proves a commit that cannot be built into a variant
+# with tests/integration/test_kernel_build.py::test_dropped_preempt_rt_fails_before_anything_is_compiled
+# and the gate's build_error FAIL with tests/unit/test_junit_ci.py
+@pytest.mark.long
 def test_dropped_preempt_rt_fails_the_gate_as_build_error(kernel_project, ci_projects, tmp_path):
     r, proj, logs = run_pipeline(ci_projects["rt"], _repo(kernel_project), kernel_project["no-rt"],
                                  "no-rt", tmp_path, KERNEL_BRANCH="sched", RTLAB_REPEAT="1")

@@ -23,6 +23,9 @@ from rtlab.lab.coordinator import Coordinator
 from rtlab.rack.config import load_places
 from rtlab.core.procutil import free_port
 
+#: boots nothing, builds nothing, judges no latency of this machine: make test runs it beside the unit tests
+pytestmark = pytest.mark.light
+
 BIN = Path(sys.executable).parent
 LAB = ROOT / "labgrid" / "lab"
 
@@ -30,8 +33,6 @@ PROBE = r"""
 import json, os, sys
 from labgrid import Environment
 
-#: boots nothing, builds nothing, judges no latency of this machine: make test runs it beside the unit tests
-pytestmark = pytest.mark.light
 out = {}
 for board, place in json.loads(sys.argv[1]).items():
     os.environ["LG_PLACE"] = place

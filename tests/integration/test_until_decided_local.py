@@ -55,6 +55,10 @@ def measured_suites(run_dir) -> set:
     return {m["key"]["suite"] for j in run["jobs"] for m in j["measurements"]}
 
 
+# make test-long: make test proves measuring until decided with
+# test_separate_sessions_unchanged_is_green_and_an_injected_regression_red (below)
+# and the job script's choices in tests/unit/test_ci_until_decided.py
+@pytest.mark.long
 def test_only_undecided_keys_are_measured_again(tmp_path, campaign):
     from pathlib import Path
     c = campaign(["local"], budgets=textwrap.dedent(BUDGETS), suites=SUITES)
@@ -89,6 +93,10 @@ def test_only_undecided_keys_are_measured_again(tmp_path, campaign):
     assert f"batch 2: {dirs[1].name}: " in out
 
 
+# make test-long: make test proves measuring until decided with
+# test_separate_sessions_unchanged_is_green_and_an_injected_regression_red (below)
+# and the job script's choices in tests/unit/test_ci_until_decided.py
+@pytest.mark.long
 def test_a_store_that_is_down_still_gets_the_first_look_measured(tmp_path, campaign):
     import socket
     from pathlib import Path
