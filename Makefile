@@ -47,8 +47,7 @@ run: images
 # three phases (tests/conftest.py; docs/testing.md), each writing
 # results/pytest/<phase>.xml (make test-durations) and <phase>.load:
 #   parallel       tests/unit, tests/faults and tests marked light on both
-#                  cores (pytest-xdist; the fault tests one after another on
-#                  one worker, a light test's file on one worker)
+#                  cores (pytest-xdist --dist loadfile: a file on one worker)
 #   one-at-a-time  the other integration tests, one at a time
 #   alone          tests marked serial (latency on this machine), last
 # Every phase runs even if one fails; the exit code is 1 if any did.
@@ -58,7 +57,7 @@ TEST_WORKERS ?= 2
 test: images $(GCL)
 	@mkdir -p $(TEST_XML); rm -f $(TEST_XML)/*.xml $(TEST_XML)/*.load; rc=0; \
 	for phase in $(TEST_PHASES); do \
-	  if [ $$phase = parallel ]; then xdist="-n $(TEST_WORKERS) --dist loadgroup"; else xdist=""; fi; \
+	  if [ $$phase = parallel ]; then xdist="-n $(TEST_WORKERS) --dist loadfile"; else xdist=""; fi; \
 	  echo "make test: phase $$phase"; cat /proc/loadavg > $(TEST_XML)/$$phase.load; \
 	  $(PY) -m pytest --phase $$phase $$xdist --junitxml=$(TEST_XML)/$$phase.xml $(PYTEST_ARGS); r=$$?; \
 	  cat /proc/loadavg >> $(TEST_XML)/$$phase.load; \

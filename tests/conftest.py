@@ -1,14 +1,15 @@
 """The phases of `make test` (docs/testing.md): each test of the default
 selection (`-m 'not rack and not long'`, pyproject.toml) runs in exactly one.
 
-    parallel        on both cores (pytest-xdist, `-n 2 --dist loadgroup`):
-                    tests/unit, spread over both workers; tests/faults, one
-                    after another on one worker (they hold board locks, kill
-                    runners and time deadlines: never two at once); and the
-                    integration tests marked `light` (they boot nothing,
-                    build nothing and judge no latency of this machine: a
-                    real influxd, a labgrid coordinator, Chromium), each
-                    file on one worker
+    parallel        on both cores (pytest-xdist, `-n 2 --dist loadfile`: a
+                    file's tests on one worker, one after another, its
+                    module fixtures started once): tests/unit, tests/faults
+                    (they kill runners, hold board locks and time deadlines,
+                    so each uses a lock directory and markers of its own and
+                    holds beside any other test) and the integration tests
+                    marked `light` (they boot nothing, build nothing and
+                    judge no latency of this machine: a real influxd, a
+                    labgrid coordinator, Chromium)
     one-at-a-time   every other test (tests/integration, ...): one at a time,
                     nothing of the suite beside it (QEMU under TCG, kernel
                     builds and pipelines take both cores)
@@ -25,8 +26,8 @@ import pytest
 
 PHASES = ("parallel", "one-at-a-time", "alone")
 TESTS = Path(__file__).resolve().parent
-#: the directories of the parallel phase -> the xdist group their tests form (None: none)
-PARALLEL = {TESTS / "unit": None, TESTS / "faults": "faults"}
+#: the directories whose tests all run in the parallel phase
+PARALLEL = (TESTS / "unit", TESTS / "faults")
 
 
 def pytest_addoption(parser):
@@ -58,19 +59,6 @@ def phase_of(item) -> str:
     if parallel_dir(item.fspath) is not None or item.get_closest_marker("light"):
         return "parallel"
     return "one-at-a-time"
-
-
-def pytest_itemcollected(item):
-    """A parallel directory's group on each of its tests, a `light` test's
-    file as its group (its module's fixtures, an influxd say, start once), as
-    it is collected: before xdist's worker reads the groups."""
-    if item.get_closest_marker("xdist_group"):
-        return
-    d = parallel_dir(item.fspath)
-    if d is not None and PARALLEL[d]:
-        item.add_marker(pytest.mark.xdist_group(PARALLEL[d]))
-    elif d is None and item.get_closest_marker("light") and not item.get_closest_marker("serial"):
-        item.add_marker(pytest.mark.xdist_group(f"light:{Path(str(item.fspath)).name}"))
 
 
 @pytest.hookimpl(trylast=True)  # after -m and -k: what they deselected stays deselected

@@ -7,6 +7,7 @@ import shutil
 import signal
 import threading
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -31,7 +32,7 @@ def _running_in(wd: str) -> list[str]:
 
 
 def test_stuck_console_still_brings_raw_files_home(tmp_path, monkeypatch):
-    wd = f"/tmp/rtlab/jobs/fault-{tmp_path.name}"
+    wd = f"/tmp/rtlab/jobs/fault-{uuid.uuid4().hex[:12]}"  # unique across xdist workers
     monkeypatch.setenv(WORKDIR_ENV, wd)
     env = Environment(str(ROOT / "env" / "local.yaml"))
     target = env.get_target("main")
@@ -65,7 +66,7 @@ def test_stuck_console_still_brings_raw_files_home(tmp_path, monkeypatch):
 
 
 def _local_shell(tmp_path, monkeypatch):
-    wd = f"/tmp/rtlab/jobs/fault-{tmp_path.name}"
+    wd = f"/tmp/rtlab/jobs/fault-{uuid.uuid4().hex[:12]}"  # unique across xdist workers
     monkeypatch.setenv(WORKDIR_ENV, wd)
     monkeypatch.setenv("RTLAB_CONSOLE_SILENCE_S", "2")
     target = Environment(str(ROOT / "env" / "local.yaml")).get_target("main")

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -113,7 +114,7 @@ def test_board_stays_locked_until_the_killed_jobs_last_process_is_gone(tmp_path,
     board is not free until that process is gone (the keeper holds the
     lock), then it is, and nothing of the job is left. With the job's cgroup
     and (cgroups=0) without, where the keeper watches the processes."""
-    marker = f"rtlab-keeper-{tmp_path.name}"
+    marker = f"rtlab-keeper-{uuid.uuid4().hex[:12]}"  # unique across xdist workers (tmp_path names are not)
     env = {**os.environ, "RTLAB_LOCK_DIR": str(tmp_path / "locks"), "RTLAB_KILL_GRACE_S": "3",
            "RTLAB_JOB_CGROUPS": cgroups, "MARK": marker}
     runner = subprocess.Popen([sys.executable, "-c", RUNNER], cwd=ROOT, stdout=subprocess.PIPE,
@@ -161,7 +162,7 @@ def test_sigkilled_run_takes_its_job_along_and_the_next_run_waits(tmp_path, writ
     last time ps saw one of them) and passes. `rtlab gate` on the killed
     run's directory: INFRA "run killed", naming the raw files that reached
     the disk."""
-    marker = f"rtlab-killed-{tmp_path.name}"
+    marker = f"rtlab-killed-{uuid.uuid4().hex[:12]}"  # unique across xdist workers (tmp_path names are not)
     a = write_campaign("boards: [local]\nsuites:\n  - suite: cyclictest\n    loads: [cpu]\n"
                        f"    params: {{duration_s: 60, extra_args: [{marker}]}}\n", name="a.yaml")
     b = write_campaign("boards: [local]\nsuites:\n  - {suite: cyclictest, params: {duration_s: 2}}\n",

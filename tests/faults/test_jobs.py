@@ -7,6 +7,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 
 import pytest
@@ -71,7 +72,7 @@ def test_sigterm_cancels_kills_everything_keeps_raw_files_and_writes_run_json(tm
     run.json has the job INFRA "cancelled"; what the tool and the load wrote
     is kept (cyclictest writes its JSON when interrupted); no cyclictest,
     stress-ng, shell or pytest of the run is left."""
-    marker = f"rtlab-fault-{tmp_path.name}"
+    marker = f"rtlab-fault-{uuid.uuid4().hex[:12]}"  # unique across xdist workers (tmp_path names are not)
     path = write_campaign("boards: [local]\nsuites:\n  - suite: cyclictest\n    loads: [cpu]\n"
                           # (60 s: no longer than a checkpoint segment, so the campaign loads without a warning)
                           f"    params: {{duration_s: 60, extra_args: [{marker}]}}\n")

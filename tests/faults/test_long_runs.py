@@ -8,6 +8,7 @@ import json
 import logging
 import signal
 import time
+import uuid
 
 import yaml
 
@@ -40,7 +41,7 @@ def test_a_plain_cyclictest_longer_than_a_segment_is_said_at_load(write_campaign
 
 def test_a_nightly_cyclictest_killed_part_way_keeps_its_checkpoints_for_gate_and_report(tmp_path, write_campaign):
     (entry,) = yaml.safe_load(NIGHTLY.read_text())["suites"]
-    marker = f"rtlab-fault-{tmp_path.name}"
+    marker = f"rtlab-fault-{uuid.uuid4().hex[:12]}"  # unique across xdist workers (tmp_path names are not)
     entry.update(loads=["idle"], overrides={})
     entry["params"].update(duration_s=8, checkpoint_s=2, extra_args=[marker])
     path = write_campaign("boards: [local]\n" + yaml.safe_dump({"suites": [entry]}))
