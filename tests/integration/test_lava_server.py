@@ -6,6 +6,7 @@ verdict and the measurements' shape must equal those of the same job run by
 `lava-run` alone; a job cancelled on the server is INFRA; a device whose
 health check fails is taken offline by LAVA, never measured."""
 import json
+from concurrent.futures import ThreadPoolExecutor
 import os
 import shutil
 import subprocess
@@ -95,12 +96,16 @@ def test_server_job_equals_lava_run(lab, jobs, tmp_path):
                         f"open({str(calls_log)!r}, 'a').write(json.dumps(sys.argv[1:]) + '\\n')\n"
                         f"os.execv({shutil.which('lavacli')!r}, ['lavacli', *sys.argv[1:]])\n")
     recorder.chmod(0o755)
-    via_server = rtlab_retry_infra("lava", "submit", job_file, "--local-lab", "--wait", "--out",
-                                   tmp_path / "fetched", "--results", tmp_path / "server", timeout=1800,
-                                   env={"RTLAB_LAVACLI": str(recorder)})
+    # the server's job and lava-run of the same job at once (each a QEMU guest
+    # of its own), as a lab and a developer's desk would run them
+    with ThreadPoolExecutor(2) as pool:
+        server_side = pool.submit(rtlab_retry_infra, "lava", "submit", job_file, "--local-lab", "--wait", "--out",
+                                  tmp_path / "fetched", "--results", tmp_path / "server", timeout=1800,
+                                  env={"RTLAB_LAVACLI": str(recorder)})
+        run_side = pool.submit(rtlab_retry_infra, "lava", "run", job_file, "--out", tmp_path / "records",
+                               "--results", tmp_path / "local", timeout=1200)
+        via_server, via_run = server_side.result(), run_side.result()
     assert via_server.returncode == 0, via_server.stdout + via_server.stderr
-    via_run = rtlab_retry_infra("lava", "run", job_file, "--out", tmp_path / "records", "--results",
-                                tmp_path / "local", timeout=1200)
     assert via_run.returncode == 0, via_run.stdout + via_run.stderr
     s_job, s_m = _measurement(Path(via_server.stdout.split("results: ")[-1].split()[0]))
     r_job, r_m = _measurement(Path(via_run.stdout.split("results: ")[-1].split()[0]))

@@ -2,6 +2,7 @@
 table, and exit codes that never mix latency failures with infra errors."""
 import textwrap
 import json
+import re
 from pathlib import Path
 
 from conftest import ROOT, processes_of, rtlab, rtlab_retry_infra
@@ -112,4 +113,9 @@ def test_broken_budget_exits_1_and_gate_rejudges(tmp_path, campaign):
     # without --budgets the lab's budgets judge, never a file the run brought
     # (docs/design/security.md), and the gate says which
     res = rtlab("gate", run_dir)
-    assert res.returncode == 0 and f"judged by budgets {ROOT / 'budgets' / 'default.yaml'}" in res.stdout, res.stdout
+    assert f"judged by budgets {ROOT / 'budgets' / 'default.yaml'}" in res.stdout, res.stdout
+    # the lab's local budget (a max of tens of ms) holds here but for the rare
+    # run this machine stalls past it: then the lab's budget is the one named
+    # broken (FAIL, or INFRA where the host stole the time), never the run's 1 us
+    broken = [int(b) for b in re.findall(r">= budget (\d+) us", res.stdout)]
+    assert res.returncode == 0 or (broken and min(broken) > 1), res.stdout
