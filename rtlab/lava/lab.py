@@ -508,10 +508,35 @@ class LocalLavaLab:
                 except ProcessLookupError:
                     pass
             stopped.append(service)
+        # lava-worker starts each job's lava-run in a session of its own: one
+        # that outlives the worker (a job running at `down`) spins on without
+        # its server, at most of a CPU. The lab's processes all work in the
+        # lab's directory, which nothing else of the machine does
+        strays = self.processes_in_dir()
+        if strays:
+            for pid in strays:
+                kill_tree(pid)
+            stopped.append(f"{len(strays)} job process(es)")
         st.pids = {}
         if self.state_file.exists():
             self._write_state(st)
         return stopped
+
+    def processes_in_dir(self) -> list[int]:
+        """Processes (not zombies) whose working directory is the lab's directory or below it."""
+        found = []
+        for entry in os.listdir("/proc"):
+            if not entry.isdigit() or int(entry) == os.getpid():
+                continue
+            try:
+                cwd = Path(os.readlink(f"/proc/{entry}/cwd"))
+                with open(f"/proc/{entry}/stat") as f:
+                    state = f.read().rsplit(")", 1)[1].split()[0]
+            except (OSError, IndexError):
+                continue
+            if state != "Z" and (cwd == self.dir or self.dir in cwd.parents):
+                found.append(int(entry))
+        return found
 
 
 def device_type_template(lb) -> str:
