@@ -446,9 +446,9 @@ def forget_builds_of(commit: str) -> None:
 
 
 def test_latency_bug_fails_the_gate_on_the_budget(kernel_project, ci_projects, tmp_path):
-    """The latency-bug commit, triggered with a campaign from outside the
-    lab's repository (as a kernel merge request could name one in its own
-    tree) whose budget file beside it allows 1000 s: the campaign chooses
+    """A kernel merge request of the latency-bug commit, triggered with a
+    campaign from outside the lab's repository (as the merge request could
+    name one in its own tree) whose budget file beside it allows 1000 s: the campaign chooses
     what is measured, never how it is judged. The test job and the gate judge
     by the operator's RTLAB_GATE_BUDGETS, and the gate says so: FAIL."""
     forget_builds_of(kernel_project["latency"])
@@ -459,9 +459,11 @@ def test_latency_bug_fails_the_gate_on_the_budget(kernel_project, ci_projects, t
         (ci_projects["preempt"] / "campaign.yaml").read_text().replace("budgets: budgets.yaml", "budgets: loose.yaml")
         # 3 s: a window that holds several of the hog's 400 ms stalls in its one run
         .replace("duration_s: 1,", "duration_s: 3,"))
-    # a budget test: one run is enough (the trigger's RTLAB_REPEAT wins over the workflow's)
+    # a kernel merge request gated on budgets only (RTLAB_REGRESSION=0): one
+    # run is enough (the trigger's RTLAB_REPEAT wins over the workflow's)
     r, proj, logs = run_pipeline(ci_projects["preempt"], _repo(kernel_project), kernel_project["latency"],
-                                 "latency", tmp_path, KERNEL_BRANCH="timers", RTLAB_REPEAT="1",
+                                 "latency", tmp_path, KERNEL_MR_IID="9", KERNEL_TARGET_BRANCH="main",
+                                 KERNEL_MR_SOURCE_BRANCH="timers", RTLAB_REGRESSION="0", RTLAB_REPEAT="1",
                                  RTLAB_CAMPAIGN=str(outside / "campaign.yaml"))
     assert r.returncode != 0, "pipeline passed a 400 ms non-preemptible section"
     lines = gate_lines(logs)
@@ -469,6 +471,7 @@ def test_latency_bug_fails_the_gate_on_the_budget(kernel_project, ci_projects, t
     assert fails and not [ln for ln in lines if ln.startswith("gate: INFRA")], lines
     assert any(f"{BOARD}/preempt/cyclictest/idle" in ln and f">= budget {BUDGET_MAX_US} us" in ln
                for ln in fails), lines
+    assert any(ln.startswith("gate: budgets only (kernel merge request !9 into main") for ln in lines), lines
     judged = [ln for ln in lines if " judged by budgets " in ln]
     assert judged and all(f"judged by budgets {proj / 'budgets.yaml'}" in ln for ln in judged), lines
     assert "loose.yaml" not in "\n".join(judged)
