@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import builtins
 import math
+import os
 import re
 from pathlib import Path
 from typing import Any, Iterable
@@ -176,8 +177,6 @@ def open_node(path) -> Node:
 def seconds_setting(name: str, default: float, lo: float, hi: float, value: Any = None) -> float:
     """A duration from the environment variable *name* (or *value*), typed and
     ranged; *default* when unset or empty; an InputError names the variable."""
-    import os
-
     text = os.environ.get(name, "") if value is None else value
     if not str(text).strip():
         return default

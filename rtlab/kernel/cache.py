@@ -11,8 +11,6 @@ from ..targets.arch import ARCHES
 from ..core.fsutil import cache_root, try_locked as _try_locked
 
 
-
-
 def kernel_cache() -> Path:
     return cache_root() / "kernel"
 

@@ -530,11 +530,9 @@ class LocalLavaLab:
                 continue
             try:
                 cwd = Path(os.readlink(f"/proc/{entry}/cwd"))
-                with open(f"/proc/{entry}/stat") as f:
-                    state = f.read().rsplit(")", 1)[1].split()[0]
-            except (OSError, IndexError):
+            except OSError:
                 continue
-            if state != "Z" and (cwd == self.dir or self.dir in cwd.parents):
+            if (cwd == self.dir or self.dir in cwd.parents) and pid_alive(int(entry)):
                 found.append(int(entry))
         return found
 

@@ -7,6 +7,7 @@ looked at, so a crashing tool still leaves what it printed on disk.
 from __future__ import annotations
 
 import base64
+import contextlib
 import gzip
 import hashlib
 import json
@@ -15,7 +16,7 @@ import re
 import shlex
 import time
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Iterator, Optional, Sequence
 
 from ..core.config import parse_cpulist, seconds_setting
 from ..core.rundir import EXIT_CODE, STDERR, STDOUT, MeasurementDir
@@ -60,14 +61,22 @@ class BoardShell:
         self.transfers = Transfers()
         self._scripts: dict[str, str] = {}
 
-    def run(self, cmd: str, timeout: float = 30.0) -> tuple[list[str], int]:
-        """(output lines, exit code); a console failure is one line (SuiteFailure),
-        the console's expect dump goes to the log only."""
+    @contextlib.contextmanager
+    def _one_line_failures(self, cmd: str, timeout: float) -> Iterator[None]:
+        """A console failure as one line (SuiteFailure); the console's expect
+        dump goes to the log only. rtlab's own SuiteFailures pass as they are."""
         try:
-            out, _, rc = self.command.run(cmd, timeout=timeout)
+            yield
+        except SuiteFailure:
+            raise
         except Exception as e:  # noqa: BLE001 - pexpect/labgrid errors carry 20-line dumps
             log.warning("console command %r failed: %r", cmd, e)
             raise SuiteFailure(f"console: `{cmd[:100]}` failed: {error_line(e, timeout)}") from None
+
+    def run(self, cmd: str, timeout: float = 30.0) -> tuple[list[str], int]:
+        """(output lines, exit code); console failures as :meth:`_one_line_failures`."""
+        with self._one_line_failures(cmd, timeout):
+            out, _, rc = self.command.run(cmd, timeout=timeout)
         return out, rc
 
     def run_watched(self, cmd: str, timeout: float, expected_s: float) -> None:
@@ -80,14 +89,11 @@ class BoardShell:
         if watched is None:  # a shell driver without the probe: the timeout alone
             self.run(cmd, timeout=timeout)
             return
-        silence_s = console_silence_s()
-        try:
-            watched(cmd, timeout=timeout, expected_s=expected_s, silence_s=silence_s)
-        except ConsoleSilent as e:
-            raise BoardLost(str(e)) from None
-        except Exception as e:  # noqa: BLE001 - as run(): one line here, the dump in the log
-            log.warning("console command %r failed: %r", cmd, e)
-            raise SuiteFailure(f"console: `{cmd[:100]}` failed: {error_line(e, timeout)}") from None
+        with self._one_line_failures(cmd, timeout):
+            try:
+                watched(cmd, timeout=timeout, expected_s=expected_s, silence_s=console_silence_s())
+            except ConsoleSilent as e:
+                raise BoardLost(str(e)) from None
 
     def check(self, cmd: str, timeout: float = 30.0) -> list[str]:
         out, rc = self.run(cmd, timeout)
@@ -564,12 +570,13 @@ def run_tool(sh: BoardShell, run_id: str, argv: Sequence[str], host_dir: Path,
     except BoardLost as e:
         # a board that echoes nothing hears no Ctrl-C either: one fresh
         # console (a stuck line, not the board?) with a short wait, then INFRA
-        log.warning("board %s lost while %s ran: %s", sh.name, argv[0], e)
-        failure = SuiteFailure(f"board {sh.name} lost while {argv[0]} ran: {e}")
+        lost = f"board {sh.name} lost while {argv[0]} ran: {e}"
+        log.warning("%s", lost)
+        failure = SuiteFailure(lost)
         wait_s = console_silence_s()
         if not sh.reconnect(wait_s=wait_s):
-            raise SuiteFailure(f"board {sh.name} lost while {argv[0]} ran: {e}; no shell on a fresh console "
-                               f"within {wait_s:g} s either: raw files left on the board in {wd}") from None
+            raise SuiteFailure(f"{lost}; no shell on a fresh console within {wait_s:g} s either: "
+                               f"raw files left on the board in {wd}") from None
         _kill_in_dir(sh, wd)
     except BaseException as e:
         # a hung tool, a lost console, a cancelled run: what the tool wrote so
