@@ -308,6 +308,9 @@ SIMULATED = (  # (name, Scenario keyword arguments): docs/measurements/verdict.m
                                                       "tau_share": 0.25}),
     ("1 key, 2 x 4 runs vs one session", {"keys": 1, "pool": (2, 4), "cand_sessions": "one"}),
     ("1 key, 2 x 4 runs vs one session, x3", {"keys": 1, "pool": (2, 4), "cand_sessions": "one", "ratio": 3.0}),
+    ("1 key, 2 x 4 runs vs a session per batch, half", {"keys": 1, "pool": (2, 4), "tau_share": 0.5}),
+    ("1 key, 2 x 4 runs vs a session per batch, x3", {"keys": 1, "pool": (2, 4), "ratio": 3.0}),
+    ("4 keys, 3 x 3 runs vs a session per batch, half", {"keys": 4, "pool": (3, 3), "tau_share": 0.5}),
 )
 
 

@@ -460,7 +460,8 @@ class Comparison(CampaignOutcome):
         out += [f"system changed: {c}" for c in self.system_changes]
         for name, sess in sorted(self.sessions.items()):
             out.append(f"sessions ({name}): between-session variance {sess['tau2_over_sigma2']:.2g} x the "
-                       f"within (upper bound {sess['upper_bound']:.2g}, used), p={sess['p']:.2g}: "
+                       f"within (upper bound {sess['upper_bound']:.2g} in the baseline; each look pools the "
+                       f"candidate's sessions too), p={sess['p']:.2g}: "
                        + ("the baseline clusters by session: its spread is widened by it, and a "
                           "board that boots built kernels can take paired boots instead "
                           "(regression: baseline: {<class>: paired}), which no session effect can fake"
@@ -615,16 +616,22 @@ def _sequential(cmp: Comparison, gated: list, policy: Policy) -> None:
     whose statistics can be compared is REGRESSION or NO-REGRESSION."""
     m = max(1, len(gated))
     # the sessions' share of the variance, per statistic, from every key's
-    # baseline pool at once (the host's sessions are the same for all keys)
+    # baseline pool at once (the host's sessions are the same for all keys):
+    # what the key can see before any candidate run (its planned detectable
+    # effect); each look adds the candidate's sessions so far to the pools
     rho: dict[str, float] = {}
     for name in {sc.name for _, sc, _, _ in gated}:
-        pools = [(stats._logs(sc.baseline, fl), [r.session for r in kc.baseline])
-                 for kc, sc, fl, _ in gated if sc.name == name and not any(sc.baseline_censored)]
-        upper, est, p = stats.session_ratio(pools)
+        upper, est, p = stats.session_ratio(_session_pools(gated, name))
         rho[name] = upper
         if est is not None:
             cmp.sessions[name] = {"tau2_over_sigma2": est, "upper_bound": upper, "p": p,
                                   "clusters": p < 0.05}
+    rho_at: dict[tuple[str, int], float] = {}
+
+    def rho_look(name: str, n: int) -> float:
+        if (name, n) not in rho_at:
+            rho_at[name, n] = stats.session_ratio(_session_pools(gated, name, n))[0]
+        return rho_at[name, n]
     for kc, sc, floor, eff in gated:
         nb, nc = len(sc.baseline), len(sc.candidate)
         schedule = policy.schedule()
@@ -663,7 +670,7 @@ def _sequential(cmp: Comparison, gated: list, policy: Policy) -> None:
             else:
                 c_sessions = [r.session for r in kc.candidate[:n]]
                 L = stats.look_statistics(blog, stats._logs(sc.candidate[:n], floor), b_sessions, c_sessions,
-                                          rho=rho.get(sc.name, 0.0))
+                                          rho=rho_look(sc.name, n))
                 e, p = float(L.estimate), float(L.p())
                 if not (math.isfinite(p) and float(L.se) > 0):
                     # no spread at all (quantised values): the exact rank test;
@@ -689,6 +696,20 @@ def _sequential(cmp: Comparison, gated: list, policy: Policy) -> None:
             sc.sync()
     for kc in cmp.keys:
         _decide(kc, policy)
+
+
+def _session_pools(gated: list, name: str, looked: int = 0) -> list[tuple[Any, list[Any]]]:
+    """(logs, sessions) of statistic *name*: every key's baseline, and with
+    *looked* its first *looked* candidate runs as a pool of their own (keys
+    with a censored value on either side left out)."""
+    pools = []
+    for kc, sc, fl, _ in gated:
+        if sc.name != name or any(sc.baseline_censored) or any(sc.candidate_censored[:looked]):
+            continue
+        pools.append((stats._logs(sc.baseline, fl), [r.session for r in kc.baseline]))
+        if looked:
+            pools.append((stats._logs(sc.candidate[:looked], fl), [r.session for r in kc.candidate[:looked]]))
+    return pools
 
 
 def _decide(kc: KeyComparison, policy: Policy) -> None:

@@ -154,7 +154,9 @@ def _runs(blog: np.ndarray, sessions: list[Any], rho: float, shift: float, sched
     """Candidates drawn from the baseline's model (its within-session
     variance, the sessions' share *rho*, a session per batch), shifted by
     *shift* (log), judged look by look: (mean runs to a decision, share
-    found REGRESSION)."""
+    found REGRESSION). The looks keep the baseline's bound *rho* where
+    compare pools the candidate's sessions in: these candidates are drawn
+    with that share, so their sessions would estimate it again."""
     nb = len(blog)
     s2 = float(stats.within_variance(blog, sessions)[0])
     nmax = schedule[-1]

@@ -137,7 +137,9 @@ def simulate(s: Scenario, campaigns: int, seed: int = 0, *, data: bool = False):
     used = np.full((campaigns, s.keys), nmax)
     det = np.full((campaigns, s.keys), np.nan)
     for n in looks:
-        L = stats.look_statistics(B, C[..., :n], bs, cs[:n], rho=rho)
+        rho_n = np.stack([stats.session_ratio_arrays(B[:, :, j], bs, more=[(C[:, :, j, :n], cs[:n])])
+                          for j in range(S)], -1)[:, None, :]
+        L = stats.look_statistics(B, C[..., :n], bs, cs[:n], rho=rho_n)
         d = stats.closed_look(L, pa, pb, min_log, planned, final=(n == looks[-1]))
         reg = d.regress.any(-1)
         none = d.no_regression.all(-1)

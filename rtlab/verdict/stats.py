@@ -327,11 +327,15 @@ def look_statistics(B: np.ndarray, C: np.ndarray, b_sessions: Sequence[Any] = ()
 
     A random-effects model: log = side mean + session offset (variance
     tau2 = rho * sigma2) + run noise (sigma2). *rho*, the sessions' share
-    relative to the runs', comes from the whole campaign's baseline pool
+    relative to the runs', comes from the whole campaign's pools
     (:func:`session_ratio`, its upper bound at SESSION_CONFIDENCE): one key's handful
     of sessions cannot estimate it (simulated: a per-key estimate, or a
     pre-test of sessions per key, left most false alarms of a session
-    effect in place). The side means' variance is then sigma2 *
+    effect in place). The pools are the baseline's and the candidate's
+    sessions so far, each side around its own mean: the model gives both
+    sides one session variance, and a baseline of two sessions alone bounds
+    it so loosely (one degree of freedom) that a x150 regression measured
+    over six candidate sessions read as p=0.2. The side means' variance is then sigma2 *
     (rho * sum(n_s^2)/N^2 + 1/N) per side: a one-session candidate cannot
     average its session's offset away. sigma2 from the runs around their
     session's mean (df: runs - sessions). Where no session holds two runs
@@ -533,21 +537,30 @@ def session_ratio(pools: Sequence[tuple[Any, Sequence[Any]]], confidence: float 
 
 
 def session_ratio_arrays(B: np.ndarray, sessions: Sequence[Any],
-                         confidence: float = SESSION_CONFIDENCE) -> np.ndarray:
+                         confidence: float = SESSION_CONFIDENCE,
+                         more: Sequence[tuple[np.ndarray, Sequence[Any]]] = ()) -> np.ndarray:
     """:func:`session_ratio`'s upper bound for pools that share one session
     layout: *B* (..., keys, n), vectorised over the leading axes (what the
-    verdict's simulations use)."""
-    B = np.asarray(B, dtype=float)
-    G = _one_hot(list(sessions))
-    ns = G.sum(0)
-    n, k = B.shape[-1], len(ns)
-    if k < 2 or n - k < 1:
-        return np.zeros(B.shape[:-2])
-    means = (B @ G) / ns
-    ssw = ((B - means @ G.T) ** 2).sum(-1).sum(-1)
-    ssb = (ns * (means - B.mean(-1, keepdims=True)) ** 2).sum(-1).sum(-1)
-    keys = B.shape[-2]
-    dfb, dfw = keys * (k - 1), keys * (n - k)
+    verdict's simulations use); *more*: further (logs, sessions) parts of
+    the same leading shape (the candidate's runs so far), each around its
+    own mean, skipped as :func:`session_ratio` skips a pool."""
+    ssb = ssw = 0.0
+    dfb = dfw = 0
+    n0_num = 0.0
+    for X, labels in ((B, sessions), *more):
+        X = np.asarray(X, dtype=float)
+        G = _one_hot(list(labels))
+        ns = G.sum(0)
+        n, k = X.shape[-1], len(ns)
+        if k < 2 or n - k < 1:
+            continue
+        means = (X @ G) / ns
+        ssw = ssw + ((X - means @ G.T) ** 2).sum(-1).sum(-1)
+        ssb = ssb + (ns * (means - X.mean(-1, keepdims=True)) ** 2).sum(-1).sum(-1)
+        keys = X.shape[-2]
+        dfb, dfw = dfb + keys * (k - 1), dfw + keys * (n - k)
+        n0_num += keys * (n - (ns ** 2).sum() / n)
+    if not dfb:
+        return np.zeros(np.asarray(B).shape[:-2])
     f = (ssb / dfb) / (ssw / dfw)
-    n0 = (n - (ns ** 2).sum() / n) / (k - 1)
-    return np.maximum(0.0, (f / float(sps.f.ppf(1 - confidence, dfb, dfw)) - 1) / n0)
+    return np.maximum(0.0, (f / float(sps.f.ppf(1 - confidence, dfb, dfw)) - 1) / (n0_num / dfb))

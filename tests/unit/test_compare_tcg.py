@@ -82,3 +82,31 @@ def test_percentiles_beyond_the_histogram_decide_instead_of_cannot_decide():
     (k,) = compare_runs(good[5:], bad, pol).keys
     (p999,) = [s for s in k.stats if s.name == "p99.9"]
     assert k.outcome == REGRESSION and abs(p999.test.p - 1 / 252) < 1e-9, k.line()
+
+
+def test_two_baseline_sessions_do_not_hide_a_x150_regression_measured_over_six_sessions():
+    # recorded by a gitlab-ci-local kernel merge request on 2026-11-28: the
+    # store's baseline held 8 runs from 2 sessions that differed (session
+    # F-test p 0.01), the latency bug's max 410 ms in 29 of 30 runs over six
+    # sessions. The baseline's two sessions alone bound the session variance
+    # at 53 x the within one; the candidate's six sessions, which agree, say
+    # otherwise. Before the looks pooled both sides' sessions this read
+    # p=0.2 at every look and ended NO-REGRESSION ("sees +1e12 % or more").
+    from test_compare import run
+    base_max = [[1020, 1693, 1926, 3326], [2062, 5127, 17632, 5499]]
+    cand_max = [[412914, 1954, 412362, 413230, 412627], [409315, 418501, 408608, 410516, 410404],
+                [415675, 413751, 409932, 414588, 411270], [412942, 411569, 411669, 414028, 409968],
+                [407974, 409822, 417135, 412028, 415318], [408879, 406815, 407235, 419749, 410236]]
+
+    def side(prefix, sessions):
+        out = []
+        for s, values in enumerate(sessions):
+            for i, mx in enumerate(values):
+                r = run(f"{prefix}{s}", 500, mx=mx, p999=1000)
+                r.jobs[0].repeat = i
+                out.append(r)
+        return out
+    cmp = compare_runs(side("main", base_max), side("mr", cand_max), POLICY)
+    (k,) = cmp.keys
+    assert k.deciding.name == "max"
+    assert k.outcome == REGRESSION and cmp.exit_code == 1, cmp.lines()
