@@ -41,6 +41,23 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def reserve_port(host: str = "127.0.0.1") -> socket.socket:
+    """A socket bound (SO_REUSEADDR, not listening) to a free port of *host*,
+    held until the server that will listen there has bound it (a server that
+    sets SO_REUSEADDR can bind it meanwhile) or is about to: while held, no
+    other bind to port 0 gets it. free_port()'s port, released at once, went
+    to the rack's own next port-0 listener (a board's console relay), and
+    the PDU's bind then failed with EADDRINUSE."""
+    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        s.bind((host, 0))
+    except OSError:
+        s.close()
+        raise
+    return s
+
+
 def _stat_fields(pid: int) -> Optional[list[str]]:
     """/proc/<pid>/stat from field 3 (state) on; None if there is no such process."""
     try:

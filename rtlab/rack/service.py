@@ -42,7 +42,7 @@ from .board import VirtualBoard
 from .config import RackConfig, load_rack_config
 from .pdu import PDUServer, PowerController
 from .state import read_state, write_state
-from ..core.procutil import free_port
+from ..core.procutil import reserve_port
 
 REAP_PERIOD_S = 1.0
 #: a service that keeps dying is a broken rack, not a fault to ride out
@@ -100,8 +100,15 @@ class Rack:
         self.dir.mkdir(parents=True, exist_ok=True)
         cport = int(cfg.coordinator.rpartition(":")[2]) if coordinator_port is None else coordinator_port
         pport = int(cfg.pdu.rpartition(":")[2]) if pdu_port is None else pdu_port
-        self.coordinator_port = cport or free_port()
-        self.pdu_port = pport or free_port()
+        #: ports picked here (0 asked), held until their server binds them
+        self.reserved: dict[str, socket.socket] = {}
+        if not cport and not coordinator:
+            self.reserved["coordinator"] = reserve_port("127.0.0.1")
+        if not pport:
+            self.reserved["PDU"] = reserve_port(bind)
+        self.coordinator_port = cport or (self.reserved["coordinator"].getsockname()[1]
+                                          if "coordinator" in self.reserved else 0)
+        self.pdu_port = pport or self.reserved["PDU"].getsockname()[1]
         self.coordinator_address = coordinator or f"127.0.0.1:{self.coordinator_port}"
         self.boards: dict[str, VirtualBoard] = {}
         self.procs: dict[str, subprocess.Popen] = {}
@@ -156,6 +163,7 @@ class Rack:
                                           self.dir / "pdu.jsonl")
         self.controller.start()
         self.pdu = PDUServer((self.bind, self.pdu_port), self.controller)
+        self.release_port("PDU")
         self.pdu.start()
         self.say(f"PDU on {self.pdu.url} ({len(self.boards)} outlets)")
 
@@ -176,9 +184,17 @@ class Rack:
         self.say(f"places: {', '.join(self.cfg.places)}")
         self.state("ready")
 
+    def release_port(self, what: str) -> None:
+        s = self.reserved.pop(what, None)
+        if s is not None:
+            s.close()
+
     def _start_coordinator(self) -> None:
         cdir = self.dir / "coordinator"
         cdir.mkdir(exist_ok=True)
+        # labgrid-coordinator binds without waiting for this process: let go
+        # of the port just before it starts
+        self.release_port("coordinator")
         self._spawn("coordinator", [venv_tool("labgrid-coordinator"), "-l", self.coordinator_address],
                     cwd=cdir)
         with Coordinator(self.coordinator_address) as coord:
