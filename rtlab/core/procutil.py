@@ -88,3 +88,20 @@ def pid_alive(pid: Optional[int]) -> bool:
         pass  # someone else's: it exists
     fields = _stat_fields(pid)
     return fields is not None and fields[0] != "Z"
+
+
+def processes_in_dir(directory: Path) -> list[int]:
+    """Processes (not zombies, not this one) whose working directory is
+    *directory* or below it."""
+    directory = Path(directory).resolve()
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            cwd = Path(os.readlink(f"/proc/{entry}/cwd"))
+        except OSError:
+            continue
+        if (cwd == directory or directory in cwd.parents) and pid_alive(int(entry)):
+            found.append(int(entry))
+    return found

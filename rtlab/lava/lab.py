@@ -71,7 +71,7 @@ from typing import Callable, Optional
 
 from .. import ROOT
 from ..errors import RtlabError
-from ..core.procutil import free_port, pid_alive, process_start
+from ..core.procutil import free_port, pid_alive, process_start, processes_in_dir
 
 PG_BIN = Path("/usr/lib/postgresql/15/bin")
 LAB_USER = "rtlab"
@@ -512,7 +512,7 @@ class LocalLavaLab:
         # that outlives the worker (a job running at `down`) spins on without
         # its server, at most of a CPU. The lab's processes all work in the
         # lab's directory, which nothing else of the machine does
-        strays = self.processes_in_dir()
+        strays = processes_in_dir(self.dir)
         if strays:
             for pid in strays:
                 kill_tree(pid)
@@ -521,20 +521,6 @@ class LocalLavaLab:
         if self.state_file.exists():
             self._write_state(st)
         return stopped
-
-    def processes_in_dir(self) -> list[int]:
-        """Processes (not zombies) whose working directory is the lab's directory or below it."""
-        found = []
-        for entry in os.listdir("/proc"):
-            if not entry.isdigit() or int(entry) == os.getpid():
-                continue
-            try:
-                cwd = Path(os.readlink(f"/proc/{entry}/cwd"))
-            except OSError:
-                continue
-            if (cwd == self.dir or self.dir in cwd.parents) and pid_alive(int(entry)):
-                found.append(int(entry))
-        return found
 
 
 def device_type_template(lb) -> str:

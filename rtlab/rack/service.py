@@ -102,13 +102,12 @@ class Rack:
         pport = int(cfg.pdu.rpartition(":")[2]) if pdu_port is None else pdu_port
         #: ports picked here (0 asked), held until their server binds them
         self.reserved: dict[str, socket.socket] = {}
-        if not cport and not coordinator:
-            self.reserved["coordinator"] = reserve_port("127.0.0.1")
-        if not pport:
-            self.reserved["PDU"] = reserve_port(bind)
-        self.coordinator_port = cport or (self.reserved["coordinator"].getsockname()[1]
-                                          if "coordinator" in self.reserved else 0)
-        self.pdu_port = pport or self.reserved["PDU"].getsockname()[1]
+
+        def pick(what: str, host: str) -> int:
+            self.reserved[what] = reserve_port(host)
+            return self.reserved[what].getsockname()[1]
+        self.coordinator_port = cport or (0 if coordinator else pick("coordinator", "127.0.0.1"))
+        self.pdu_port = pport or pick("PDU", bind)
         self.coordinator_address = coordinator or f"127.0.0.1:{self.coordinator_port}"
         self.boards: dict[str, VirtualBoard] = {}
         self.procs: dict[str, subprocess.Popen] = {}

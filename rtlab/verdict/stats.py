@@ -507,6 +507,31 @@ def closed_look(L: LookStatistics, pa: float, pb: float, min_log: Any, planned: 
 SESSION_CONFIDENCE = 0.8
 
 
+def _session_sums(parts: Sequence[tuple[Any, Sequence[Any]]]) -> tuple[Any, Any, int, int, float]:
+    """The one-way ANOVA sums over (logs (..., keys, n), sessions) parts, each
+    key around its own mean: (ssb, ssw over the leading axes, dfb, dfw, the
+    numerator of n0, the mean session size). A part without two sessions
+    and a session of two runs adds nothing."""
+    ssb: Any = 0.0
+    ssw: Any = 0.0
+    dfb = dfw = 0
+    n0_num = 0.0
+    for X, labels in parts:
+        X = np.asarray(X, dtype=float)
+        G = _one_hot(list(labels))
+        ns = G.sum(0)
+        n, k = X.shape[-1], len(ns)
+        if k < 2 or n - k < 1:
+            continue
+        means = (X @ G) / ns
+        ssw = ssw + ((X - means @ G.T) ** 2).sum(-1).sum(-1)
+        ssb = ssb + (ns * (means - X.mean(-1, keepdims=True)) ** 2).sum(-1).sum(-1)
+        keys = X.shape[-2]
+        dfb, dfw = dfb + keys * (k - 1), dfw + keys * (n - k)
+        n0_num += keys * (n - float((ns ** 2).sum()) / n)
+    return ssb, ssw, dfb, dfw, n0_num
+
+
 def session_ratio(pools: Sequence[tuple[Any, Sequence[Any]]], confidence: float = SESSION_CONFIDENCE
                   ) -> tuple[float, Optional[float], Optional[float]]:
     """The between-session variance relative to the within-session one,
@@ -514,23 +539,10 @@ def session_ratio(pools: Sequence[tuple[Any, Sequence[Any]]], confidence: float 
     sessions are the same for all): (upper *confidence* bound, estimate,
     F-test p of "no session effect"). (0, None, None) where no pool has two
     sessions with a session of two runs."""
-    ssb = ssw = dfb = dfw = n0_num = 0.0
-    for values, sessions in pools:
-        x = np.asarray(values, dtype=float)
-        G = _one_hot(list(sessions))
-        ns = G.sum(0)
-        n, k = len(x), len(ns)
-        if k < 2 or n - k < 1:
-            continue
-        means = (x @ G) / ns
-        ssw += float(((x - G @ means) ** 2).sum())
-        ssb += float((ns * (means - x.mean()) ** 2).sum())
-        dfb += k - 1
-        dfw += n - k
-        n0_num += n - (ns ** 2).sum() / n
-    if not dfb or not dfw or ssw <= 0:
+    ssb, ssw, dfb, dfw, n0_num = _session_sums([(np.asarray(v, dtype=float)[None, :], s) for v, s in pools])
+    if not dfb or not dfw or float(ssw) <= 0:
         return 0.0, None, None
-    f = (ssb / dfb) / (ssw / dfw)
+    f = float(ssb) / dfb / (float(ssw) / dfw)
     n0 = n0_num / dfb
     upper = max(0.0, (f / float(sps.f.ppf(1 - confidence, dfb, dfw)) - 1) / n0)
     return upper, max(0.0, (f - 1) / n0), float(sps.f.sf(f, dfb, dfw))
@@ -543,23 +555,8 @@ def session_ratio_arrays(B: np.ndarray, sessions: Sequence[Any],
     layout: *B* (..., keys, n), vectorised over the leading axes (what the
     verdict's simulations use); *more*: further (logs, sessions) parts of
     the same leading shape (the candidate's runs so far), each around its
-    own mean, skipped as :func:`session_ratio` skips a pool."""
-    ssb = ssw = 0.0
-    dfb = dfw = 0
-    n0_num = 0.0
-    for X, labels in ((B, sessions), *more):
-        X = np.asarray(X, dtype=float)
-        G = _one_hot(list(labels))
-        ns = G.sum(0)
-        n, k = X.shape[-1], len(ns)
-        if k < 2 or n - k < 1:
-            continue
-        means = (X @ G) / ns
-        ssw = ssw + ((X - means @ G.T) ** 2).sum(-1).sum(-1)
-        ssb = ssb + (ns * (means - X.mean(-1, keepdims=True)) ** 2).sum(-1).sum(-1)
-        keys = X.shape[-2]
-        dfb, dfw = dfb + keys * (k - 1), dfw + keys * (n - k)
-        n0_num += keys * (n - (ns ** 2).sum() / n)
+    own mean."""
+    ssb, ssw, dfb, dfw, n0_num = _session_sums([(B, sessions), *more])
     if not dfb:
         return np.zeros(np.asarray(B).shape[:-2])
     f = (ssb / dfb) / (ssw / dfw)

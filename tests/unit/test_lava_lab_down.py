@@ -6,6 +6,7 @@ import os
 import subprocess
 import time
 
+from rtlab.core.procutil import processes_in_dir
 from rtlab.lava.lab import LocalLavaLab
 
 
@@ -18,12 +19,12 @@ def test_down_ends_a_job_process_that_outlived_the_worker(tmp_path):
     try:
         deadline = time.monotonic() + 10
         lab = LocalLavaLab(lab_dir)
-        while time.monotonic() < deadline and len(lab.processes_in_dir()) < 2:
+        while time.monotonic() < deadline and len(processes_in_dir(lab_dir)) < 2:
             time.sleep(0.05)
-        assert len(lab.processes_in_dir()) == 2  # the shell and its sleep
+        assert len(processes_in_dir(lab_dir)) == 2  # the shell and its sleep
         stopped = lab.down()
         job.wait(timeout=10)  # ended (by its signal, or when its child was killed first)
-        assert stopped == ["2 job process(es)"] and lab.processes_in_dir() == []
+        assert stopped == ["2 job process(es)"] and processes_in_dir(lab_dir) == []
         assert elsewhere.poll() is None  # what works elsewhere is not the lab's
     finally:
         for p in (job, elsewhere):

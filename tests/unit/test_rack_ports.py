@@ -6,6 +6,8 @@ A port picked and released at once went to a board's relay in a full
 `make test` run, and the PDU's bind failed with EADDRINUSE."""
 import socket
 
+import pytest
+
 from rtlab.core.procutil import reserve_port
 from rtlab.rack.config import load_rack_config
 from rtlab.rack.pdu import PDUServer, PowerController
@@ -23,6 +25,8 @@ def test_a_reserved_port_is_never_handed_to_a_port_0_bind_and_its_server_still_b
             others.append(s.getsockname()[1])
             s.close()
         assert port not in others
+        with socket.socket() as other, pytest.raises(OSError, match="in use"):
+            other.bind(("127.0.0.1", port))  # held: taken for anyone but a SO_REUSEADDR server
         srv = PDUServer(("127.0.0.1", port), PowerController({}, None))  # SO_REUSEADDR, as the rack's
     finally:
         held.close()
@@ -38,9 +42,9 @@ def test_the_rack_holds_the_ports_it_picked_until_their_servers_bind(tmp_path):
     try:
         assert rack.reserved["coordinator"].getsockname()[1] == rack.coordinator_port
         assert rack.reserved["PDU"].getsockname()[1] == rack.pdu_port
-        with socket.socket() as s:  # the relay of a board made now
-            s.bind(("127.0.0.1", 0))
-            assert s.getsockname()[1] not in (rack.coordinator_port, rack.pdu_port)
+        for port in (rack.coordinator_port, rack.pdu_port):
+            with socket.socket() as other, pytest.raises(OSError, match="in use"):
+                other.bind(("127.0.0.1", port))
         rack.release_port("PDU")
         assert "PDU" not in rack.reserved
     finally:
