@@ -53,6 +53,10 @@ def register(sub):
     b.add_argument("--config-only", action="store_true",
                    help="stop after `make olddefconfig` and the option check")
     b.add_argument("-j", "--jobs", type=int, default=2, help="make -j (default 2)")
+    b.add_argument("--trusted-tree", action="store_true",
+                   help="the tree is the lab's own: its build may fill the shared compiler cache (default: "
+                        "only the pinned source does; any other tree's build only reads it). The build runs "
+                        "confined either way (docs/design/security.md)")
     b.set_defaults(func=run_build)
 
     pr = ksub.add_parser("prune", help="free the kernel build cache, least recently used first")
@@ -100,7 +104,8 @@ def run_build(args) -> int:
     tree = Path(args.tree) if args.tree else ensure_source(cache_dir=cache, progress=_progress).path
     built = build_kernel(tree, args.arch, with_base(args.arch, frags, args.board),
                          out=Path(args.out) if args.out else None, cache_dir=cache,
-                         progress=_progress, jobs=args.jobs, config_only=args.config_only)
+                         progress=_progress, jobs=args.jobs, config_only=args.config_only,
+                         trusted=args.trusted_tree or not args.tree)
     if args.config_only:
         json.dump({"config": str(built.config)}, sys.stdout, indent=2)
     else:

@@ -23,6 +23,7 @@ from .errors import KernelError
 from .fragments import load_fragment
 from .key import FORMAT, cache_key, fragments_digest
 from .make import _children_cpu, _ccache_counts, _Make
+from .output import check_release, take_config, take_image
 from .progress import Progress, _fmt_s, _quiet
 from .tree import tree_state
 
@@ -101,17 +102,33 @@ def _make_object_dir(obj: Path) -> None:
     (obj / ".gitignore").write_text("# rtlab kernel build objects\n*\n")
 
 
+def _keep_statslog(statslog: Path, bdir: Path) -> None:
+    """The ccache stats log beside the build (counts only: written by ccache
+    in the sandbox, so read bounded and kept only as a regular file)."""
+    from .output import read_output
+    try:
+        (bdir / "ccache-stats.log").write_bytes(read_output(statslog, 16 << 20, "ccache stats log"))
+    except (KernelError, OSError):
+        pass
+
+
 def build_kernel(tree: Union[Path, str], arch: str, fragments: Sequence[Union[str, Path]], *,
                  out: Optional[Path] = None, cache_dir: Optional[Path] = None,
                  progress: Optional[Progress] = print, jobs: int = 2, nice: int = 10,
                  ccache_dir: Optional[Path] = None, fragments_dir: Optional[Path] = None,
-                 config_only: bool = False) -> BuiltKernel:
+                 config_only: bool = False, trusted: bool = False) -> BuiltKernel:
     """Build *tree* for *arch* from *fragments* (merged in order), cached.
 
     Returns at once when the same (commit + uncommitted changes, arch,
     fragments, compiler) were built before. *out* gets a copy of the image,
     .config and build.json. *config_only* stops after the option check
     (nothing is cached; the result has only ``config``).
+
+    Every step that runs the tree's code runs in its sandbox
+    (rtlab.kernel.sandbox); the image and .config enter the cache only
+    after it has exited, checked (rtlab.kernel.output). *trusted*: the
+    tree is the lab's own (the pinned source), so its objects may fill the
+    shared compiler cache; any other tree's build only reads it.
     """
     if _arch.get_or_none(arch) is None:
         raise InputError("--arch", f"unknown arch {arch!r}; known: {', '.join(ARCHES)}")
@@ -163,17 +180,22 @@ def build_kernel(tree: Union[Path, str], arch: str, fragments: Sequence[Union[st
         bdir.mkdir(parents=True)
         _make_object_dir(obj)
         log = bdir / "build.log"
-        statslog = bdir / "ccache-stats.log"
-        # one compiler cache for every build cache (content-addressed, safe to share)
+        # ccache's per-build log, in the sandbox's one writable place; kept beside the build after it
+        statslog = obj / ".rtlab-ccache-stats.log"
+        # one compiler cache for every build cache (content-addressed; only
+        # the lab's own source writes it: rtlab.kernel.sandbox)
         ccd = Path(ccache_dir) if ccache_dir else Path(os.environ.get("CCACHE_DIR") or kernel_cache() / "ccache")
+        if trusted:
+            ccd.mkdir(parents=True, exist_ok=True)
         make = _Make(state.path, obj, karch, log, say, label, nice, ccd, statslog,
-                     state.commit_time)
+                     state.commit_time, ccache_writes=trusted,
+                     readable=tuple(dict.fromkeys(f.path.resolve() for f in frags)))
 
         try:
             n_req = _configure(make, state.path, arch, frags, bdir, label, say)
             say(f"{label}: all {n_req} requested options survived olddefconfig")
             if config_only:
-                shutil.copy2(obj / ".config", bdir / ".config")
+                take_config(obj / ".config", bdir / ".config")
                 shutil.rmtree(obj)
                 return BuiltKernel(Path(), bdir / ".config", "", {}, bdir, cached=False)
 
@@ -184,17 +206,17 @@ def build_kernel(tree: Union[Path, str], arch: str, fragments: Sequence[Union[st
             make(karch.kernel_image_name, jobs=jobs, tail=True)
             make_s = time.monotonic() - t_make
             make_cpu = _children_cpu() - cpu0
-            release = make("-s", "kernelrelease", capture=True).strip().splitlines()[-1]
+            release = check_release(make("-s", "kernelrelease", capture=True))
 
             image = bdir / karch.kernel_image_name
-            shutil.copy2(obj / karch.kernel_image, image)
-            shutil.copy2(obj / ".config", bdir / ".config")
-            config_text = (bdir / ".config").read_text()
+            take_image(obj / karch.kernel_image, image, karch)
+            config_text = take_config(obj / ".config", bdir / ".config")
             try:
                 _, uname_v = kernel_banner(image)
             except RtlabError:
                 uname_v = ""
-            counts = _ccache_counts(statslog)
+            _keep_statslog(statslog, bdir)
+            counts = _ccache_counts(bdir / "ccache-stats.log")
             info: dict[str, Any] = {
                 "format": FORMAT, "key": key,
                 "tree": str(state.path), "commit": state.commit, "describe": state.describe,
@@ -221,7 +243,10 @@ def build_kernel(tree: Union[Path, str], arch: str, fragments: Sequence[Union[st
             # the log and the .config stay in bdir (named by the error); the
             # objects go: a runner's kernel tree must not fill up with the
             # objects of every commit that failed to build
-            if (obj / ".config").is_file() and not (bdir / ".config").exists():
-                shutil.copy2(obj / ".config", bdir / ".config")
+            if not (bdir / ".config").exists():
+                try:
+                    take_config(obj / ".config", bdir / ".config")
+                except (KernelError, OSError):
+                    pass  # none, or not one rtlab takes: the error says what failed
             shutil.rmtree(obj, ignore_errors=True)
             raise

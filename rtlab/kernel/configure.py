@@ -1,13 +1,13 @@
 """Configuring a build: tinyconfig, the kernel's merge_config.sh, olddefconfig, then the option check."""
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 from typing import Sequence
 
 from ..targets import arch as _arch
 from .fragments import Fragment, requested_options
 from .make import _Make
+from .output import CONFIG_MAX_BYTES, read_output, take_config
 from .options import Dropped, KernelConfigError, check_options, kconfig_hint
 from .progress import Progress
 
@@ -27,9 +27,10 @@ def _configure(make: "_Make", tree: Path, arch: str, frags: Sequence[Fragment], 
     say(f"{label}: make olddefconfig")
     make("olddefconfig")
     requested = requested_options(frags)
-    dropped = check_options(requested, (obj / ".config").read_text())
+    dropped = check_options(requested, read_output(obj / ".config", CONFIG_MAX_BYTES, ".config")
+                            .decode(errors="replace"))
     if dropped:
-        shutil.copy2(obj / ".config", bdir / ".config")
+        take_config(obj / ".config", bdir / ".config")
         dropped = [Dropped(d.option, d.wanted, d.got, d.fragment, d.line,
                            kconfig_hint(tree, karch.kernel_arch, d.option)) for d in dropped]
         with open(make.log, "a") as f:

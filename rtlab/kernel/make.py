@@ -1,4 +1,5 @@
-"""make steps of one build: one log, progress from its last line, ccache counters."""
+"""make steps of one build, each in the build's sandbox: one log, progress
+from its last line, ccache counters."""
 from __future__ import annotations
 
 import datetime as dt
@@ -13,10 +14,14 @@ from typing import Mapping, Optional
 from ..targets.arch import Arch
 from .errors import KernelError
 from .progress import Progress, _fmt_s
+from .sandbox import BASE_ENV, BuildSandbox
 
 
 #: seconds between "last line of make" progress lines
 TAIL_EVERY_S = 10.0
+#: the most of a step's standard output read back (`make -s kernelrelease`):
+#: the tree's code writes it
+CAPTURE_MAX = 64 * 1024
 
 
 def _last_line(log: Path) -> str:
@@ -65,10 +70,16 @@ def _ccache_counts(statslog: Path) -> dict[str, int]:
 
 
 class _Make:
-    """Runs make steps of one build, all output appended to one log."""
+    """Runs make steps of one build in its sandbox, all output appended to one log.
+
+    *ccache_dir*: the shared compiler cache, written only when *ccache_writes*
+    (the lab's own source: rtlab.kernel.sandbox says why); *statslog*, the
+    build's ccache stats log, lies in its output directory (the sandbox's one
+    writable place)."""
 
     def __init__(self, tree: Path, obj: Path, karch: Arch, log: Path, say: Progress, label: str,
-                 nice: int, ccache_dir: Path, statslog: Path, timestamp: int):
+                 nice: int, ccache_dir: Path, statslog: Path, timestamp: int, *,
+                 ccache_writes: bool = False, readable: tuple[Path, ...] = ()):
         self.tree, self.obj, self.log, self.say, self.label = tree, obj, log, say, label
         self.nice = nice
         cross = karch.cross_prefix()
@@ -80,33 +91,48 @@ class _Make:
         if ccache:
             self.vars += [f"CC=ccache {self.cc}", "HOSTCC=ccache gcc"]
         self.ccache = bool(ccache)
-        self.env = {**os.environ,
-                    "KBUILD_BUILD_USER": "rtlab", "KBUILD_BUILD_HOST": "rtlab",
-                    "KBUILD_BUILD_TIMESTAMP": dt.datetime.fromtimestamp(timestamp, dt.timezone.utc)
-                    .strftime("%a %b %e %H:%M:%S UTC %Y") if timestamp else "",
-                    "CCACHE_DIR": str(ccache_dir), "CCACHE_STATSLOG": str(statslog),
-                    "LC_ALL": "C"}
-        if "CCACHE_MAXSIZE" not in os.environ:
-            self.env["CCACHE_MAXSIZE"] = "5G"
-        if not timestamp:
-            del self.env["KBUILD_BUILD_TIMESTAMP"]
+        env = {"KBUILD_BUILD_USER": "rtlab", "KBUILD_BUILD_HOST": "rtlab",
+               "CCACHE_DIR": str(ccache_dir), "CCACHE_STATSLOG": str(statslog),
+               "CCACHE_TEMPDIR": "/tmp/ccache", "CCACHE_MAXSIZE": os.environ.get("CCACHE_MAXSIZE", "5G")}
+        if timestamp:
+            env["KBUILD_BUILD_TIMESTAMP"] = (dt.datetime.fromtimestamp(timestamp, dt.timezone.utc)
+                                             .strftime("%a %b %e %H:%M:%S UTC %Y"))
+        if not ccache_writes:
+            env["CCACHE_READONLY"] = "true"
+        shared = (ccache_dir,) if ccache and ccache_dir.is_dir() else ()
+        self.sandbox = BuildSandbox(tree, obj, readable=readable + (() if ccache_writes else shared),
+                                    writable=shared if ccache_writes else (), env=env)
+        #: the sandbox's own process (bwrap) gets no more of rtlab's environment than its contents do
+        self.env = dict(BASE_ENV)
 
     def __call__(self, *targets: str, jobs: int = 1, tail: bool = False, capture: bool = False,
                  extra_env: Optional[Mapping[str, str]] = None, cmd: Optional[list[str]] = None) -> str:
         if cmd is None:
             cmd = ["make", "-C", str(self.tree), *self.vars, f"-j{jobs}", *targets]
-        cmd = ["nice", "-n", str(self.nice), *cmd]
-        env = {**self.env, **(extra_env or {})}
+        shown = cmd
+        inner = self.sandbox if not extra_env else BuildSandbox(
+            self.sandbox.tree, self.sandbox.out, self.sandbox.readable, self.sandbox.writable,
+            {**self.sandbox.env, **extra_env})
+        cmd = ["nice", "-n", str(self.nice), *inner.argv(cmd, cwd=self.obj)]
         with open(self.log, "ab") as logf:
-            logf.write(("\n$ " + " ".join(cmd) + "\n").encode())
+            logf.write(("\n$ " + " ".join(shown) + "\n").encode())
             logf.flush()
             if capture:
-                res = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=logf, env=env, cwd=str(self.obj))
-                if res.returncode != 0:
-                    raise self.failure(cmd, res.returncode)
-                return res.stdout.decode(errors="replace")
+                with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=logf, env=self.env,
+                                      cwd=str(self.obj)) as res:
+                    assert res.stdout is not None
+                    out = res.stdout.read(CAPTURE_MAX + 1)
+                    if len(out) > CAPTURE_MAX:
+                        res.kill()
+                        res.wait()
+                        raise KernelError(f"{self.label}: `{' '.join(shown)}` wrote more than {CAPTURE_MAX} "
+                                          f"bytes where a line was expected")
+                    rc = res.wait()
+                if rc != 0:
+                    raise self.failure(shown, rc)
+                return out.decode(errors="replace")
             t0 = time.monotonic()
-            proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, env=env, cwd=str(self.obj))
+            proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT, env=self.env, cwd=str(self.obj))
             next_tail = t0 + TAIL_EVERY_S
             try:
                 while True:
@@ -123,7 +149,7 @@ class _Make:
                 proc.wait()
                 raise
         if proc.returncode != 0:
-            raise self.failure(cmd, proc.returncode)
+            raise self.failure(shown, proc.returncode)
         return ""
 
     def failure(self, cmd: list[str], rc: int) -> KernelError:

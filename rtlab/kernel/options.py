@@ -79,6 +79,10 @@ def check_options(requested: Mapping[str, tuple[str, str, int]], config_text: st
     return dropped
 
 
+#: a Kconfig file larger than this is not read for a hint
+KCONFIG_MAX_BYTES = 4 << 20
+
+
 def kconfig_hint(tree: Path, make_arch: str, option: str) -> str:
     """Where *option* is defined and what it depends on (best effort, for errors)."""
     name = option[len("CONFIG_"):]
@@ -96,6 +100,9 @@ def kconfig_hint(tree: Path, make_arch: str, option: str) -> str:
                 continue
             path = Path(dirpath) / fn
             try:
+                # the tree's files: a Kconfig that is a symlink or a FIFO is not read
+                if path.is_symlink() or not path.is_file() or path.stat().st_size > KCONFIG_MAX_BYTES:
+                    continue
                 lines = path.read_text(errors="replace").splitlines()
             except OSError:
                 continue

@@ -9,7 +9,7 @@ from typing import Optional
 
 from ..errors import InputError
 from ..core.fsutil import sha256_file
-from .git import _git
+from .git import _git, check_repository_config
 
 
 @dataclass(frozen=True)
@@ -28,7 +28,12 @@ def tree_state(tree: Path) -> TreeState:
     tree = Path(tree).resolve()
     if not (tree / "Makefile").is_file() or not (tree / "Kconfig").is_file():
         raise InputError(tree, "not a kernel source tree (no Makefile/Kconfig)")
+    # first: nothing below may run or follow the tree's own git configuration
+    check_repository_config(tree)
     top = _git(tree, "rev-parse", "--show-toplevel", check=False)
+    if "dubious ownership" in (top.stderr or ""):
+        raise InputError(tree, "is owned by another user, and git refuses it (dubious ownership): rtlab "
+                               "never marks a tree safe.directory; build a tree this user owns")
     if top.returncode != 0:
         raise InputError(tree, "not a git repository: builds are keyed by commit "
                                "(`rtlab kernel source` makes one from Debian's linux-source)")
@@ -42,8 +47,8 @@ def tree_state(tree: Path) -> TreeState:
     describe = _git(tree, "describe", "--tags", "--always", "--dirty").stdout.strip()
     ctime = int(_git(tree, "log", "-1", "--format=%ct").stdout.strip() or 0)
     # tracked changes (staged or not) against HEAD, binary-safe, then untracked files
-    diff = _git(tree, "diff", "--binary", "--no-ext-diff", "HEAD", text=False).stdout
-    changed = [p for p in _git(tree, "diff", "--name-only", "-z", "HEAD").stdout.split("\0") if p]
+    diff = _git(tree, "diff", "--binary", "--no-ext-diff", "--no-textconv", "HEAD", text=False).stdout
+    changed = [p for p in _git(tree, "diff", "--name-only", "--no-ext-diff", "-z", "HEAD").stdout.split("\0") if p]
     untracked = sorted(p for p in _git(tree, "ls-files", "-z", "--others", "--exclude-standard")
                        .stdout.split("\0") if p)
     if not diff and not untracked:

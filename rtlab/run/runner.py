@@ -33,6 +33,7 @@ from . import forkserver, joblife
 from ..core import hostnoise, timing
 from ..soak import live as soak_live
 from .. import kernel as kbuild
+from ..kernel.sandbox import SandboxUnavailable
 from ..targets.arch import get_or_none
 from ..judge.evidence import arm_job, arms
 from ..images import ensure_images
@@ -176,6 +177,8 @@ def build_kernels(jobs: list[Job], images: dict, kernel_tree: Optional[Path],
                 bk = kbuild.build_kernel(kernel_tree, arch, list(frags), progress=progress)
             else:
                 bk = kbuild.ensure_built_kernel(arch, list(frags), progress=progress)
+        except SandboxUnavailable:
+            raise  # the lab cannot confine a build: infra, never the commit's FAIL
         except RtlabError as e:
             bk = KernelBuildFailed(f"kernel build failed ({what}): {e}")  # type: ignore[assignment]
             progress(str(bk))

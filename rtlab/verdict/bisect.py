@@ -37,7 +37,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import math
-import os
 import subprocess
 import sys
 import time
@@ -49,6 +48,7 @@ from .. import kernel as kbuild
 from ..plan.campaign import load_campaign
 from ..errors import InputError, RtlabError
 from ..kernel import tree_state
+from ..kernel.git import _git, git_argv
 from ..core.params import ParamError
 from ..plan.policy import Policy, load_policy
 from ..run.runner import run_campaign
@@ -64,14 +64,6 @@ MIN_EFFECT = 0.5
 
 class BisectInputError(InputError):
     pass
-
-
-def _git(tree: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess:
-    r = subprocess.run(["git", "-C", str(tree), *args], capture_output=True, text=True,
-                       env={**os.environ, "GIT_TERMINAL_PROMPT": "0"})
-    if check and r.returncode != 0:
-        raise RtlabError(f"git {' '.join(args)} in {tree}: {r.stderr.strip() or r.returncode}")
-    return r
 
 
 # ------------------------------------------------------------------ the oracle
@@ -441,8 +433,8 @@ def run_bisect(s: Settings, shas: dict[str, str]) -> dict[str, Any]:
         report["baseline"] = base
         state_file.write_text(json.dumps({"settings": dataclasses.asdict(s), "baseline": base, "steps": []}))
         _git(tree, "bisect", "start", shas["bad"], shas["good"])
-        r = subprocess.run(["git", "-C", str(tree), "bisect", "run", sys.executable, "-m", "rtlab.verdict.bisect",
-                            "step", str(state_file)], capture_output=True, text=True)
+        r = subprocess.run(git_argv(tree, "bisect", "run", sys.executable, "-m", "rtlab.verdict.bisect",
+                                    "step", str(state_file)), capture_output=True, text=True)
         log = _git(tree, "bisect", "log", check=False).stdout
         (work / "git-bisect-run.log").write_text(r.stdout + r.stderr)
         (work / "git-bisect.log").write_text(log)
