@@ -11,7 +11,7 @@ STAMPS := .cache/stamps
 GCL := .cache/gitlab-ci-local/bin/gitlab-ci-local
 PYTHON ?= python3
 
-.PHONY: all setup images rtbench run test test-durations test-rack test-rack-soak test-long test-pipeline lint reference-jobs bench clean gitlab-ci-local
+.PHONY: all setup images rtbench runner-setup run test test-durations test-rack test-rack-soak test-long test-pipeline lint reference-jobs bench clean gitlab-ci-local
 all: run
 
 setup: $(STAMPS)/host $(VENV)/.installed
@@ -35,6 +35,15 @@ rtbench: setup
 # board images: Debian's pinned kernels + an initramfs per arch (cached by content)
 images: setup rtbench
 	@$(RTLAB) images >/dev/null
+
+# a lab runner host, as root, once: the user the CI jobs run as
+# (RUNNER_USER, default rtlab) and what it is granted, nothing more
+# (env/runner-setup.sh, docs/runner.md). The checkout and its .venv must be
+# readable by that user: a checkout such as /opt/rtlab, and a python outside
+# root's home (PYTHON=/usr/bin/python3 where root's python3 is not Debian's).
+RUNNER_USER ?= rtlab
+runner-setup: images
+	@bash env/runner-setup.sh $(RUNNER_USER)
 
 # exit code: rtlab's is 0 all within budget, 1 a budget broke, 2 infra error;
 # make turns any non-zero into 2, so the line below says which it was.

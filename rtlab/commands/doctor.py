@@ -13,7 +13,11 @@ its fix (docs/adding-a-board.md walks through them):
 * budgets: a budget (or an ``unbudgeted:`` entry) for every suite x variant
   x load the campaign would run on the board;
 * kernel variants: which ones the board can boot, and why not the others;
-* the store: an InfluxDB that answers, or the local influxd and a spool.
+* the store: an InfluxDB that answers, or the local influxd and a spool;
+* privileges: the build sandbox (bubblewrap and a user namespace), and for
+  a user other than root what the lab grants it narrowly (docs/runner.md):
+  SCHED_FIFO and mlockall for the local board, /dev/cpu_dma_latency, the
+  boards' serial devices, a delegated cgroup for the job keeper.
 
 Exit 0 when nothing is wrong, 1 when something is (each listed with its
 fix), 2 for a bad command line.
@@ -62,6 +66,9 @@ def _problem(area: str, what: str, fix: str) -> Finding:
 
 
 # -- set-up --------------------------------------------------------------------
+
+#: what `make runner-setup` grants (docs/runner.md): named in every fix below
+RUNNER_SETUP = "as root: make runner-setup RUNNER_USER={user} (docs/runner.md)"
 
 def check_setup(root: Path = ROOT) -> list[Finding]:
     """The checkout's set-up stamps (`make setup`); an install outside a
@@ -237,6 +244,118 @@ def _check_place(board: Board, coordinator: Optional[str], places: Optional[Call
 
 # -- what the campaign would run -----------------------------------------------
 
+def _serial_ports(board: Board) -> list[str]:
+    """Device paths of the board's local serial resources (RawSerialPort, USBSerialPort with a port)."""
+    from labgrid.util.yaml import load as lg_load
+    try:
+        with open(board.env_file) as f:
+            data = lg_load(f) or {}
+    except (OSError, ValueError):
+        return []
+    out = []
+    for target in (data.get("targets") or {}).values():
+        res = (target or {}).get("resources") or {}
+        items = res.items() if isinstance(res, dict) else ((k, v) for r in res for k, v in dict(r).items())
+        for kind, opts in items:
+            port = (opts or {}).get("port") if isinstance(opts, dict) else None
+            if kind in ("RawSerialPort", "USBSerialPort") and isinstance(port, str) and port.startswith("/dev/"):
+                out.append(port)
+    return out
+
+
+CAP_IPC_LOCK = 14
+
+
+def _has_cap(bit: int) -> bool:
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("CapEff:"):
+                return bool(int(line.split()[1], 16) >> bit & 1)
+    except (OSError, ValueError, IndexError):
+        pass
+    return False
+
+
+def _can_fifo(prio: int) -> bool:
+    """May this user run a thread SCHED_FIFO at *prio* (tried, in a child)?"""
+    import subprocess
+    r = subprocess.run([sys.executable, "-c", "import os; os.sched_setscheduler(0, os.SCHED_FIFO, "
+                        f"os.sched_param({int(prio)}))"], capture_output=True, timeout=30)
+    return r.returncode == 0
+
+
+def check_privileges(boards: list[Board], jobs, *, euid: Optional[int] = None,
+                     user: Optional[str] = None) -> list[Finding]:
+    """The build sandbox, and what a user other than root needs for these
+    boards' jobs, each missing grant with the fix that grants it."""
+    import resource
+    import pwd
+
+    from ..kernel.sandbox import probe
+    from ..run.joblife import job_cgroup
+
+    euid = os.geteuid() if euid is None else euid
+    user = user or pwd.getpwuid(euid).pw_name
+    setup = RUNNER_SETUP.format(user=user)
+    found = []
+    why = probe()
+    found.append(Finding("privileges", "kernel trees build confined (bubblewrap, a user namespace)") if why is None
+                 else _problem("privileges", f"kernel trees cannot be built: {why}",
+                               "apt-get install bubblewrap (make setup), and allow user namespaces"))
+    if euid == 0:
+        found.append(Finding("privileges", "running as root: the lab's CI jobs run as a user of their own "
+                                           "(docs/runner.md)"))
+        return found
+    local = [b for b in boards if b.kind == "local"]
+    if local:
+        prio = max((int(r.params.get("priority", 0)) for j in jobs if j.board.kind == "local" for r in j.suites
+                    if isinstance(r.params.get("priority", 0), int)), default=99) or 99
+        if _can_fifo(prio):
+            found.append(Finding("privileges", f"SCHED_FIFO up to priority {prio}"))
+        else:
+            found.append(_problem("privileges", f"the local board's tools run SCHED_FIFO {prio}, and {user} may "
+                                                f"not (neither CAP_SYS_NICE nor RLIMIT_RTPRIO {prio})",
+                                  f"{setup}; start the runner with CAP_SYS_NICE and CAP_IPC_LOCK "
+                                  f"(env/systemd/gitlab-runner-rtlab.service, or env/runner-exec.sh)"))
+        soft, _hard = resource.getrlimit(resource.RLIMIT_MEMLOCK)
+        if soft == resource.RLIM_INFINITY or _has_cap(CAP_IPC_LOCK):
+            found.append(Finding("privileges", "memory locking (cyclictest -m)"))
+        else:
+            found.append(_problem("privileges", f"cyclictest -m locks its memory, and {user} may lock "
+                                                f"{soft} bytes (RLIMIT_MEMLOCK, no CAP_IPC_LOCK)",
+                                  f"{setup}; start the runner with CAP_IPC_LOCK "
+                                  f"(env/systemd/gitlab-runner-rtlab.service, or env/runner-exec.sh)"))
+        dma = "/dev/cpu_dma_latency"
+        if os.path.exists(dma) and not os.access(dma, os.W_OK):
+            found.append(_problem("privileges", f"{dma} is not writable by {user}: cyclictest cannot hold the "
+                                                f"CPUs out of deep idle states (it goes on without)",
+                                  f"{setup} (a udev rule: KERNEL==\"cpu_dma_latency\", GROUP=\"{user}\", "
+                                  f"MODE=\"0660\")"))
+    for board in boards:
+        for port in _serial_ports(board):
+            if not os.path.exists(port):
+                continue  # not plugged in here: the board check says so where it matters
+            if os.access(port, os.R_OK | os.W_OK):
+                found.append(Finding("privileges", f"{board.name}: serial {port} readable and writable"))
+            else:
+                found.append(_problem("privileges", f"{board.name}: {user} cannot open its serial port {port}",
+                                      f"{setup} (adds {user} to the port's group, dialout)"))
+    token = f"doctor-{os.getpid()}"
+    cg = job_cgroup(token)
+    if cg is not None:
+        with contextlib.suppress(OSError):
+            os.rmdir(cg)
+        found.append(Finding("privileges", "the job keeper can make a cgroup per job (cgroup v2, delegated)"))
+    else:
+        found.append(_problem("privileges", f"{user} cannot make a cgroup in its own cgroup: the job keeper falls "
+                                            f"back to watching processes, and a job's double-forked process can "
+                                            f"escape it",
+                              f"{setup} (a cgroup v2 subtree owned by {user}); start the runner in it "
+                              f"(systemd: Delegate=yes, env/systemd/gitlab-runner-rtlab.service; "
+                              f"otherwise env/runner-exec.sh)"))
+    return found
+
+
 def check_budgets(campaign, jobs) -> list[Finding]:
     from ..plan.budgets import load_budgets
     try:
@@ -369,6 +488,7 @@ def diagnose(boards: Optional[list[str]], campaign_path: Optional[str], *, store
         found += check_variants(board, jobs, images)
     if campaign is not None and jobs:
         found += check_budgets(campaign, jobs)
+    found += check_privileges(loaded, jobs)
     if store:
         found += check_store(store_config)
     return found
@@ -386,5 +506,5 @@ def run(args) -> int:
     return 1 if problems else 0
 
 
-__all__ = ["Finding", "check_board", "check_budgets", "check_images", "check_labgrid_env", "check_resources",
-           "check_setup", "check_store", "check_variants", "diagnose"]
+__all__ = ["Finding", "check_board", "check_budgets", "check_images", "check_labgrid_env", "check_privileges",
+           "check_resources", "check_setup", "check_store", "check_variants", "diagnose"]

@@ -64,6 +64,27 @@ class SandboxUnavailable(RtlabError):
     """This machine cannot confine a build: the lab's problem (INFRA), never the commit's."""
 
 
+def _ambient_caps() -> bool:
+    """Does this process hold ambient capabilities (the lab runner's user:
+    CAP_SYS_NICE and CAP_IPC_LOCK for the local board, docs/runner.md)?"""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("CapAmb:"):
+                return int(line.split()[1], 16) != 0
+    except (OSError, ValueError, IndexError):
+        pass
+    return False
+
+
+def drop_caps() -> list[str]:
+    """The prefix that leaves a non-root caller's capabilities behind: a
+    build never gets the runner's CAP_SYS_NICE, and bwrap refuses to start
+    with capabilities it was not installed setuid for."""
+    if os.geteuid() != 0 and _ambient_caps():
+        return ["setpriv", "--inh-caps=-all", "--ambient-caps=-all", "--"]
+    return []
+
+
 def bwrap() -> str:
     exe = shutil.which("bwrap")
     if exe is None:
@@ -89,7 +110,7 @@ class BuildSandbox:
 
     def argv(self, cmd: Sequence[str], cwd: Optional[Path] = None) -> list[str]:
         """bwrap's command line running *cmd* in the sandbox."""
-        a = [bwrap(), "--unshare-all", "--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
+        a = [*drop_caps(), bwrap(), "--unshare-all", "--unshare-user", "--uid", str(SANDBOX_UID), "--gid", str(SANDBOX_UID),
              "--die-with-parent", "--new-session", "--hostname", "rtlab-build",
              # the build's command is the namespace's pid 1: when it exits, the kernel ends every
              # process left in the namespace, and its CPU time reaches rtlab (bwrap's own reaper
@@ -126,7 +147,7 @@ def probe() -> Optional[str]:
     except SandboxUnavailable as e:
         return str(e)
     try:
-        r = subprocess.run([exe, "--unshare-all", "--unshare-user", "--die-with-parent", "--ro-bind", "/usr", "/usr",
+        r = subprocess.run([*drop_caps(), exe, "--unshare-all", "--unshare-user", "--die-with-parent", "--ro-bind", "/usr", "/usr",
                             "--symlink", "usr/bin", "/bin", "--symlink", "usr/lib", "/lib",
                             "--symlink", "usr/lib64", "/lib64", "--", "/usr/bin/true"],
                            capture_output=True, text=True, timeout=30, env=dict(BASE_ENV))

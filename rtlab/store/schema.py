@@ -30,6 +30,9 @@ METRICS = "metrics"
 #: a soak's checkpoints as they come (rtlab.store.live), stamped when published
 SOAK_PROGRESS = "soak_progress"
 MEASUREMENTS = (LATENCY, HIST, VERDICT, JOB, EVENTS, METRICS, SOAK_PROGRESS)
+#: the run parameters a verdict row keeps (field ``param_<name>``): what a
+#: baseline read back from the store needs to be compared as it was made
+RUN_PARAMS = ("duration_s", "interval_us")
 
 
 #: GitLab ``$CI_PIPELINE_SOURCE`` -> pipeline kind tag
@@ -334,6 +337,11 @@ class _Builder:
                 # percentile among the overflows is at least the range
                 vf["hist_size"] = _int(allt.histogram.size) if allt.histogram else None
                 vf["overflows"] = _int(allt.histogram.overflows) if allt.histogram else None
+            # how long and how often the tool sampled, as asked: a baseline read
+            # back compares runs by what they were made with, not by how many
+            # samples a loaded host let a TCG guest take (rtlab.verdict.compare)
+            for name in RUN_PARAMS:
+                vf["param_" + name] = _num((m.params or {}).get(name))
             vf.update(_pwcet_fields((m.output.metrics or {}).get("pwcet")))
             yield Point(VERDICT, dict(mtags, scope="measurement"), vf, ctx.time)
 
@@ -440,6 +448,7 @@ FIELDS: dict[str, dict[str, Any]] = {
               "max_us": float, **_PCT, "share_over_budget": float, **_BUDGET, **_RUN,
               "campaign": str, "branch": str, "repeat": int, "budget_class": str, "cycles": int,
               "bucket_us": float, "hist_size": int, "overflows": int,
+              "param_duration_s": float, "param_interval_us": float,
               "host_steal_ms": float, "host_steal_burst_ms": float, "host_max_gap_ms": float,
               "pwcet_us": float, "pwcet_lo_us": float, "pwcet_hi_us": float, "pwcet_hour_us": float,
               "pwcet_hour_lo_us": float, "pwcet_hour_hi_us": float, "pwcet_method": str, "pwcet_refused": str},

@@ -22,15 +22,16 @@ A store that is down or refuses the query raises: the caller exits 2
 from __future__ import annotations
 
 import json
+import math
 from datetime import datetime, timezone
-from typing import Iterable, Optional
+from typing import Any, Iterable, Optional
 
 from .compare import Replicate, Side
 from ..errors import RtlabError
 from ..core.model import Histogram, MeasurementKey, RunResult
 from ..store.base import StoreError, rows
 from ..store.lineproto import Point, timestamp
-from ..store.schema import HIST, VERDICT, pct_field
+from ..store.schema import HIST, RUN_PARAMS, VERDICT, pct_field
 from .stats import RUN_STATISTICS, censored_at
 
 PIN = "baseline_pin"
@@ -74,9 +75,14 @@ def _replicate(row: dict, histogram: Optional[Histogram] = None) -> Replicate:
     # at least the histogram's range, where the range is known
     size, bucket = row.get("hist_size"), row.get("bucket_us")
     censored = censored_at(values, float(size) * float(bucket) if size and bucket and row.get("cycles") else None)
-    # run parameters the store keeps: the histogram's range (duration and
-    # interval show in the samples per run: rtlab.verdict.compare.parameter_differences)
-    params = {"histogram range us": float(size) * float(bucket)} if size and bucket else {}
+    # run parameters the store keeps: the histogram's range, duration and
+    # interval (runs published before these were kept: their samples per
+    # run stand in, rtlab.verdict.compare.parameter_differences)
+    params: dict[str, Any] = {"histogram range us": float(size) * float(bucket)} if size and bucket else {}
+    for name in RUN_PARAMS:
+        v = row.get("param_" + name)
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+            params[name] = int(v) if float(v).is_integer() else float(v)
     return Replicate(run_id=str(row.get("run_id") or "?"), repeat=int(row.get("repeat") or 0),
                      campaign=str(row.get("campaign") or ""), budget_class=str(row.get("budget_class") or ""),
                      values=values, bucket_us=bucket, histogram=histogram,

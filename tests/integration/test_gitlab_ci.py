@@ -11,6 +11,13 @@ cyclictest and a test budget (qemu-tcg max 200 ms); jobs call rtlab from this
 checkout (RTLAB_HOME) and publish to a real influxd started here (the store
 the regression verdict reads its baselines from).
 
+The jobs run as a user of their own (rtlab-ci), never as root, the way a
+lab's runner service runs them (docs/runner.md): `make runner-setup` as root
+once (tests/integration/ci_runner.py), then gitlab-ci-local started as that
+user by env/runner-exec.sh. So the kernel project, the CI project and
+rtlab's checkout are the user's to read, its caches its own, and every
+kernel tree it builds is confined (rtlab/kernel/sandbox.py).
+
     good     the unchanged kernel, pushed to `main` with RTLAB_REGRESSION=0 (a
              branch's first pipeline: nothing to compare with yet)
                                                           -> passes, 3 runs published
@@ -57,8 +64,8 @@ from typing import Optional
 import pytest
 import yaml
 
+from ci_runner import Runner, lab_runner
 from kernel_project import make_kernel_project
-from rtlab.kernel import cache_root
 from rtlab.store import InfluxV1, LocalInfluxd
 from rtlab.store.base import rows
 
@@ -212,11 +219,21 @@ def test_which_baseline_each_pipeline_is_judged_against():
 
 
 @pytest.fixture(scope="module")
-def kernel_project(tmp_path_factory):
+def runner() -> Runner:
+    """The lab runner's user, set up as root once (make runner-setup)."""
+    return lab_runner()
+
+
+@pytest.fixture(scope="module")
+def kernel_project(runner):
+    """The kernel project the trigger names (KERNEL_REPO): the runner's user
+    clones it, so it is that user's (git refuses another user's repository)."""
     from rtlab.kernel import ensure_source
     src = ensure_source(progress=None)
-    dest = tmp_path_factory.mktemp("kernel") / "linux"
-    return {**make_kernel_project(src.path, dest), "_path": str(dest)}
+    dest = runner.workdir("kernel") / "linux"
+    project = make_kernel_project(src.path, dest)
+    runner.chown(dest)
+    return {**project, "_path": str(dest)}
 
 
 def make_ci_project(proj: Path, variant: str, budget_us: int = BUDGET_MAX_US, regression: str = "") -> Path:
@@ -256,13 +273,14 @@ def ci_projects(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def store(tmp_path_factory):
-    """The lab's store: a real influxd on free loopback ports."""
+def store(tmp_path_factory, runner):
+    """The lab's store: a real influxd on free loopback ports (the jobs'
+    spool, if the store is down, is their own: RTLAB_STATE_DIR)."""
     state = tmp_path_factory.mktemp("rtlab-store")
     srv = LocalInfluxd(state)
     srv.start()
     InfluxV1(srv.url, "ci").create_database()
-    yield {"RTLAB_INFLUX_URL": srv.url, "RTLAB_INFLUX_DB": "ci", "RTLAB_STATE_DIR": str(state)}
+    yield {"RTLAB_INFLUX_URL": srv.url, "RTLAB_INFLUX_DB": "ci", "RTLAB_STATE_DIR": str(runner.workdir("state"))}
     srv.stop()
 
 
@@ -273,17 +291,24 @@ def stored_runs(store: dict, branch: str) -> set[str]:
 
 
 def run_pipeline(ci_project: Path, kernel_repo: Optional[Path], sha: Optional[str], name: str, tmp_path: Path,
-                 store: Optional[dict] = None, **extra: str):
+                 store: Optional[dict] = None, *, as_root: bool = False, **extra: str):
     """One pipeline as the kernel project's trigger job starts it (*extra*:
     more pipeline variables, e.g. KERNEL_BRANCH; without *kernel_repo*, as
-    rtlab's own merge request starts it)."""
-    proj = tmp_path / name
+    rtlab's own merge request starts it), its jobs run as the lab runner's
+    user (*as_root*: as root, for a LAVA lab only root's tests can reach)."""
+    runner = None if as_root else lab_runner()
+    proj = (tmp_path if runner is None else runner.workdir("pipeline")) / name
     subprocess.run(["git", "clone", "-q", str(ci_project), str(proj)], check=True)
+    if runner is not None:
+        runner.chown(proj)
+    from rtlab.kernel import cache_root
+    cache = cache_root() if runner is None else runner.cache
     variables = {
         "CI_PIPELINE_SOURCE": "pipeline",
-        "RTLAB_HOME": str(ROOT), "RTLAB_CAMPAIGN": str(proj / "campaign.yaml"), "RTLAB_PUBLISH": "0",
+        "RTLAB_HOME": str(ROOT if runner is None else runner.rtlab_home),
+        "RTLAB_CAMPAIGN": str(proj / "campaign.yaml"), "RTLAB_PUBLISH": "0",
         # the runner's one kernel work tree (kept between runs, as on a runner)
-        "RTLAB_CI_KERNEL_DIR": str(cache_root() / "ci" / "test-kernel"),
+        "RTLAB_CI_KERNEL_DIR": str(cache / "ci" / "test-kernel"),
         # the lab's budgets, as an operator sets them at project level: the
         # campaign's own budget file never judges (a trigger names the campaign)
         "RTLAB_GATE_BUDGETS": str(proj / "budgets.yaml"),
@@ -293,12 +318,21 @@ def run_pipeline(ci_project: Path, kernel_repo: Optional[Path], sha: Optional[st
     if store is not None:
         variables.update({**store, "RTLAB_PUBLISH": "1"})
     variables.update(extra)
-    cmd = [GCL, "--force-shell-executor", "--no-color", "--concurrency", "1"]
+    cmd = [GCL if runner is None else str(runner.gitlab_ci_local), "--force-shell-executor", "--no-color",
+           "--concurrency", "1"]
     for k, v in variables.items():
         cmd += ["--variable", f"{k}={v}"]
     predefined = ",".join(k for k in variables if k.startswith("CI_"))
-    r = subprocess.run(cmd, cwd=proj, capture_output=True, text=True, timeout=3 * 3600,
-                       env={**os.environ, "GCL_IGNORE_PREDEFINED_VARS": predefined})
+    if runner is None:
+        # root reads the kernel project, which is the runner's user's: root's
+        # own environment vouches for that one path (rtlab never does)
+        trust = {"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "safe.directory",
+                 "GIT_CONFIG_VALUE_0": str(kernel_repo)} if kernel_repo is not None else {}
+        r = subprocess.run(cmd, cwd=proj, capture_output=True, text=True, timeout=3 * 3600,
+                           env={**os.environ, **trust, "GCL_IGNORE_PREDEFINED_VARS": predefined})
+    else:
+        r = subprocess.run(runner.argv(cmd, {"GCL_IGNORE_PREDEFINED_VARS": predefined}), cwd=proj,
+                           capture_output=True, text=True, timeout=3 * 3600)
     logs = {p.stem: p.read_text() for p in (proj / ".gitlab-ci-local" / "output").glob("*.log")}
     return r, proj, logs
 
@@ -433,11 +467,11 @@ def test_bad_trigger_variables_fail_the_gate_naming_them(ci_projects, kernel_pro
 
 
 def forget_builds_of(commit: str) -> None:
-    """Drop *commit*'s builds from the machine's kernel build cache (never
+    """Drop *commit*'s builds from the runner's kernel build cache (never
     its compiler cache): a claim about how a build was made needs a build
     made now, not one an earlier run on this machine left (built cold, say,
     before any other commit had warmed ccache)."""
-    for record in (cache_root() / "kernel" / "builds" / ARCH).glob("*/build.json"):
+    for record in (lab_runner().cache / "kernel" / "builds" / ARCH).glob("*/build.json"):
         try:
             if json.loads(record.read_text()).get("commit") == commit:
                 shutil.rmtree(record.parent)
@@ -452,13 +486,13 @@ def test_latency_bug_fails_the_gate_on_the_budget(kernel_project, ci_projects, t
     what is measured, never how it is judged. The test job and the gate judge
     by the operator's RTLAB_GATE_BUDGETS, and the gate says so: FAIL."""
     forget_builds_of(kernel_project["latency"])
-    outside = tmp_path / "kernel-tree-rtlab"
-    outside.mkdir()
+    outside = lab_runner().workdir("kernel-tree-rtlab")
     (outside / "loose.yaml").write_text('budgets:\n  qemu-tcg: {"*": {"*": {"*": {max_us: 1000000000}}}}\n')
     (outside / "campaign.yaml").write_text(
         (ci_projects["preempt"] / "campaign.yaml").read_text().replace("budgets: budgets.yaml", "budgets: loose.yaml")
         # 3 s: a window that holds several of the hog's 400 ms stalls in its one run
         .replace("duration_s: 1,", "duration_s: 3,"))
+    lab_runner().chown(outside)
     # a kernel merge request gated on budgets only (RTLAB_REGRESSION=0): one
     # run is enough (the trigger's RTLAB_REPEAT wins over the workflow's)
     r, proj, logs = run_pipeline(ci_projects["preempt"], _repo(kernel_project), kernel_project["latency"],
@@ -548,9 +582,9 @@ def test_kernel_merge_request_on_a_paired_class_boots_both_commits(kernel_projec
     r, proj, logs = run_pipeline(ci, _repo(kernel_project), bad, "paired-mr", tmp_path, None,
                                  KERNEL_MR_IID="9", KERNEL_TARGET_BRANCH="main", KERNEL_MR_SOURCE_BRANCH="hog",
                                  KERNEL_BASE_SHA=good, RTLAB_PAIRS="3",
-                                 # the lab's policy, as an operator sets it (never the campaign's own)
-                                 RTLAB_GATE_BUDGETS=str(tmp_path / "paired-mr" / "budgets.yaml"),
-                                 RTLAB_CI_PAIRED_DIR=str(cache_root() / "ci" / "test-kernel-paired"))
+                                 # (the lab's policy, as an operator sets it: run_pipeline's
+                                 # RTLAB_GATE_BUDGETS, never the campaign's own)
+                                 RTLAB_CI_PAIRED_DIR=str(lab_runner().cache / "ci" / "test-kernel-paired"))
     test_log = next(v for k, v in logs.items() if k.startswith("test"))
     assert "baseline method for qemu-aarch64: paired (budgets.yaml: regression: qemu-tcg: paired)" in test_log, \
         test_log[-3000:]
@@ -635,7 +669,7 @@ def test_lava_lab_runs_the_test_stage_and_the_same_gate_judges_it(lava_lab, tmp_
         # spec's own budget file is never used: docs/design/security.md)
         local = pool.submit(rtlab_retry_infra, "lava", "run", jobs, "--out", tmp_path / "records", "--results",
                             tmp_path / "lava-run-results", "--budgets", proj / "budgets.yaml", timeout=1800)
-        r, clone, logs = run_pipeline(proj, None, None, "lava", tmp_path, CI_PIPELINE_SOURCE="web",
+        r, clone, logs = run_pipeline(proj, None, None, "lava", tmp_path, as_root=True, CI_PIPELINE_SOURCE="web",
                                       RTLAB_LAB="lava", RTLAB_LAVA_LAB_DIR=str(lab.dir))
         via_run = local.result()
     out = r.stdout[-6000:] + r.stderr[-2000:]
@@ -704,6 +738,7 @@ def test_kernel_push_on_a_lava_lab_boots_the_commits_own_kernel(lava_lab, kernel
     board_device_healthy(lab, st)
     good = kernel_project["good"]
     r, clone, logs = run_pipeline(ci_projects["preempt"], _repo(kernel_project), good, "lava-good", tmp_path,
+                                  as_root=True,
                                   RTLAB_LAB="lava", RTLAB_LAVA_LAB_DIR=str(lab.dir), KERNEL_BRANCH="main",
                                   RTLAB_REGRESSION="0", RTLAB_REPEAT="1")
     out = r.stdout[-6000:] + r.stderr[-2000:]
@@ -727,7 +762,7 @@ def test_kernel_push_on_a_lava_lab_boots_the_commits_own_kernel(lava_lab, kernel
     assert evidence["description"].endswith(good[:12]) and evidence["device"] == f"{BOARD}-01", evidence
 
     r, clone, logs = run_pipeline(ci_projects["rt"], _repo(kernel_project), kernel_project["no-rt"], "lava-no-rt",
-                                  tmp_path, RTLAB_LAB="lava", RTLAB_LAVA_LAB_DIR=str(lab.dir), KERNEL_BRANCH="sched",
+                                  tmp_path, as_root=True, RTLAB_LAB="lava", RTLAB_LAVA_LAB_DIR=str(lab.dir), KERNEL_BRANCH="sched",
                                   RTLAB_REGRESSION="0", RTLAB_REPEAT="1")
     assert r.returncode != 0
     test_log = next((v for k, v in logs.items() if k.startswith("test-lava")), "")

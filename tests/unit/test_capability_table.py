@@ -18,7 +18,8 @@ CAPABILITIES = {
     "store publish + dashboard queries", "budgets gate", "the regression verdict", "paired boots", "bisect",
     "evidence", "soak checkpoint/resume", "rack with a lease", "multi-host lab", "irq probe twin",
     "LAVA dispatcher", "LAVA server", "GitLab pipeline: kernel push", "GitLab pipeline: kernel merge request",
-    "GitLab pipeline: rtlab merge request", "hostile input", "cancel",
+    "GitLab pipeline: rtlab merge request", "hostile input", "cancel", "a kernel tree's build confined",
+    "git runs nothing of a tree's configuration", "CI jobs as the runner's own user",
 }
 
 

@@ -170,6 +170,32 @@ def test_store_replicates_carry_the_histogram_range_and_samples():
     assert any("samples per run differs" in d for d in parameter_differences(base + reps))
 
 
+def test_store_runs_made_alike_compare_whatever_samples_a_loaded_host_let_them_take():
+    """A TCG guest on a loaded host loses wake-ups: a 1 s run kept 1129
+    samples beside another's 1950 (make test on a loaded machine), and every
+    verdict against that baseline was UNDECIDED "samples per run differs".
+    The store keeps each run's duration and interval (param_*), so runs made
+    alike compare; runs published before that keep the samples rule."""
+    from rtlab.verdict.baseline import _replicate
+    from rtlab.verdict.compare import parameter_differences, side_from_runs
+    cand = with_params(runs("c", [24] * 5), duration_s=1, interval_us=1000)
+    for c in cand:
+        c.jobs[0].measurements[0].output.threads[0].cycles = 1950
+    reps = side_from_runs(cand).keys[KEY]
+    row = {"p99_us": 24.0, "hist_size": 100000, "bucket_us": 1.0, "cycles": 1129,
+           "param_duration_s": 1.0, "param_interval_us": 1000.0}
+    base = [_replicate({"run_id": f"s{i}", **row}) for i in range(3)]
+    assert base[0].params == {"histogram range us": 100000.0, "duration_s": 1, "interval_us": 1000}
+    assert parameter_differences(base + reps) == []
+    # made differently: named as such, from the kept parameters
+    other = [_replicate({"run_id": f"t{i}", **row, "param_duration_s": 5.0}) for i in range(3)]
+    assert [d for d in parameter_differences(other + reps) if d.startswith("run parameter duration_s differs")]
+    # published before: the samples stand in
+    old = [_replicate({"run_id": f"o{i}", **{k: v for k, v in row.items() if not k.startswith("param_")}})
+           for i in range(3)]
+    assert any("samples per run differs" in d for d in parameter_differences(old + reps))
+
+
 def test_policy_looks_and_beta_are_typed(tmp_path):
     from rtlab.errors import InputError
     from rtlab.plan.policy import load_policy
