@@ -188,10 +188,18 @@ def command_options(text: str, tree) -> list[str]:
                 if not path:
                     continue
                 have = options_of(tree[path]) | {"-h", "--help"}
+                given = set()
                 for word in words[n:]:
                     for opt in OPTION.findall(word):
-                        if word.startswith(("-", "[-", "[--")) and opt.split("=")[0] not in have:
-                            bad.append(f"rtlab {' '.join(path)} {opt}")
+                        if word.startswith(("-", "[-", "[--")):
+                            given.add(opt.split("=")[0])
+                            if opt.split("=")[0] not in have:
+                                bad.append(f"rtlab {' '.join(path)} {opt}")
+                if words[n:] and not any(w in ("...", "…") for w in words[n:]):
+                    # a command shown with its arguments shows the ones it cannot run without
+                    for a in tree[path]._actions:
+                        if a.required and a.option_strings and not given & set(a.option_strings):
+                            bad.append(f"rtlab {' '.join(path)} without {a.option_strings[0]}")
     return bad
 
 
@@ -254,10 +262,11 @@ def test_every_make_target_shown_exists(page):
 def test_the_option_and_make_checks_find_what_they_are_for():
     tree = clidoc.command_tree()
     page = ("```sh\nrtlab run --campaign C --no-such-flag\nrtlab lava submit -i LAB DIR [--wait] | tee x --other\n"
+            "rtlab baseline pin main-6.12 --branch main\n"
             "make test-long && make no-such-target\n```\n\n"
             "`rtlab run` takes `--resume`, and `rtlab gate` takes `--resume`. Then `--made-up`.\n"
             "A `--tracemark` of cyclictest; a `--lg-env` of nobody.\n")
-    assert command_options(page, tree) == ["rtlab run --no-such-flag"]
+    assert command_options(page, tree) == ["rtlab run --no-such-flag", "rtlab baseline pin without --like"]
     assert prose_options(page, tree) == ["--resume (said of rtlab gate)", "--made-up (no rtlab command has it)",
                                          "--lg-env (no rtlab command has it; labgrid not named)"]
     assert make_targets_shown(page) == ["test-long", "no-such-target"]
