@@ -11,7 +11,7 @@ STAMPS := .cache/stamps
 GCL := .cache/gitlab-ci-local/bin/gitlab-ci-local
 PYTHON ?= python3
 
-.PHONY: all setup images rtbench runner-setup run test test-durations test-rack test-rack-soak test-long test-pipeline lint reference-jobs bench clean gitlab-ci-local
+.PHONY: all setup images rtbench pythons runner-setup run test test-durations test-rack test-rack-soak test-long test-pipeline lint reference-jobs bench clean gitlab-ci-local
 all: run
 
 setup: $(STAMPS)/host $(VENV)/.installed
@@ -45,6 +45,13 @@ RUNNER_USER ?= rtlab
 runner-setup: images
 	@bash env/runner-setup.sh $(RUNNER_USER)
 
+# a venv of rtlab's dependencies for each Python version rtlab supports that
+# this machine has (pyenv's, python3.N on PATH; tools/pythons.py), shared in
+# ~/.cache/rtlab/pythons: tests/unit/test_cli_reference.py checks the CLI
+# reference under each
+pythons: setup
+	@$(PY) tools/pythons.py --setup
+
 # exit code: rtlab's is 0 all within budget, 1 a budget broke, 2 infra error;
 # make turns any non-zero into 2, so the line below says which it was.
 run: images
@@ -63,7 +70,7 @@ run: images
 TEST_PHASES := parallel one-at-a-time alone
 TEST_XML := results/pytest
 TEST_WORKERS ?= 2
-test: images $(GCL)
+test: images $(GCL) pythons
 	@mkdir -p $(TEST_XML); rm -f $(TEST_XML)/*.xml $(TEST_XML)/*.load; rc=0; \
 	for phase in $(TEST_PHASES); do \
 	  if [ $$phase = parallel ]; then xdist="-n $(TEST_WORKERS) --dist loadfile"; else xdist=""; fi; \

@@ -27,10 +27,11 @@ def register(sub):
     p.add_argument("--kernel-tree", required=True, type=Path, metavar="T", help="kernel git tree (clean)")
     p.add_argument("--good", required=True, metavar="SHA", help="a commit without the regression")
     p.add_argument("--bad", required=True, metavar="SHA", help="a later commit with it")
-    p.add_argument("--board", required=True)
-    p.add_argument("--variant", required=True)
-    p.add_argument("--suite", default="cyclictest")
-    p.add_argument("--load", default="idle")
+    p.add_argument("--board", required=True, help="the board to measure on (one that boots kernels built from source)")
+    p.add_argument("--variant", required=True, help="the kernel variant each commit is built into (rt, preempt ...)")
+    p.add_argument("--suite", default="cyclictest",
+                   help="the campaign's measurement that regressed (default cyclictest)")
+    p.add_argument("--load", default="idle", help="the load it regressed under (default idle)")
     p.add_argument("--repeat", type=int, default=2, metavar="N", help="runs (fresh boots) per step (default 2)")
     p.add_argument("--baseline-repeat", type=int, default=5, metavar="N",
                    help="runs of the good commit, the baseline (default 5)")

@@ -12,8 +12,8 @@ from ..run.results import load_run
 
 def register(sub):
     p = sub.add_parser("junit", help="JUnit XML of runs (one testcase per measurement) for CI")
-    p.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR")
-    p.add_argument("-o", "--output", type=Path, required=True, metavar="FILE")
+    p.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR", help="run directories (results/<run_id>)")
+    p.add_argument("-o", "--output", type=Path, required=True, metavar="FILE", help="the JUnit XML file to write")
     p.set_defaults(func=junit)
 
 

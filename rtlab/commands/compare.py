@@ -23,8 +23,8 @@ def register(sub):
     pin.add_argument("name", type=pin_name, help="the pin's name (e.g. main-6.12)")
     pin.add_argument("--like", nargs="+", type=Path, required=True, metavar="RUN_DIR",
                      help="runs whose keys and campaign the baseline covers")
-    pin.add_argument("--branch", default="main")
-    pin.add_argument("--last", type=int, default=5, metavar="K")
+    pin.add_argument("--branch", default="main", help="the branch whose stored runs are pinned (default main)")
+    pin.add_argument("--last", type=int, default=5, metavar="K", help="runs pinned per key (default 5)")
     pin.add_argument("--budgets", type=Path, metavar="FILE",
                      help="the budget file whose regression: section is pinned with the runs "
                           "(default: the first --like run's budgets.yaml)")
@@ -32,7 +32,7 @@ def register(sub):
     meth = bsub.add_parser("method", help="print the baseline method the policy sets for a board's "
                                           "budget class: store or paired (CI's test job asks)")
     meth.add_argument("--campaign", "-c", help="campaign file or preset (default: campaigns/default.yaml)")
-    meth.add_argument("--board", "-b", required=True)
+    meth.add_argument("--board", "-b", required=True, help="the board whose budget class is asked about")
     meth.add_argument("--budgets", type=Path, metavar="FILE",
                       help="budget file whose regression: section says (default: the campaign's)")
     meth.set_defaults(func=baseline_method)
@@ -48,8 +48,11 @@ def register(sub):
     plan.set_defaults(func=baseline_plan)
     der = bsub.add_parser("derive", help="absolute budgets from repeated runs: per key the p99 and "
                                          "p99.9 one more run stays below with 99 %% probability")
-    der.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR")
-    der.add_argument("--level", type=float, default=0.99)
+    der.add_argument("run_dirs", nargs="+", type=Path, metavar="RUN_DIR",
+                     help="repeated runs of an unchanged kernel on a quiet board (3 or more per key)")
+    der.add_argument("--level", type=float, default=0.99,
+                     help="probability that one more run stays within the derived budget, "
+                          "between 0.5 and 1 (default 0.99)")
     der.set_defaults(func=baseline_derive)
 
     p = sub.add_parser("compare", help="regression verdict: candidate runs against baseline runs "

@@ -34,7 +34,7 @@ def register(sub):
     p.add_argument("--variant", help="only this kernel variant")
     p.add_argument("--days", type=_days, default=30, help="the window: the last N days (default 30)")
     p.add_argument("--per", choices=("commit", "day"), default="commit",
-                   help="one point per commit (the largest of its runs; default) or per day")
+                   help="one point per commit (the largest of its runs) or per day (default commit)")
     p.add_argument("--store-config", metavar="FILE",
                    help="store settings (YAML); default ~/.config/rtlab/store.yaml and RTLAB_INFLUX_*")
     p.set_defaults(func=run)

@@ -13,7 +13,7 @@ def register(sub):
     p.add_argument("--arch", action="append", choices=sorted(ARCHES), metavar="ARCH",
                    help=f"arch to ensure ({', '.join(ARCHES)}); repeatable, default all")
     p.add_argument("--overlay", action="append", default=[], metavar="DIR",
-                   help="directory copied into the initramfs root (repeatable)")
+                   help="directory copied into the initramfs root (repeatable; default: none beyond the suites' own)")
     p.add_argument("--cache-dir", metavar="DIR", help="image cache (default $RTLAB_CACHE/images or ~/.cache/rtlab/images)")
     p.add_argument("--refresh", action="store_true",
                    help="resolve package versions with apt again instead of reusing the cached build")

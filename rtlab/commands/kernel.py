@@ -39,7 +39,7 @@ def register(sub):
     b = ksub.add_parser("build", help="configure (checked) and build a kernel, cached")
     b.add_argument("--tree", metavar="PATH",
                    help="kernel git tree (default: the pinned source of `rtlab kernel source`)")
-    b.add_argument("--arch", required=True, choices=sorted(ARCHES))
+    b.add_argument("--arch", required=True, choices=sorted(ARCHES), help="the architecture to build for")
     what = b.add_mutually_exclusive_group(required=True)
     what.add_argument("--variant", metavar="NAME", help="variant whose kernel.build fragments to use "
                       "(kernel-configs/variants.yaml)")

@@ -49,8 +49,11 @@ def register(sub):
 
     r = lsub.add_parser("render", help="write one LAVA job per board x variant x suite x load")
     r.add_argument("--campaign", "-c", help="campaign file or preset (default: campaigns/default.yaml)")
-    r.add_argument("--board", "-b", action="append", help="only this board (repeatable; lab boards too)")
-    r.add_argument("--variant", "-V", action="append", help="only this variant (repeatable)")
+    r.add_argument("--board", "-b", action="append",
+                   help="jobs for this board instead of the campaign's `boards:` (repeatable; any board of "
+                        "lava/boards.yaml, lab boards too)")
+    r.add_argument("--variant", "-V", action="append",
+                   help="jobs for this variant instead of the campaign's `variants:` (repeatable)")
     r.add_argument("--out", type=Path, help="output directory (default: results/lava-jobs/<campaign>)")
     r.add_argument("--artifacts-url", metavar="URL",
                    help="base URL the lab serves <out>/artifacts/ from (default: file:// paths of the image cache)")
@@ -64,7 +67,7 @@ def register(sub):
     r.set_defaults(func=render)
 
     v = lsub.add_parser("validate", help="check job files against LAVA's own schema (lava-common)")
-    v.add_argument("jobs", nargs="+", type=Path, metavar="JOB|DIR")
+    v.add_argument("jobs", nargs="+", type=Path, metavar="JOB|DIR", help="job files, or a `lava render` directory")
     v.add_argument("--pipeline", action="store_true",
                    help="also build the pipeline with lava-run --validate and the board's device dictionary (root)")
     v.set_defaults(func=validate)
@@ -86,21 +89,25 @@ def register(sub):
     u.set_defaults(func=run)
 
     s = lsub.add_parser("submit", help="submit jobs to a LAVA server (lavacli)")
-    s.add_argument("jobs", nargs="+", type=Path, metavar="JOB|DIR")
+    s.add_argument("jobs", nargs="+", type=Path, metavar="JOB|DIR", help="job files, or a `lava render` directory")
     _server_args(s)
     s.add_argument("--wait", action="store_true", help="wait for the jobs, fetch and ingest them")
     s.add_argument("--out", type=Path, help="record directories for --wait (default: results/lava-fetch)")
     s.add_argument("--results", type=Path, help="results root (default: results/)")
-    s.add_argument("--budgets", type=Path)
+    s.add_argument("--budgets", type=Path,
+                   help="with --wait: budget file (default: the job spec's when it is one of the lab's "
+                        "budgets/, else budgets/default.yaml)")
     s.set_defaults(func=submit)
 
     f = lsub.add_parser("fetch", help="fetch finished jobs from a LAVA server into record directories")
-    f.add_argument("job_ids", nargs="+", metavar="ID")
+    f.add_argument("job_ids", nargs="+", metavar="ID", help="LAVA job ids on the server")
     _server_args(f)
     f.add_argument("--out", type=Path, help="where records go (default: results/lava-fetch)")
     f.add_argument("--ingest", action="store_true", help="ingest the records and gate")
     f.add_argument("--results", type=Path, help="results root (default: results/)")
-    f.add_argument("--budgets", type=Path)
+    f.add_argument("--budgets", type=Path,
+                   help="with --ingest: budget file (default: the job spec's when it is one of the lab's "
+                        "budgets/, else budgets/default.yaml)")
     f.set_defaults(func=fetch)
 
     i = lsub.add_parser("ingest", help="turn LAVA records into an rtlab results directory, report and gate")
@@ -129,7 +136,7 @@ def register(sub):
             sp.add_argument("--no-health-checks", action="store_true",
                             help="no health check jobs (devices stay Unknown until their first job)")
         if name == "status":
-            sp.add_argument("--json", action="store_true")
+            sp.add_argument("--json", action="store_true", help="print the status as one JSON object")
 
 
 def _server_args(p):

@@ -14,7 +14,7 @@ from ..suites import Suite  # the suites register their tools on import
 def register(sub):
     p = sub.add_parser("parse", help="parse raw outputs (rt-tests/rtbench JSON or text, rtla hist) "
                                      "into the result model")
-    p.add_argument("files", nargs="+", metavar="FILE")
+    p.add_argument("files", nargs="+", metavar="FILE", help="raw output files of a tool")
     p.add_argument("--json", action="store_true", help="print one JSON object (the default form)")
     p.add_argument("--histogram", action="store_true", help="include histogram buckets")
     p.add_argument("--tool", help="force the tool instead of detecting it")

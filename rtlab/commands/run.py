@@ -20,8 +20,12 @@ from ..soak.checkpoint import full_length
 def register(sub):
     p = sub.add_parser("run", help="run a campaign: boot, measure, store, report, gate")
     p.add_argument("--campaign", "-c", help="campaign file or preset name (default: campaigns/default.yaml)")
-    p.add_argument("--board", "-b", action="append", help="only this board (repeatable)")
-    p.add_argument("--variant", "-V", action="append", help="only this variant (repeatable)")
+    p.add_argument("--board", "-b", action="append",
+                   help="run on this board instead of the campaign's `boards:` (repeatable; any board of env/ "
+                        "or $RTLAB_ENV_PATH, in the campaign or not)")
+    p.add_argument("--variant", "-V", action="append",
+                   help="run this kernel variant instead of the campaign's `variants:` (repeatable; any variant "
+                        "of kernel-configs/variants.yaml; a board with a fixed kernel, local, runs its own)")
     p.add_argument("--results", type=Path, help="results root (default: results/)")
     p.add_argument("--budgets", type=Path, metavar="FILE",
                    help="budget file (default: the campaign's budgets:, which must lie in budgets/ or "
@@ -33,7 +37,8 @@ def register(sub):
     ev = p.add_mutually_exclusive_group()
     ev.add_argument("--evidence", dest="evidence", action="store_true", default=None,
                     help="stop and trace at the budget: keep the kernel trace and a culprit line of every "
-                         "breach (default: the campaign's `evidence:`, else on when $CI is set)")
+                         "breach (default: the campaign's `evidence:`, else on when $CI is set, except on the local board, "
+                         "whose tracefs is the host's own)")
     ev.add_argument("--no-evidence", dest="evidence", action="store_false", help="never trace at the budget")
     p.add_argument("--places", type=int, default=1, metavar="N",
                    help="run up to N jobs at once, never two on one place/board (default 1)")

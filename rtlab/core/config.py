@@ -23,13 +23,21 @@ from .fsutil import read_text_bounded
 _SHOWN = re.compile(r"[A-Za-z0-9*][A-Za-z0-9._*+@/-]{0,63}\Z")
 
 
+def is_shown(value: Any) -> bool:
+    """Whether :func:`shown` gives *value* itself (a name, a number, a wildcard)."""
+    return value is None or isinstance(value, (bool, int, float)) or \
+        (isinstance(value, str) and _SHOWN.match(value) is not None)
+
+
 def shown(value: Any) -> str:
     """*value* for an error message: as is when it is a number, a boolean or a
     short name-like string, otherwise only its type (and length)."""
     if value is None or isinstance(value, (bool, int, float)):
         return repr(value)
     if isinstance(value, str):
-        return repr(value) if _SHOWN.match(value) else f"a string of {len(value)} characters (not shown)"
+        if _SHOWN.match(value):
+            return repr(value)
+        return f"a string of {len(value)} character{'s' * (len(value) != 1)} (not shown)"
     return f"a {type(value).__name__}"
 
 

@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Optional, Sequence
 
-from .config import parse_cpulist
+from .config import is_shown, parse_cpulist, shown
 
 #: names that become paths, directory names and shell words: boards,
 #: variants, suites, loads, campaign suite names, run ids
@@ -28,15 +28,41 @@ class ParamError(ValueError):
     """A value of the wrong type or out of range; the text says which and why."""
 
 
+#: what a safe name is, said in every refusal of one
+NAME_RULE = (f"a name is letters, digits, '.', '_' and '-', starts with a letter or digit, has no '..' "
+             f"and at most {MAX_NAME} characters")
+
+
+def name_problem(value: str) -> str:
+    """Why *value* is not a safe name ("" when it is one), said without
+    echoing it: where the first offending character is, never which."""
+    if not value:
+        return "it is empty"
+    if len(value) > MAX_NAME:
+        return f"it has {len(value)} characters"
+    if not value[0].isascii() or not value[0].isalnum():
+        return "its first character is not a letter or digit"
+    if ".." in value:
+        return f"it has '..' at character {value.index('..') + 1}"
+    for i, c in enumerate(value):
+        if not (c.isascii() and (c.isalnum() or c in "._-")):
+            return f"its character {i + 1} is not a letter, digit, '.', '_' or '-'"
+    return ""
+
+
 def check_name(value: Any, what: str = "name") -> str:
     """A safe name: letters, digits, ``.``, ``_``, ``-``, not starting with
-    a punctuation mark, no ``..``; anything else is refused, never cleaned."""
+    a punctuation mark, no ``..``; anything else is refused, never cleaned.
+    The refusal describes the value (:func:`rtlab.core.config.shown`: a
+    name-like value as it is, anything else by type and length) and never
+    echoes what is not name-like: the file it came from may be /etc/shadow."""
     if not isinstance(value, str):
-        raise ParamError(f"{what} must be a string, got {type(value).__name__}")
-    if not SAFE_NAME.match(value) or ".." in value or len(value) > MAX_NAME:
-        shown = repr(value) if len(value) <= 2 * MAX_NAME else f"{value[:MAX_NAME]!r}... ({len(value)} characters)"
-        raise ParamError(f"{what} {shown} is not a safe name (letters, digits, '.', '_', '-'; "
-                         f"starting with a letter or digit; no '..'; at most {MAX_NAME} characters)")
+        raise ParamError(f"{what} must be a string, got {shown(value)}")
+    problem = name_problem(value)  # stricter than SAFE_NAME alone, whose $ lets a final newline through
+    if problem:
+        said = f"{what} {shown(value)}" if is_shown(value) else \
+            f"{what} (a string of {len(value)} character{'s' * (len(value) != 1)}, not shown)"
+        raise ParamError(f"{said} is not a safe name: {problem}; {NAME_RULE}")
     return value
 
 
@@ -69,10 +95,10 @@ class Int(Spec):
         if isinstance(v, str) and v in self.words:
             return v
         if not _is_int(v):
-            alt = "".join(f" or {w!r}" for w in self.words)
-            raise ParamError(f"must be an integer{alt}, got {v!r}")
+            alt = "".join(f" or {w!r}" for w in self.words)  # the spec's own words
+            raise ParamError(f"must be an integer{alt}, got {shown(v)}")
         if not self.lo <= v <= self.hi:
-            raise ParamError(f"must be between {self.lo} and {self.hi}, got {v!r}")
+            raise ParamError(f"must be between {self.lo} and {self.hi}, got {shown(v)}")
         return v
 
 
@@ -89,13 +115,13 @@ class Num(Spec):
         if v is None and self.none_ok:
             return None
         if not _is_num(v):
-            raise ParamError(f"must be a finite number, got {v!r}")
+            raise ParamError(f"must be a finite number, got {shown(v)}")
         if self.gt is not None and not v > self.gt:
-            raise ParamError(f"must be > {self.gt:g}, got {v!r}")
+            raise ParamError(f"must be > {self.gt:g}, got {shown(v)}")
         if self.ge is not None and not v >= self.ge:
-            raise ParamError(f"must be >= {self.ge:g}, got {v!r}")
+            raise ParamError(f"must be >= {self.ge:g}, got {shown(v)}")
         if v > self.hi:
-            raise ParamError(f"must be <= {self.hi:g}, got {v!r}")
+            raise ParamError(f"must be <= {self.hi:g}, got {shown(v)}")
         return v
 
 
@@ -103,7 +129,7 @@ class Num(Spec):
 class Bool(Spec):
     def check(self, v: Any) -> Any:
         if not isinstance(v, bool):
-            raise ParamError(f"must be true or false, got {v!r}")
+            raise ParamError(f"must be true or false, got {shown(v)}")
         return v
 
 
@@ -120,7 +146,7 @@ class Text(Spec):
         if v is None and self.none_ok:
             return None
         if not isinstance(v, str) or not re.fullmatch(self.pattern, v):
-            raise ParamError(f"must be {self.what}, got {v!r}")
+            raise ParamError(f"must be {self.what}, got {shown(v)}")
         return v
 
 
@@ -136,14 +162,14 @@ class Args(Spec):
         if v is None:
             return []
         if isinstance(v, str):
-            raise ParamError(f"must be a list of arguments (e.g. [\"--mlockall\"]), got the string {v!r}")
+            raise ParamError(f"must be a list of arguments (e.g. [\"--mlockall\"]), got {shown(v)}")
         if not isinstance(v, list) or not all(isinstance(a, str) for a in v):
-            raise ParamError(f"must be a list of strings, got {v!r}")
+            raise ParamError(f"must be a list of strings, got {shown(v)}")
         if len(v) > self.max_items:
             raise ParamError(f"at most {self.max_items} arguments, got {len(v)}")
         for a in v:
             if "\x00" in a or "\n" in a or "\r" in a or len(a) > 256:
-                raise ParamError(f"argument {a!r}: no NUL, no line breaks, at most 256 characters")
+                raise ParamError(f"argument {v.index(a) + 1} ({shown(a)}): no NUL, no line breaks, at most 256 characters")
         return list(v)
 
 
@@ -160,18 +186,18 @@ class Cpus(Spec):
             return v
         if isinstance(v, str):
             if not _CPULIST.match(v):
-                raise ParamError(f"must be 'auto', 'all', a list of CPUs or a cpulist like '0-2,5', got {v!r}")
+                raise ParamError(f"must be 'auto', 'all', a list of CPUs or a cpulist like '0-2,5', got {shown(v)}")
             try:
                 named = parse_cpulist(v)
             except ValueError as e:  # "3-1": a descending range
-                raise ParamError(f"{e}, got {v!r}") from None
+                raise ParamError(f"{e}, got {shown(v)}") from None
             if not named:
-                raise ParamError(f"names no CPU, got {v!r}")
+                raise ParamError(f"names no CPU, got {shown(v)}")
             return v
         if _is_int(v):
             v = [v]
         if not isinstance(v, list) or not v or not all(_is_int(c) and 0 <= c < 4096 for c in v):
-            raise ParamError(f"must be 'auto', 'all', a non-empty list of CPU numbers or a cpulist, got {v!r}")
+            raise ParamError(f"must be 'auto', 'all', a non-empty list of CPU numbers or a cpulist, got {shown(v)}")
         return v
 
 
@@ -189,7 +215,7 @@ def check_cpus_on(v: Any, ncpus: int, board: str) -> None:
     if cpus is None:
         return
     if not cpus:  # "3-1" or "": a selection that names no CPU measures nothing
-        raise ParamError(f"names no CPU ({v!r})")
+        raise ParamError(f"names no CPU ({shown(v)})")
     bad = [c for c in cpus if c >= ncpus]
     if bad:
         raise ParamError(f"CPU(s) {', '.join(map(str, bad))} do not exist on board {board} "

@@ -174,7 +174,8 @@ def judging_budgets(run_budgets: Path, given: Optional[Path] = None) -> JudgingB
 def load_campaign(path: Optional[Path] = None, *, boards: Optional[list[str]] = None,
                   variants: Optional[list[str]] = None, repeat: Optional[int] = None,
                   budgets: Optional[Path] = None) -> Campaign:
-    """Load a campaign; `boards`/`variants` narrow it, `repeat` overrides
+    """Load a campaign; `boards`/`variants` replace its own lists (any board
+    of env/, any variant, named in the file or not), `repeat` overrides
     its ``repeat:`` and `budgets` its ``budgets:`` (command-line options)."""
     path = Path(path or DEFAULT_CAMPAIGN)
     if not path.exists() and (CAMPAIGN_DIR / f"{path}.yaml").exists():
@@ -203,7 +204,7 @@ def load_campaign(path: Optional[Path] = None, *, boards: Optional[list[str]] = 
     vnames = variants or (list(all_variants) if vnode.value in (None, "all") else vnode.str_list())
     for v in vnames:
         if v not in all_variants:
-            raise InputError("--variant" if variants else path, f"variants: unknown variant {v!r} "
+            raise InputError("--variant" if variants else path, f"variants: unknown variant {shown(v)} "
                              f"(known: {', '.join(sorted(all_variants))})")
     variant_list = [all_variants[v] for v in vnames]
 
@@ -222,18 +223,18 @@ def load_campaign(path: Optional[Path] = None, *, boards: Optional[list[str]] = 
             except ParamError as e:
                 raise n.child(key if n.child(key).value is not None else "name").error(str(e)) from None
         if suite not in SUITES:
-            raise n.child("suite").error(f"unknown suite {suite!r} (known: {', '.join(sorted(SUITES))})")
+            raise n.child("suite").error(f"unknown suite {shown(suite)} (known: {', '.join(sorted(SUITES))})")
         # "all": every registered load but the deliberate breaches (rtlab.loads.LOADS)
         loads = tuple(x for given in n.child("loads").str_list(["idle"])
                       for x in (LOADS.programme() if given == "all" else [given]))
         for load in loads:
             if not all(_safe(part) for part in load.split("+")) or load not in LOADS:
-                raise n.child("loads").error(f"unknown load {load!r} (known: {', '.join(sorted(LOADS))})")
+                raise n.child("loads").error(f"unknown load {shown(load)} (known: {', '.join(sorted(LOADS))})")
         params = dict(n.child("params").mapping())
         overrides = {k: dict(v.mapping()) for k, v in n.child("overrides").items()}
         for k in overrides:
             if not _safe(k):
-                raise n.child("overrides").error(f"{k!r} is not a board or budget class name")
+                raise n.child("overrides").error(f"{shown(k)} is not a board or budget class name")
         for where, p in [("params", params), *((f"overrides.{k}", v) for k, v in overrides.items())]:
             try:
                 SUITES[suite].params(p)
@@ -253,7 +254,7 @@ def load_campaign(path: Optional[Path] = None, *, boards: Optional[list[str]] = 
                     raise InputError(path, f"{n.key}.{where}.{key}: {e}") from None
         _warn_unsegmented(path, n.key, entry)
         if name in seen:
-            raise n.child("name").error(f"duplicate suite name {name!r}")
+            raise n.child("name").error(f"duplicate suite name {shown(name)}")
         seen.add(name)
         entries.append(entry)
 

@@ -116,7 +116,7 @@ def policy_from_node(node: Node, path: Path) -> Policy:
         st = tuple(n.str_list(list(d.statistics)))
         for s in st:
             if s not in RUN_STATISTICS:
-                raise n.error(f"unknown statistic {s!r} (known: {', '.join(RUN_STATISTICS)})")
+                raise n.error(f"unknown statistic {shown(s)} (known: {', '.join(RUN_STATISTICS)})")
         if not st:
             raise n.error("needs at least one statistic")
         return st
@@ -132,11 +132,11 @@ def policy_from_node(node: Node, path: Path) -> Policy:
         st = stat_list(snode)
     alpha = node.child("alpha").number(d.alpha, positive=True)
     if not alpha < 0.5:
-        raise node.child("alpha").error(f"must be below 0.5, got {alpha!r}")
+        raise node.child("alpha").error(f"must be below 0.5, got {shown(alpha)}")
     min_runs = node.child("min_runs").integer(d.min_runs, minimum=2)
     beta = node.child("beta").number(d.beta, positive=True)
     if not beta < 0.5:
-        raise node.child("beta").error(f"must be below 0.5, got {beta!r}")
+        raise node.child("beta").error(f"must be below 0.5, got {shown(beta)}")
     looks = d.looks
     if node.child("looks").value is not None:
         ln = node.child("looks")
@@ -144,13 +144,13 @@ def policy_from_node(node: Node, path: Path) -> Policy:
             raise ln.error("must be a non-empty list of candidate run counts")
         for i, v in enumerate(ln.value):
             if not isinstance(v, int) or isinstance(v, bool) or v < 2:
-                raise ln.error(f"item {i}: must be an integer >= 2, got {v!r}")
+                raise ln.error(f"item {i}: must be an integer >= 2, got {shown(v)}")
         looks = tuple(ln.value)
         if list(looks) != sorted(set(looks)) or looks[-1] > 200:
             raise ln.error(f"must increase, at most 200 runs: got {list(looks)}")
     trim = node.child("trim").number(d.trim) if node.child("trim").value is not None else d.trim
     if not 0 <= trim < 0.5:
-        raise node.child("trim").error(f"must be in [0, 0.5), got {trim!r}")
+        raise node.child("trim").error(f"must be in [0, 0.5), got {shown(trim)}")
     def effect(enode: Node, default: MinEffect) -> MinEffect:
         rel = enode.child("relative")
         ab = enode.child("abs_us")
@@ -187,7 +187,7 @@ def policy_from_node(node: Node, path: Path) -> Policy:
     for cls, v in limits.items():
         if not v <= 1000:
             raise (lnode.child(cls) if isinstance(lnode.value, dict) else lnode).error(
-                f"must be at most 1000 (a ratio - 1), got {v!r}")
+                f"must be at most 1000 (a ratio - 1), got {shown(v)}")
     return Policy(statistics=st, alpha=float(alpha), beta=float(beta), looks=looks, detectable_limit=limits,
                   min_runs=min_runs, trim=float(trim), baseline=baseline,
                   min_effect=effects, class_statistics=by_class, statistic_effect=stat_effects,

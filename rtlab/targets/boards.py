@@ -16,7 +16,7 @@ from typing import Optional
 from labgrid.util.yaml import load as lg_load
 
 from .. import ROOT
-from ..core.config import Node
+from ..core.config import Node, shown
 from ..errors import InputError
 from ..core.params import ParamError, check_name
 from ..registry import Registry
@@ -127,7 +127,7 @@ def load_board(env_file: Path, name: Optional[str] = None) -> Board:
                                        "built_kernels_unusable"])
     kind = opts.req("kind").str()
     if kind not in KINDS:
-        raise opts.child("kind").error(f"must be one of {KINDS}, got {kind!r}")
+        raise opts.child("kind").error(f"must be one of {KINDS}, got {shown(kind)}")
     arch = opts.req("arch").str()
     if arch == "host":
         arch = platform.machine()
@@ -186,4 +186,4 @@ def find_board(name: str, env_dir: Path = ENV_DIR) -> Board:
         if f.is_file():
             return load_board(f)
     known = ", ".join(sorted(load_boards(env_dir))) or "none"
-    raise InputError(Path(env_dir) / f"{name}.yaml", f"no board named {name!r} (known boards: {known})")
+    raise InputError(Path(env_dir) / f"{name}.yaml", f"no board named {shown(name)} (known boards: {known})")

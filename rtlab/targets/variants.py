@@ -9,7 +9,7 @@ from typing import Optional
 
 from .. import ROOT
 from .arch import ARCHES
-from ..core.config import Node, format_cpulist, open_node
+from ..core.config import Node, format_cpulist, open_node, shown
 from ..core.params import ParamError, check_name
 
 DEFAULT_FILE = ROOT / "kernel-configs" / "variants.yaml"
@@ -112,7 +112,7 @@ def _expectation(node: Node, isolated: bool) -> Expectation:
     node.only(["uname_v", "preempt", "realtime"])
     preempt = node.child("preempt").value
     if preempt is not None and preempt not in _PREEMPT_MODELS:
-        raise node.child("preempt").error(f"must be one of {sorted(_PREEMPT_MODELS)}, got {preempt!r}")
+        raise node.child("preempt").error(f"must be one of {sorted(_PREEMPT_MODELS)}, got {shown(preempt)}")
     realtime = node.child("realtime")
     return Expectation(
         uname_v=node.child("uname_v").value and node.child("uname_v").str(),
@@ -134,7 +134,7 @@ def _fragments(node: Node, fragments_dir: Path) -> tuple[str, ...]:
         where = Node(node.path, item, f"{node.key}[{i}]")
         name = where.str()
         if "/" in name or name.endswith(".config"):
-            raise where.error(f"a fragment name, without directory or .config: {name!r}")
+            raise where.error(f"a fragment name, without directory or .config: {shown(name)}")
         if name.startswith("base-"):
             raise where.error(f"{name}: base fragments come from the board (base-<board>), "
                               f"not from the variant")
@@ -165,7 +165,7 @@ def load_variants(path: Path = DEFAULT_FILE, fragments_dir: Path = FRAGMENTS_DIR
         ba = node.child("boot_args")
         if not _BOOT_ARGS.fullmatch(ba.str("")):
             raise ba.error(f"kernel arguments may hold letters, digits, spaces and ,._=:/+- only, "
-                           f"got {ba.value!r}")
+                           f"got {shown(ba.value)}")
         kernel = node.req("kernel")
         kernel.only(["prebuilt", "build", "build_by_arch"])
         if not kernel.mapping():
@@ -176,7 +176,7 @@ def load_variants(path: Path = DEFAULT_FILE, fragments_dir: Path = FRAGMENTS_DIR
         by_arch = {}
         for a, n in kernel.child("build_by_arch").items():
             if a not in ARCHES:
-                raise n.error(f"unknown arch {a!r} (known: {', '.join(ARCHES)})")
+                raise n.error(f"unknown arch {shown(a)} (known: {', '.join(ARCHES)})")
             by_arch[str(a)] = list(_fragments(n, fragments_dir))
         for isolated in (False, True):
             vname = f"{name}{suffix}" if isolated else str(name)

@@ -24,6 +24,7 @@ from typing import Any, Optional
 from .changepoint import (
     METRICS, Change, Drift, Observation, SeriesKey, find_changes, find_drift, mark_lab_drift,
 )
+from ..core.config import shown
 from ..errors import InputError
 from ..store.base import rows
 from ..store.lineproto import Point
@@ -38,13 +39,13 @@ _PRECISION = {"s": 1, "ms": 1000, "us": 1_000_000, "ns": 1_000_000_000}
 def parse_since(text: str) -> str:
     """``30d`` / ``12h`` / ``2w``: an InfluxQL duration literal, checked."""
     if not _SINCE.match(str(text)):
-        raise InputError("--since", f"{text!r} is not a duration like 30d, 12h or 2w")
+        raise InputError("--since", f"{shown(text)} is not a duration like 30d, 12h or 2w")
     return str(text)
 
 
 def check_name(what: str, value: Optional[str]) -> Optional[str]:
     if value is not None and not _NAME.match(value):
-        raise InputError(what, f"{value!r} is not a board/campaign name (letters, digits, . _ + -)")
+        raise InputError(what, f"{shown(value)} is not a board/campaign name (letters, digits, . _ + -)")
     return value
 
 

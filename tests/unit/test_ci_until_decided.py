@@ -119,3 +119,27 @@ def test_store_baseline_where_the_class_says_store_or_no_base_commit(tmp_path):
     res, calls, _ = run_test_job(tmp_path / "b", RTLAB_BASELINE_BRANCH="main", METHOD="paired", RTLAB_REPEAT="5")
     assert calls[0].startswith("run ") and calls[0].endswith(
         "--repeat-until-decided --baseline-store --branch main --last 5"), calls
+
+
+def test_a_kernel_push_measures_until_decided_not_its_rtlab_repeat(tmp_path):
+    """docs/gating-merge-requests.md's repeats of a kernel push: the
+    workflow's RTLAB_REPEAT for it (3) is not what runs. ci/verdict.sh gives
+    a kernel push a baseline branch (its own), so by default its test jobs
+    measure until decided, the first batch being the policy's first look
+    (5: test_repeat_until_decided.py), even on a branch with no runs yet."""
+    ci = yaml.safe_load((ROOT / ".gitlab-ci.yml").read_text())
+    push = next(r for r in ci["workflow"]["rules"]
+                if "$KERNEL_SHA" in r.get("if", "") and "KERNEL_MR_IID" not in r["if"])
+    repeat = push["variables"]["RTLAB_REPEAT"]
+    assert repeat == "3"
+    (tmp_path / "home" / "ci").mkdir(parents=True)
+    (tmp_path / "home" / "ci" / "verdict.sh").write_text((ROOT / "ci" / "verdict.sh").read_text())
+    env = {"KERNEL_BRANCH": "rt/next", "RTLAB_REPEAT": repeat, "RTLAB_HOME": str(tmp_path / "home")}
+    verdict = subprocess.run(["bash", "-c", '. "$RTLAB_HOME/ci/verdict.sh" && echo "$RTLAB_BASELINE_BRANCH"'],
+                             env={**os.environ, "KERNEL_SHA": "c" * 40, "KERNEL_REPO": "/repo", **env},
+                             capture_output=True, text=True, timeout=60)
+    assert verdict.stdout.strip().splitlines()[-1] == "rt/next", verdict.stderr
+    res, calls, _ = run_test_job(tmp_path / "job", RTLAB_BASELINE_BRANCH="rt/next", RTLAB_REPEAT=repeat)
+    assert res.returncode == 0, res.stderr
+    assert calls[0].endswith("--repeat-until-decided --baseline-store --branch rt/next --last 5"), calls
+    assert "--repeat 3" not in calls[0]

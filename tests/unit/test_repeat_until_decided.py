@@ -198,3 +198,21 @@ def test_a_key_short_of_its_first_look_is_measured_again():
     # two lost of the baseline's too few: no candidate run can help
     cmp = compare_runs(b[:2], c, pol)
     assert not cmp.keys[0].more and repeats_needed(cmp, pol.schedule()) == 0
+
+
+def test_the_first_batch_is_the_first_look_and_no_baseline_stops_there(campaign):
+    """The lab's policy looks first at 5 runs: the first batch of every
+    until-decided job (a CI kernel push or merge request) is 5 repeats; on a
+    branch with no runs in the store yet nothing more can decide, so that
+    batch is the only one (judged on budgets: the gate says no baseline)."""
+    from rtlab.verdict.against import lab_policy
+
+    assert lab_policy().schedule()[0] == 5
+    board = SimulatedBoard(seed=7)
+
+    def judge(dirs):
+        return compare_runs([], [board.runs[d.name] for d in dirs], lab_policy())
+    cmp, dirs = measure_until_decided(campaign, lab_policy().schedule(), board.run_batch, judge,
+                                      progress=lambda s: None)
+    assert len(board.batches) == 1 and {r for _, _, r in board.batches[0]} == {1, 2, 3, 4, 5}
+    assert [b["repeats"] for b in cmp.batches] == [5] and cmp.outcome == UNDECIDED
