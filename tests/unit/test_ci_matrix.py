@@ -134,15 +134,16 @@ def test_regions_must_be_whole(tmp_path):
         cimatrix.rewrite("# rtlab ci matrix end".join(cut[:-1]) + cut[-1], m)
 
 
-def test_a_nightly_campaign_off_the_gate_matrix_is_refused(tmp_path):
-    """The nightly schedule runs the test job's matrix: a soak campaign that
-    names other boards or variants would not run as written."""
+def test_a_nightly_campaign_that_pins_a_cpu_a_gated_board_lacks_is_refused(tmp_path):
+    """The nightly schedule runs its campaign's suites on the test job's
+    boards × variants: a CPU it pins must exist on each."""
     night = tmp_path / "night.yaml"
     night.write_text((ROOT / "campaigns" / "nightly-soak.yaml").read_text()
-                     .replace("variants: [none, none-iso, voluntary, voluntary-iso, preempt, preempt-iso, rt, rt-iso]",
-                              "variants: [rt, rt-iso]")
+                     .replace("      priority: 90\n", "      priority: 90\n      cpus: [3]\n")
+                     .replace("boards: [qemu-x86_64, qemu-aarch64, local]", "boards: [twin-rk356x]")
                      .replace("budgets: ../budgets/default.yaml", f"budgets: {ROOT}/budgets/default.yaml"))
-    with pytest.raises(InputError, match="the nightly schedule runs the test job's matrix"):
+    assert load_campaign(night).boards[0].cpus == 4  # loads on its own board
+    with pytest.raises(InputError, match="runs night.* on the test job's board qemu-x86_64: .*cpus"):
         cimatrix.ci_matrix("default", night)
 
 
