@@ -189,3 +189,71 @@ def load_unit(path: Path | str) -> Unit:
 def units() -> list[Path]:
     """Every unit the lab ships."""
     return sorted(p for p in UNITS_DIR.iterdir() if p.suffix in (".service", ".timer"))
+
+
+# -- where systemd is not PID 1 ------------------------------------------------------
+def find_unit(name: str, unit_dirs: tuple[Path, ...] = (Path("/etc/systemd/system"),)) -> tuple[Unit, Optional[str]]:
+    """(unit, instance) for a path or a unit name (``labgrid-exporter@lab1``)."""
+    if "/" in name:
+        return load_unit(Path(name)), None
+    if "." not in name:
+        name += ".service"
+    stem, _, suffix = name.rpartition(".")
+    instance = None
+    if "@" in stem:
+        prefix, instance = stem.split("@", 1)
+        name = f"{prefix}@.{suffix}"
+    for d in unit_dirs:
+        if (d / name).is_file():
+            return load_unit(d / name), instance or None
+    raise InputError(Path(unit_dirs[0]) / name, "no such unit")
+
+
+def start(name: str, log_dir: Path, state_dir: Path) -> Optional[int]:
+    """Start a unit as `systemctl start` would, without systemd: Type=simple
+    in the background (its own session, output to *log_dir*/<unit>.log, its
+    working directory under *state_dir*), Type=oneshot to the end (exit
+    status returned), a timer's service once. As the caller's user: User=,
+    sandboxing and Restart= are systemd's, not imitated."""
+    import os
+    import subprocess
+
+    unit, instance = find_unit(name)
+    if unit.path.suffix == ".timer":
+        return start(str(unit.path.with_suffix(".service")), log_dir, state_dir)
+    argv = unit.exec_start(instance, install_dir=Path(INSTALL_DIR), venv_bin=Path(INSTALL_DIR) / ".venv" / "bin")
+    env = {**os.environ, **unit.environment(instance)}
+    label = unit.name.replace("@.", f"@{instance}.") if instance else unit.name
+    cwd = Path(state_dir) / label
+    cwd.mkdir(parents=True, exist_ok=True)
+    Path(log_dir).mkdir(parents=True, exist_ok=True)
+    with open(Path(log_dir) / f"{label}.log", "ab") as log:
+        log.write(f"--- {' '.join(argv)}\n".encode())
+        log.flush()
+        oneshot = (unit.values("Service", "Type") or ["simple"])[-1] == "oneshot"
+        proc = subprocess.Popen(argv, env=env, cwd=cwd, stdin=subprocess.DEVNULL, stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=not oneshot)
+    return proc.wait() if oneshot else None
+
+
+def main(argv=None) -> int:
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m rtlab.lab.systemd",
+                                 description="start env/systemd/ units where systemd is not PID 1")
+    ap.add_argument("units", nargs="+", metavar="UNIT", help="a unit file or a name in /etc/systemd/system")
+    ap.add_argument("--log-dir", type=Path, required=True)
+    ap.add_argument("--state-dir", type=Path, required=True)
+    args = ap.parse_args(argv)
+    rc = 0
+    for name in args.units:
+        try:
+            rc = max(rc, start(name, args.log_dir, args.state_dir) or 0)
+        except InputError as e:
+            print(f"systemd stand-in: {e}")
+            return 2
+    return rc
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
