@@ -19,6 +19,9 @@ CAPABILITIES = {
     "evidence", "soak checkpoint/resume", "rack with a lease", "multi-host lab", "irq probe twin",
     "LAVA dispatcher", "LAVA server", "GitLab pipeline: kernel push", "GitLab pipeline: kernel merge request",
     "GitLab pipeline: rtlab merge request", "hostile input", "cancel",
+    # issue 46: CI gates what the lab measures; a real lab's units and resources
+    "CI matrix from the lab's campaign", "schedules run as written", "lab service units",
+    "real-lab resources through labgrid", "a new board's first budgets",
 }
 
 
