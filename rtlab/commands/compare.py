@@ -53,6 +53,9 @@ def register(sub):
     der.add_argument("--level", type=float, default=0.99,
                      help="probability that one more run stays within the derived budget, "
                           "between 0.5 and 1 (default 0.99)")
+    der.add_argument("--class", dest="budget_class", metavar="NAME",
+                     help="print the bounds as budget class NAME, YAML to paste under the budget file's "
+                          "budgets: (a new board's first budgets, docs/adding-a-board.md)")
     der.set_defaults(func=baseline_derive)
 
     p = sub.add_parser("compare", help="regression verdict: candidate runs against baseline runs "
@@ -221,10 +224,18 @@ def baseline_derive(args) -> int:
 
     if not 0.5 < args.level < 1:
         raise InputError("--level", f"must be in (0.5, 1), got {args.level}")
+    if args.budget_class is not None:
+        from ..core.params import ParamError, check_name
+        try:
+            check_name(args.budget_class, "budget class")
+        except ParamError as e:
+            raise InputError("--class", str(e)) from None
     side = side_from_runs(load_runs(args.run_dirs))
+    derived: dict[str, dict[str, dict[str, str]]] = {}  # variant -> suite -> load -> limits
+    too_few = []
     for key, reps in sorted(side.keys.items(), key=lambda kv: kv[0].label()):
         if len(reps) < 3:
-            print(f"{key.label()}: {len(reps)} runs, need 3")
+            too_few.append(f"{key.label()}: {len(reps)} runs, need 3")
             continue
         limits = {}
         for stat in ("p99", "p99.9", "max"):
@@ -233,6 +244,23 @@ def baseline_derive(args) -> int:
                 continue
             limits[stat] = upper_prediction_bound(vals, args.level)
         pct = ", ".join(f'"{s[1:]}": {v:.0f}' for s, v in limits.items() if s != "max")
-        print(f"{key.label()} ({reps[0].budget_class}, {len(reps)} runs): "
-              f'{{max_us: {limits.get("max", 0):.0f}, percentiles_us: {{{pct}}}}}')
+        text = f'{{max_us: {limits.get("max", 0):.0f}, percentiles_us: {{{pct}}}}}'
+        if args.budget_class is None:
+            print(f"{key.label()} ({reps[0].budget_class}, {len(reps)} runs): {text}")
+        else:
+            derived.setdefault(key.variant, {}).setdefault(key.suite, {})[key.load] = \
+                f"{text}   # {len(reps)} runs of {key.board}"
+    for line in too_few:
+        print(("# " if args.budget_class else "") + line)
+    if args.budget_class is not None:
+        if not derived:
+            raise InputError("RUN_DIR", "no key has 3 runs: nothing to derive a class from")
+        # indented to sit under the budget file's budgets: (budgets/README.md)
+        print(f"  {args.budget_class}:   # rtlab baseline derive, {args.level:g} prediction bounds: review them")
+        for variant, suites in derived.items():
+            print(f'    "{variant}":')
+            for suite, loads in suites.items():
+                print(f'      "{suite}":')
+                for load, text in loads.items():
+                    print(f'        "{load}": {text}')
     return 0

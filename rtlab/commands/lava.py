@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 import sys
 import tempfile
 from pathlib import Path
@@ -56,7 +57,11 @@ def register(sub):
                    help="jobs for this variant instead of the campaign's `variants:` (repeatable)")
     r.add_argument("--out", type=Path, help="output directory (default: results/lava-jobs/<campaign>)")
     r.add_argument("--artifacts-url", metavar="URL",
-                   help="base URL the lab serves <out>/artifacts/ from (default: file:// paths of the image cache)")
+                   help="base URL the lab serves the artifacts directory from (default: file:// paths of the "
+                        "image cache, which only a worker on this machine's disk can read)")
+    r.add_argument("--artifacts-dir", type=Path, metavar="DIR",
+                   help="with --artifacts-url: the directory that URL serves, where the jobs' kernels and images "
+                        "are linked, named by content (default: <out>/artifacts)")
     r.add_argument("--no-lab-boards", action="store_true", help="only the campaign's boards (no lava/boards.yaml lab boards)")
     r.add_argument("--no-validate", action="store_true", help="skip LAVA's schema check (needs Debian's lava-common)")
     r.add_argument("--commit", default=None,
@@ -217,6 +222,11 @@ def _finish(run, run_dir) -> int:
 
 def render(args) -> int:
     progress = _progress()
+    if args.artifacts_dir is not None and not args.artifacts_url:
+        raise InputError("--artifacts-dir", "only with --artifacts-url (the URL that serves it)")
+    if args.artifacts_url and not re.fullmatch(r"https?://[^\s/?#]+(/[^\s?#]*)?", args.artifacts_url):
+        raise InputError("--artifacts-url", f"{args.artifacts_url!r} is not an http:// or https:// URL "
+                                            "(a LAVA worker fetches the jobs' images from it)")
     campaign = load_campaign(args.campaign, variants=args.variant)
     out = args.out or Path(RESULTS) / "lava-jobs" / campaign.name
     commit = args.commit if args.commit is not None else commit_from_env().get("sha", "")
@@ -225,7 +235,8 @@ def render(args) -> int:
 
         commit = tree_state(args.kernel_tree).commit or ""
     index = render_campaign(campaign, out, boards=args.board, lab_boards=not args.no_lab_boards,
-                            artifacts_url=args.artifacts_url, progress=progress, commit=commit,
+                            artifacts_url=args.artifacts_url, artifacts_dir=args.artifacts_dir,
+                            progress=progress, commit=commit,
                             kernel_tree=args.kernel_tree)
     for n in index["not_available"]:
         progress(f"  not available: {n['board']}/{n['variant']}: {n['reason']}")

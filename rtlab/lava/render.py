@@ -123,26 +123,33 @@ def _inline(name: str, description: str, steps: list[str]) -> dict:
 class Artifacts:
     """Where jobs find kernels, ramdisks and DTBs: file:// URLs of the image
     cache by default (what lava-run on this machine reads), or `base_url`
-    + `<arch>/<name>` with the files linked under `<out>/artifacts/` for a
-    lab to publish over HTTP."""
+    + `<arch>/<sha256[:16]>/<name>` with the files linked under *serve_dir*
+    (default `<out>/artifacts/`) for a lab to publish over HTTP. Named by
+    content: two kernels both called Image (two variants, two commits) never
+    take each other's URL, and one directory can serve every job a runner
+    renders (CI's RTLAB_ARTIFACTS_DIR)."""
 
-    def __init__(self, out_dir: Path, base_url: Optional[str] = None):
+    def __init__(self, out_dir: Path, base_url: Optional[str] = None, serve_dir: Optional[Path] = None):
         self.out_dir = Path(out_dir)
         self.base_url = base_url.rstrip("/") if base_url else None
+        self.serve_dir = Path(serve_dir) if serve_dir else self.out_dir / "artifacts"
         self.published: dict[str, str] = {}
 
-    def url(self, path: Path, arch: str) -> str:
+    def url(self, path: Path, arch: str, sha256: str = "") -> str:
         path = Path(path).resolve()
         if not self.base_url:
             return path.as_uri()
-        rel = f"{arch}/{path.name}"
-        dest = self.out_dir / "artifacts" / rel
+        rel = f"{arch}/{(sha256 or sha256_file(path))[:16]}/{path.name}"
+        dest = self.serve_dir / rel
         if not dest.exists():
             dest.parent.mkdir(parents=True, exist_ok=True)
+            tmp = dest.with_name(f".{dest.name}.{os.getpid()}.tmp")
+            tmp.unlink(missing_ok=True)
             try:
-                os.link(path, dest)
-            except OSError:
-                dest.symlink_to(path)
+                os.link(path, tmp)
+            except OSError:  # another file system: the web server follows the link
+                tmp.symlink_to(path)
+            os.replace(tmp, dest)  # a render beside this one sees the whole file or none
         self.published[rel] = str(path)
         return f"{self.base_url}/{rel}"
 
@@ -302,10 +309,10 @@ def _deploy_and_boot(lb: LavaBoard, variant: Variant, images: ImageSet, kernel: 
     kernel_path = Path(kernel["path"])
     # a kernel built from the commit under test, or Debian's of the flavour
     prebuilt = images.kernels[flavour] if flavour and images.kernels[flavour].path == kernel_path else None
-    k_url = artifacts.url(kernel_path, board.arch)
-    r_url = artifacts.url(images.initramfs, board.arch)
     k_sum = (prebuilt.sha256 if prebuilt else "") or sha256_file(kernel_path)
     r_sum = images.initramfs_sha256 or sha256_file(images.initramfs)
+    k_url = artifacts.url(kernel_path, board.arch, k_sum)
+    r_url = artifacts.url(images.initramfs, board.arch, r_sum)
 
     context: dict[str, Any] = {"arch": lb.lava_arch}
     if lb.boot == "qemu":
@@ -327,7 +334,8 @@ def _deploy_and_boot(lb: LavaBoard, variant: Variant, images: ImageSet, kernel: 
             dtb = Path(kernel.get("dtb_dir") or kernel_path.parent) / lb.dtb
             if not dtb.is_file():
                 raise RtlabError(f"{lb.name}: no device tree {dtb}")
-            qemu_images["dtb"] = {"url": artifacts.url(dtb, board.arch), "sha256sum": sha256_file(dtb),
+            dtb_sum = sha256_file(dtb)
+            qemu_images["dtb"] = {"url": artifacts.url(dtb, board.arch, dtb_sum), "sha256sum": dtb_sum,
                                   "image_arg": "-dtb {dtb}"}
         deploy = {"to": "tmpfs", "timeout": _seconds_to_timeout(DEPLOY_TIMEOUT_S), "images": qemu_images}
         boot = {"method": "qemu", "media": "tmpfs", "timeout": _seconds_to_timeout(BOOT_TIMEOUT_S),
@@ -342,7 +350,8 @@ def _deploy_and_boot(lb: LavaBoard, variant: Variant, images: ImageSet, kernel: 
             # a kernel built from source boots with the device tree of Debian's
             # generic package, as on the labgrid path (the DT ABI is stable)
             dtb = extract_dtb(images, flavour if prebuilt and flavour else "generic", lb.dtb)
-            deploy["dtb"] = {"url": artifacts.url(dtb, board.arch), "sha256sum": sha256_file(dtb)}
+            dtb_sum = sha256_file(dtb)
+            deploy["dtb"] = {"url": artifacts.url(dtb, board.arch, dtb_sum), "sha256sum": dtb_sum}
         boot = {"method": "u-boot", "commands": "ramdisk", "timeout": _seconds_to_timeout(BOOT_TIMEOUT_S),
                 "prompts": [PROMPT_RE]}
     return context, deploy, boot, kernel_args
@@ -390,7 +399,7 @@ def job_file_name(board: str, variant: str, run: SuiteRun) -> str:
 
 def render_campaign(campaign: Campaign, out_dir: Path, *, boards: Optional[list[str]] = None,
                     lab_boards: bool = True, artifacts_url: Optional[str] = None,
-                    images: Optional[dict[str, ImageSet]] = None,
+                    artifacts_dir: Optional[Path] = None, images: Optional[dict[str, ImageSet]] = None,
                     progress: Callable[[str], None] = lambda m: None, commit: str = "",
                     kernel_tree: Optional[Path] = None) -> dict:
     """Write every job of the campaign under `out_dir`; returns the index
@@ -420,7 +429,7 @@ def render_campaign(campaign: Campaign, out_dir: Path, *, boards: Optional[list[
     for arch in sorted({lb.board.arch for lb in selected}):
         if arch not in images:
             images[arch] = ensure_images(arch, progress=progress)
-    artifacts = Artifacts(out_dir, artifacts_url)
+    artifacts = Artifacts(out_dir, artifacts_url, artifacts_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     rendered: list[RenderedJob] = []
     not_available: list[dict] = []

@@ -38,11 +38,10 @@ from pathlib import Path
 from typing import Optional
 
 from .. import ROOT
-from ..core.procutil import venv_tool
 from .config import RackConfig, load_rack_config
 from .hostssh import LabSSH
 from .hosts import HostLab
-from .service import serve_until_signalled
+from .service import coordinator_command, serve_until_signalled
 from .state import read_state, write_state
 
 #: inside namespaces this service creates: no other process can hold them
@@ -143,7 +142,9 @@ class MultiHostRack:
     def _start_coordinator(self) -> None:
         cdir = self.dir / "coordinator"
         cdir.mkdir(exist_ok=True)
-        self._spawn("coord", "coord", [venv_tool("labgrid-coordinator"), "-l", self.coordinator_address], cwd=cdir)
+        # the lab's unit (env/systemd/labgrid-coordinator.service), as the coordinator host runs it
+        argv, unit_env = coordinator_command(self.coordinator_address)
+        self._spawn("coord", "coord", argv, cwd=cdir, env={**os.environ, **unit_env})
 
     def _start_sshd(self, host: str) -> None:
         self._spawn(f"sshd-{host}", host, self.ssh.sshd_argv(host, self.lab.hosts[host].address), cwd=self.dir)

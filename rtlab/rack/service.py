@@ -4,11 +4,16 @@ One process that owns the rack's parts and tears them down together:
 
 1. the virtual boards (each: UART relay + pty, TFTP dir; QEMU only while powered)
 2. the HTTP PDU and its controller thread (which owns the QEMU processes)
-3. ``labgrid-coordinator -l 127.0.0.1:PORT`` (cwd ``<dir>/coordinator``: its
-   places.yaml/resources.yaml live there)
-4. ``labgrid-exporter -c 127.0.0.1:PORT -n <name> --hostname 127.0.0.1
-   labgrid/exporter.yaml`` with labgrid/bin first on PATH (the ser2net shim
-   that binds ser2net to loopback)
+3. ``labgrid-coordinator --listen 127.0.0.1:PORT`` (cwd ``<dir>/coordinator``:
+   its places.yaml/resources.yaml live there)
+4. ``labgrid-exporter --coordinator 127.0.0.1:PORT --name <name> --hostname
+   127.0.0.1 labgrid/exporter.yaml`` with labgrid/bin first on PATH (the
+   ser2net shim that binds ser2net to loopback)
+
+The coordinator's and the exporter's command lines are the lab's own units'
+(env/systemd/labgrid-coordinator.service, labgrid-exporter@.service: their
+ExecStart= with the rack's values for /etc/rtlab/lab.env, rtlab.lab.systemd),
+so the units a real lab installs are the ones every rack test starts.
 5. the places of labgrid/places.yaml, declared on the coordinator
 6. a reaper: every second, places and reservations of dead rtlab jobs are
    released (:func:`rtlab.lab.places.reap_stale`)
@@ -37,7 +42,8 @@ from typing import Optional
 from .. import ROOT
 from ..lab.coordinator import Coordinator, CoordinatorError
 from ..lab.places import reap_stale
-from ..core.procutil import die_with_parent, labgrid_client, venv_tool
+from ..lab.systemd import LAB_ENV, load_unit
+from ..core.procutil import die_with_parent, labgrid_client
 from .board import VirtualBoard
 from .config import RackConfig, load_rack_config
 from .pdu import PDUServer, PowerController
@@ -51,6 +57,21 @@ MAX_RESTARTS = 20
 
 class RackError(Exception):
     pass
+
+
+def coordinator_command(listen: str) -> tuple[list[str], dict[str, str]]:
+    """(argv, environment) of env/systemd/labgrid-coordinator.service listening on *listen*."""
+    unit = load_unit("labgrid-coordinator.service")
+    files = {LAB_ENV: {"LG_COORDINATOR_LISTEN": listen}}
+    return unit.exec_start(files=files), unit.environment(files=files)
+
+
+def exporter_command(name: str, coordinator: str, hostname: str, config: Path) -> tuple[list[str], dict[str, str]]:
+    """(argv, environment) of env/systemd/labgrid-exporter@<name>.service."""
+    unit = load_unit("labgrid-exporter@.service")
+    files = {LAB_ENV: {"LG_COORDINATOR": coordinator, "LG_EXPORTER_HOSTNAME": hostname,
+                       "LG_EXPORTER_CONFIG": str(config)}}
+    return unit.exec_start(name, files), unit.environment(name, files)
 
 
 def port_taken(host: str, port: int) -> str:
@@ -194,8 +215,8 @@ class Rack:
         # labgrid-coordinator binds without waiting for this process: let go
         # of the port just before it starts
         self.release_port("coordinator")
-        self._spawn("coordinator", [venv_tool("labgrid-coordinator"), "-l", self.coordinator_address],
-                    cwd=cdir)
+        argv, unit_env = coordinator_command(self.coordinator_address)
+        self._spawn("coordinator", argv, cwd=cdir, env={**os.environ, **unit_env})
         with Coordinator(self.coordinator_address) as coord:
             coord.wait_ready(30)
 
@@ -214,10 +235,9 @@ class Rack:
                 if name not in self.irq_probes:
                     self.irq_probes[name] = str(self._start_irq_probe(name, b.irq_probe_sock))
                 env[f"RTLAB_RACK_IRQPROBE_{name}"] = self.irq_probes[name]
-        env.pop("LG_COORDINATOR", None)
-        self._spawn("exporter", [venv_tool("labgrid-exporter"), "-c", self.coordinator_address,
-                                 "-n", self.cfg.name, "--hostname", self.bind,
-                                 str(self.cfg.exporter_config)], env=env, cwd=self.dir)
+        argv, unit_env = exporter_command(self.cfg.name, self.coordinator_address, self.bind,
+                                          self.cfg.exporter_config)
+        self._spawn("exporter", argv, env={**env, **unit_env}, cwd=self.dir)
 
     def _spawn(self, name: str, cmd: list[str], cwd: Path, env: Optional[dict] = None) -> None:
         log = open(self.dir / f"{name}.log", "ab")

@@ -51,6 +51,22 @@ SUITES_DIR = Path(__file__).resolve().parent.parent / "boardtests"
 RESULTS_DIR = WORKDIR / "results"
 #: seconds a board may take from power-on to a shell prompt, on top of suites
 BOOT_ALLOWANCE_S = 180
+#: seconds a suite run takes beyond its tool's own duration: staging the
+#: command, starting the load, fetching the raw outputs
+SUITE_ALLOWANCE_S = 60
+
+
+def job_planned_s(job: Job) -> float:
+    """How long one run of *job* takes on its board when all goes well: the
+    boot allowance, then each suite run's tool time and its allowance (what
+    a CI job's timeout must hold, per repeat)."""
+    return BOOT_ALLOWANCE_S + sum(SUITES[s.suite].duration_s(s) + SUITE_ALLOWANCE_S for s in job.suites)
+
+
+def job_deadline_s(job: Job) -> float:
+    """When the runner gives up on *job* (INFRA): the boot allowance, then
+    twice each tool's duration plus its allowance (a hung tool, a stalled board)."""
+    return BOOT_ALLOWANCE_S + sum(SUITES[s.suite].duration_s(s) * 2 + SUITE_ALLOWANCE_S for s in job.suites)
 
 
 class Progress:
@@ -253,7 +269,7 @@ def _run_board_tests(job: Job, rd: ResultsDir, job_dir: Path, spec_path: Path, l
                      label: str, result: JobResult, t0: float, lock_fd: Optional[int] = None) -> JobResult:
     board = job.board
     t_board = time.monotonic()  # the job's clock starts when it holds the board, not before the wait
-    timeout = BOOT_ALLOWANCE_S + sum(SUITES[s.suite].duration_s(s) * 2 + 60 for s in job.suites)
+    timeout = job_deadline_s(job)
     # labgrid's plugin named, not found: with autoload pytest scans every
     # installed distribution's entry points at each start (~0.3 s per job)
     # (-W: a forked job finds labgrid's plugin imported already, too late for assert rewriting)

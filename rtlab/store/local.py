@@ -10,6 +10,12 @@ The server outlives the rtlab process that started it (so its data can be
 looked at): a pidfile and a port file in the state directory let the next
 ``start()`` reuse it. ``stop()`` sends SIGTERM and waits (SIGKILL after a
 timeout), then removes both files. A lock file serialises concurrent starts.
+
+``python -m rtlab.store --state DIR [--bind ADDR] [--port N]`` runs it
+in the foreground instead, on a fixed address: what a service manager runs
+(env/systemd/rtlab-influxd.service; a lab's shared store binds the lab
+network). It writes the same pid and port files, so `rtlab publish` on that
+state directory uses it rather than starting another.
 """
 from __future__ import annotations
 
@@ -63,7 +69,7 @@ bind-address = "127.0.0.1:{rpc_port}"
 
 [http]
   enabled = true
-  bind-address = "127.0.0.1:{port}"
+  bind-address = "{bind}:{port}"
   auth-enabled = {auth}
   log-enabled = {http_log}
   access-log-path = "{access_log}"
@@ -125,6 +131,8 @@ class LocalInfluxd:
         self.logfile = self.root / "influxd.log"
         self.access_log = self.root / "access.log"
         self.port: Optional[int] = None
+        #: the address clients reach it on (the port file says, for a served one)
+        self.host = "127.0.0.1"
         self.pid: Optional[int] = None
         self.reused = False
         self._proc: Optional[subprocess.Popen] = None
@@ -134,14 +142,14 @@ class LocalInfluxd:
     def url(self) -> str:
         if self.port is None:
             raise LocalInfluxdError("local influxd is not started")
-        return f"http://127.0.0.1:{self.port}"
+        return f"http://{self.host}:{self.port}"
 
     def client(self, **kw) -> InfluxV1:
         return InfluxV1(self.url, kw.pop("database", self.database), **kw)
 
-    def config_text(self, port: int, rpc_port: int) -> str:
+    def config_text(self, port: int, rpc_port: int, bind: str = "127.0.0.1") -> str:
         return CONFIG_TEMPLATE.format(
-            root=str(self.root), port=port, rpc_port=rpc_port,
+            root=str(self.root), port=port, rpc_port=rpc_port, bind=bind,
             http_log="true" if self.http_log else "false",
             auth="true" if self.auth_enabled else "false",
             access_log=str(self.access_log) if self.http_log else "")
@@ -157,7 +165,7 @@ class LocalInfluxd:
         if port is None or not self._ours(pid):
             return False
         try:
-            InfluxV1(f"http://127.0.0.1:{port}", timeout_s=2).ping()
+            InfluxV1(f"http://{self.host}:{port}", timeout_s=2).ping()
         except StoreUnavailable:
             return False
         self.pid, self.port = pid, port
@@ -271,12 +279,33 @@ class LocalInfluxd:
                 f.unlink()
 
     def _read_files(self) -> tuple[Optional[int], Optional[int]]:
+        """(pid, port); the port file is "PORT" or, for a served one, "HOST:PORT"."""
         try:
             pid = int(self.pidfile.read_text().strip())
-            port = int(self.portfile.read_text().strip())
-            return pid, port
+            host, _, port = self.portfile.read_text().strip().rpartition(":")
+            self.host = host or "127.0.0.1"
+            return pid, int(port)
         except (OSError, ValueError):
             return None, None
+
+    def serve(self, bind: str = "127.0.0.1", port: int = 8086, rpc_port: int = 8088) -> None:
+        """influxd in the foreground as this very process (exec: its pid is
+        ours, a service manager supervises it). Refused while a server of this
+        state directory runs."""
+        self.root.mkdir(parents=True, exist_ok=True)
+        with self._lock():  # (not inherited by influxd: Python's files close on exec)
+            if self.running():
+                raise LocalInfluxdError(f"an influxd of {self.root} already runs (pid {self.pid}, port "
+                                        f"{self.port}): `rtlab publish --stop-local` with RTLAB_STATE_DIR")
+            self._stop_stale()
+            if not Path(self.binary).exists():
+                raise LocalInfluxdError(f"{self.binary} not found: install Debian's influxdb package")
+            self.config_file.write_text(self.config_text(port, rpc_port, bind))
+            reach = "127.0.0.1" if bind in ("0.0.0.0", "::", "[::]") else bind
+            self.pidfile.write_text(f"{os.getpid()}\n")
+            self.portfile.write_text(f"{reach}:{port}\n")
+        os.chdir(self.root)
+        os.execv(self.binary, [self.binary, "run", "-config", str(self.config_file)])
 
     @contextlib.contextmanager
     def _lock(self):
@@ -300,3 +329,21 @@ class LocalInfluxd:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def main(argv=None) -> int:
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m rtlab.store",
+                                 description="rtlab's influxd in the foreground (a service manager's unit)")
+    ap.add_argument("--state", type=Path, help="state directory (default $RTLAB_STATE_DIR or ~/.local/state/rtlab)")
+    ap.add_argument("--bind", default="127.0.0.1", help="the address to listen on (default 127.0.0.1)")
+    ap.add_argument("--port", type=int, default=8086, help="the HTTP port (default 8086)")
+    ap.add_argument("--rpc-port", type=int, default=8088, help="the backup service's port, on loopback (default 8088)")
+    args = ap.parse_args(argv)
+    try:
+        LocalInfluxd(args.state).serve(args.bind, args.port, args.rpc_port)
+    except LocalInfluxdError as e:
+        print(f"python -m rtlab.store: {e}", flush=True)
+        return 2
+    return 0

@@ -110,7 +110,9 @@ def test_pipeline_shape():
     # one JUnit report per measurement in the merge request: the test jobs'
     assert "reports" not in ci["gate"]["artifacts"]
     # housekeeping only on the nightly schedule, never in a kernel's pipeline
-    assert ci["prune"]["rules"] == [{"if": '$CI_PIPELINE_SOURCE == "schedule"'}]
+    # (nor on a vendor report's schedule: tests/unit/test_ci_schedules.py)
+    nightly = [{"if": '$CI_PIPELINE_SOURCE == "schedule" && $RTLAB_CAMPAIGN == "nightly-soak"'}]
+    assert ci["prune"]["rules"] == nightly
     assert "kernel prune" in " ".join(ci["prune"]["script"]) and ci["prune"]["allow_failure"] is True
     # the bisect pipeline (API or by hand): one job, the report kept whatever happens
     b = ci["bisect"]
@@ -123,8 +125,7 @@ def test_pipeline_shape():
     assert '"$RTLAB" bisect --kernel-tree "$KERNEL_TREE"' in script and "bisect-report" in b["artifacts"]["paths"][0]
     assert "BISECT_GOOD && $BISECT_BAD" in ci["workflow"]["rules"][0]["if"]
     # nightly: the reference kernel on every board, then change points over the history
-    schedule = [{"if": '$CI_PIPELINE_SOURCE == "schedule"'}]
-    assert ci["regressions"]["rules"] == schedule and ci["regressions"]["allow_failure"] == {"exit_codes": [1]}
+    assert ci["regressions"]["rules"] == nightly and ci["regressions"]["allow_failure"] == {"exit_codes": [1]}
     assert '"$RTLAB" regressions' in " ".join(ci["regressions"]["script"])
     assert "schedule" in ci["reference"]["rules"][0]["if"]
     assert "--campaign reference" in " ".join(ci["reference"]["script"])
@@ -168,8 +169,12 @@ def test_lava_pipeline_shape():
     assert 'if [ -n "$KERNEL_REPO" ]; then set -- --kernel-tree "$KERNEL_TREE"' in script
     assert '"$KERNEL_SHA"' not in script
     assert "--local-lab" in script and '--uri "$RTLAB_LAVA_URI"' in script
+    # a remote server's workers fetch the images over HTTP from the runner
+    assert ci["variables"]["RTLAB_ARTIFACTS_URL"] == ""
+    assert '--artifacts-url "$RTLAB_ARTIFACTS_URL"' in script and "--artifacts-dir" in script
+    # publish and gate take every earlier stage's artifacts, test-lava's and report jobs' too
     for later in ("publish", "gate"):
-        assert {"job": "test-lava", "artifacts": True, "optional": True} in ci[later]["needs"], later
+        assert "needs" not in ci[later] and ci[later]["stage"] in ("publish", "gate"), later
 
 
 def verdict_env(**env) -> dict:
@@ -236,15 +241,15 @@ def kernel_project(runner):
     return {**project, "_path": str(dest)}
 
 
-def make_ci_project(proj: Path, variant: str, budget_us: int = BUDGET_MAX_US, regression: str = "") -> Path:
-    """The rtlab CI project: .gitlab-ci.yml narrowed to one board × variant
-    (*regression*: the budget file's regression: section, YAML)."""
+def make_ci_project(proj: Path, variants: str | list[str], budget_us: int = BUDGET_MAX_US,
+                    regression: str = "") -> Path:
+    """The rtlab CI project: .gitlab-ci.yml with the matrices `rtlab ci
+    matrix` makes of its campaign, one board × *variants* (*regression*: the
+    budget file's regression: section, YAML)."""
+    from rtlab.run.cimatrix import ci_matrix
+
     proj.mkdir(parents=True)
-    ci = yaml.safe_load((ROOT / ".gitlab-ci.yml").read_text())
-    ci["build"]["parallel"]["matrix"] = [{"ARCH": [ARCH], "VARIANT": [variant]}]
-    ci["test"]["parallel"]["matrix"] = [{"BOARD": [BOARD], "VARIANT": [variant]}]
-    ci["test-lava"]["parallel"]["matrix"] = [{"BOARD": [BOARD], "VARIANT": [variant]}]
-    (proj / ".gitlab-ci.yml").write_text(yaml.safe_dump(ci, sort_keys=False))
+    variants = [variants] if isinstance(variants, str) else variants
     (proj / "budgets.yaml").write_text(textwrap.dedent(f"""
         budgets:
           qemu-tcg: {{"*": {{"*": {{"*": {{max_us: {budget_us}}}}}}}}}
@@ -253,13 +258,18 @@ def make_ci_project(proj: Path, variant: str, budget_us: int = BUDGET_MAX_US, re
         name: ci-test
         budgets: budgets.yaml
         boards: [{BOARD}]
-        variants: [{variant}]
+        variants: [{', '.join(variants)}]
         suites:
           - name: cyclictest
             loads: [idle]
             params: {{interval_us: 1000, duration_s: 1, priority: 90, histogram_us: 2000}}
             overrides: {{qemu-tcg: {{histogram_us: 20000}}}}
     """))
+    m = ci_matrix(proj / "campaign.yaml")
+    ci = yaml.safe_load((ROOT / ".gitlab-ci.yml").read_text())
+    ci["build"]["parallel"]["matrix"] = m.build_matrix()
+    ci["test"]["parallel"]["matrix"] = ci["test-lava"]["parallel"]["matrix"] = m.test_matrix()
+    (proj / ".gitlab-ci.yml").write_text(yaml.safe_dump(ci, sort_keys=False))
     for args in (["init", "-q", "-b", "main"], ["add", "."],
                  ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "ci"]):
         subprocess.run(["git", "-C", str(proj), *args], check=True)
@@ -479,23 +489,29 @@ def forget_builds_of(commit: str) -> None:
             continue
 
 
-def test_latency_bug_fails_the_gate_on_the_budget(kernel_project, ci_projects, tmp_path):
+def test_latency_bug_fails_the_gate_on_the_budget(kernel_project, tmp_path_factory, tmp_path):
     """A kernel merge request of the latency-bug commit, triggered with a
     campaign from outside the lab's repository (as the merge request could
     name one in its own tree) whose budget file beside it allows 1000 s: the campaign chooses
     what is measured, never how it is judged. The test job and the gate judge
-    by the operator's RTLAB_GATE_BUDGETS, and the gate says so: FAIL."""
+    by the operator's RTLAB_GATE_BUDGETS, and the gate says so: FAIL.
+
+    The lab's campaign names preempt and preempt-iso (`rtlab ci matrix`
+    makes the matrices): one build job compiles the PREEMPT_DYNAMIC kernel
+    both boot, and the preempt-iso job boots it with CPU 1 isolated and
+    measures there."""
     forget_builds_of(kernel_project["latency"])
+    project = make_ci_project(tmp_path_factory.mktemp("rtlab-ci-iso") / "preempt", ["preempt", "preempt-iso"])
     outside = lab_runner().workdir("kernel-tree-rtlab")
     (outside / "loose.yaml").write_text('budgets:\n  qemu-tcg: {"*": {"*": {"*": {max_us: 1000000000}}}}\n')
     (outside / "campaign.yaml").write_text(
-        (ci_projects["preempt"] / "campaign.yaml").read_text().replace("budgets: budgets.yaml", "budgets: loose.yaml")
+        (project / "campaign.yaml").read_text().replace("budgets: budgets.yaml", "budgets: loose.yaml")
         # 3 s: a window that holds several of the hog's 400 ms stalls in its one run
         .replace("duration_s: 1,", "duration_s: 3,"))
     lab_runner().chown(outside)
     # a kernel merge request gated on budgets only (RTLAB_REGRESSION=0): one
     # run is enough (the trigger's RTLAB_REPEAT wins over the workflow's)
-    r, proj, logs = run_pipeline(ci_projects["preempt"], _repo(kernel_project), kernel_project["latency"],
+    r, proj, logs = run_pipeline(project, _repo(kernel_project), kernel_project["latency"],
                                  "latency", tmp_path, KERNEL_MR_IID="9", KERNEL_TARGET_BRANCH="main",
                                  KERNEL_MR_SOURCE_BRANCH="timers", RTLAB_REGRESSION="0", RTLAB_REPEAT="1",
                                  RTLAB_CAMPAIGN=str(outside / "campaign.yaml"))
@@ -511,10 +527,22 @@ def test_latency_bug_fails_the_gate_on_the_budget(kernel_project, ci_projects, t
     assert "loose.yaml" not in "\n".join(judged)
     assert "gate exit 1" in logs["gate"]
     # the test job failed with exit 1 (allowed, not retried), not infra
-    test_log = next(v for k, v in logs.items() if k.startswith("test"))
+    test_log = next(v for k, v in logs.items() if k.startswith("test") and "preempt-iso" not in k)
     assert "rtlab run exit 1" in test_log
-    # one changed file: ccache served the rest of the tree from another clone
+    # one kernel built, booted by both test jobs: preempt-iso with CPU 1 isolated, measured there
+    (build,) = [k for k in logs if k.startswith("build")]
+    assert "aarch64" in build and "preempt" in build and "iso" not in build, sorted(logs)
+    assert len([k for k in logs if k.startswith("test")]) == 2, sorted(logs)
     arts = proj / ".gitlab-ci-local" / "artifacts"
+    jobs = {j["variant"]: j for p in arts.rglob("run.json") if "latest" not in p.parts
+            for j in json.loads(p.read_text())["jobs"]}
+    assert set(jobs) == {"preempt", "preempt-iso"}, set(jobs)
+    iso = jobs["preempt-iso"]
+    assert iso["infra_error"] is None and iso["build_error"] is None and iso["verdict"] in ("pass", "fail"), iso
+    assert iso["kernel"]["version"] == jobs["preempt"]["kernel"]["version"]  # the one build
+    assert iso["kernel"]["isolated"] == "1" and "isolcpus=" in iso["kernel"]["cmdline"], iso["kernel"]
+    assert [t["cpu"] for m in iso["measurements"] for t in m["output"]["threads"]] == [1]
+    # one changed file: ccache served the rest of the tree from another clone
     built = json.loads(next(arts.rglob("kernel/aarch64/preempt/build.json")).read_text())
     assert built["commit"] == kernel_project["latency"]
     assert not json.loads(next(arts.rglob("kernel/aarch64/preempt/build-result.json")).read_text()).get("cached")

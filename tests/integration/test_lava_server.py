@@ -4,7 +4,12 @@ rtlab's jobs go through lavacli to the server, the worker runs them with
 lava-run, rtlab fetches and ingests them through the one results path. The
 verdict and the measurements' shape must equal those of the same job run by
 `lava-run` alone; a job cancelled on the server is INFRA; a device whose
-health check fails is taken offline by LAVA, never measured."""
+health check fails is taken offline by LAVA, never measured.
+
+The jobs are rendered as CI renders them for a LAVA server elsewhere
+(RTLAB_ARTIFACTS_URL): their kernels and images linked into a served
+directory and fetched by the worker over HTTP from a server started with
+env/systemd/rtlab-artifacts.service's command line, never file://."""
 import json
 from concurrent.futures import ThreadPoolExecutor
 import os
@@ -16,8 +21,11 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 from conftest import ROOT, rtlab, rtlab_retry_infra
+from rtlab.core.procutil import free_port
+from rtlab.lab.systemd import LAB_ENV, load_unit
 
 
 # make test runs as root with env/apt-packages.txt installed: a missing part
@@ -53,7 +61,30 @@ def wait_health(lab, st, device, want, timeout=1500):
 
 
 @pytest.fixture(scope="module")
-def jobs(tmp_path_factory):
+def artifacts(tmp_path_factory):
+    """The runner's artifacts server: the unit's command line, serving a
+    directory on a free loopback port (what RTLAB_ARTIFACTS_URL names)."""
+    d = tmp_path_factory.mktemp("artifacts")
+    port = free_port()
+    unit = load_unit("rtlab-artifacts.service")
+    lab_env = {LAB_ENV: {"RTLAB_ARTIFACTS_DIR": str(d / "served"), "RTLAB_ARTIFACTS_BIND": "127.0.0.1",
+                         "RTLAB_ARTIFACTS_PORT": str(port)}}
+    (d / "served").mkdir()
+    log = open(d / "access.log", "wb")
+    srv = subprocess.Popen(unit.exec_start(files=lab_env), env={**os.environ, **unit.environment(files=lab_env)},
+                           stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    deadline = time.monotonic() + 30
+    while subprocess.run(["curl", "-sf", "-o", "/dev/null", f"http://127.0.0.1:{port}/"]).returncode != 0:
+        assert srv.poll() is None and time.monotonic() < deadline, (d / "access.log").read_text()
+        time.sleep(0.2)
+    yield {"url": f"http://127.0.0.1:{port}", "dir": d / "served", "log": d / "access.log"}
+    srv.terminate()
+    srv.wait(10)
+    log.close()
+
+
+@pytest.fixture(scope="module")
+def jobs(tmp_path_factory, artifacts):
     d = tmp_path_factory.mktemp("lava-server")
     c = d / "campaign.yaml"
     c.write_text(textwrap.dedent(f"""
@@ -71,7 +102,7 @@ def jobs(tmp_path_factory):
             overrides: {{qemu-tcg: {{histogram_us: 50000}}}}
     """))
     res = rtlab("lava", "render", "--campaign", c, "--out", d / "jobs", "--no-lab-boards", "--commit",
-                "0123456789abcdef0123")
+                "0123456789abcdef0123", "--artifacts-url", artifacts["url"], "--artifacts-dir", artifacts["dir"])
     assert res.returncode == 0, res.stdout + res.stderr
     index = json.loads((d / "jobs" / "index.json").read_text())
     return {e["suite"]: d / "jobs" / e["file"] for e in index["jobs"]}
@@ -84,7 +115,7 @@ def _measurement(run_dir: Path) -> tuple[dict, dict]:
     return job, m
 
 
-def test_server_job_equals_lava_run(lab, jobs, tmp_path):
+def test_server_job_equals_lava_run(lab, jobs, artifacts, tmp_path):
     lab_, st = lab
     # the health checks (an rtlab boot job per board) passed: the device is Good
     assert wait_health(lab_, st, "qemu-aarch64-01", {"Good", "Bad"}) == "Good"
@@ -138,6 +169,13 @@ def test_server_job_equals_lava_run(lab, jobs, tmp_path):
                           ["jobs", "logs", jid, "--raw", "--no-follow"]]
     assert "Verdict: PASS" in via_server.stdout
     assert show["device"] == "qemu-aarch64-01"
+    # the server's worker fetched the images over HTTP from the runner's server
+    deploy = yaml.safe_load((rec / "job.yaml").read_text())["actions"][0]["deploy"]["images"]
+    for image in ("kernel", "ramdisk"):
+        url = deploy[image]["url"]
+        assert url.startswith(artifacts["url"] + "/aarch64/"), url
+        path = url.removeprefix(artifacts["url"])
+        assert f'"GET {path} HTTP/1.1" 200' in artifacts["log"].read_text(), (path, artifacts["log"].read_text())
     # a LAVA admin sees the job by campaign, board, variant, suite and commit
     assert show["description"] == "rtlab lava-server qemu-aarch64 rt cyclictest@idle 0123456789ab"
     # and the measurements as test cases in the server's results API

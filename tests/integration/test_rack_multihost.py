@@ -18,6 +18,12 @@ board's TFTP directory), U-Boot fetches them over TFTP there, and the RK356x
 twin's interrupt-response probe is reached at its exporter host's address.
 An exporter host killed whole (every process in its namespace) is brought
 back by the lab's supervisor, and the next run on its board passes.
+
+The lab's services are the units a real lab installs (env/systemd/): the
+coordinator host runs labgrid-coordinator.service's command line, each
+exporter host labgrid-exporter@.service's; on the coordinator host the
+reaper unit releases the place of a job that died there, and the store unit
+serves the lab's store that a runner host publishes the run to.
 """
 import json
 import os
@@ -31,7 +37,10 @@ from pathlib import Path
 import pytest
 
 from rtlab import ROOT
+from rtlab.lab.systemd import LAB_ENV, load_unit
+from rtlab.rack.config import load_rack_config
 from rtlab.rack.control import rack_down, rack_up
+from rtlab.rack.service import coordinator_command, exporter_command
 from rtlab.core.procutil import pid_alive
 from rtlab.rack.hostssh import leftover_etc
 from rtlab.rack.hosts import kill_netns, leftovers, netns_pids
@@ -187,6 +196,71 @@ def test_rack_up_hosts_splits_the_rack_over_namespace_hosts_and_down_leaves_noth
     assert json.loads((d / "rack.json").read_text())["state"] == "stopped"
 
 
+def ran(pid: int, argv: list[str]) -> bool:
+    """Whether process *pid* runs *argv* (a script: its interpreter first)."""
+    cmd = Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")[:-1]
+    return cmd == argv or (cmd[1:] == argv and Path(cmd[0]).name.startswith("python"))
+
+
+def on_host(d: Path, host: str, argv: list, **kw) -> subprocess.Popen:
+    """A command on a host of the lab, as a service there would run it."""
+    return subprocess.Popen([str(Path(sys.executable).parent / "rtlab"), "rack", "exec", "--dir", str(d), host, "--",
+                             *map(str, argv)], cwd=ROOT, start_new_session=True, **kw)
+
+
+def lab_units(d: Path, st: dict, run_dir: Path) -> None:
+    """The units of env/systemd/ are what the lab runs: their command lines."""
+    hosts = st["hosts"]
+    assert ran(st["pids"]["coord"], coordinator_command(st["coordinator"])[0])
+    cfg = load_rack_config()
+    for host in ("exp1", "exp2"):
+        exporter = json.loads((d / host / "rack.json").read_text())["pids"]["exporter"]
+        assert ran(exporter, exporter_command(f"{cfg.name}-{host}", st["coordinator"], hosts[host]["address"],
+                                              cfg.exporter_config)[0])
+    # the reaper unit, on the coordinator host: a job of that host holds a place and dies
+    job = on_host(d, "coord", [sys.executable, "-c", JOB, st["coordinator"], "30", "600"], stdout=subprocess.PIPE,
+                  text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    try:
+        place = wait_line(job, "PLACE", 120).split()[1]
+    finally:
+        os.killpg(job.pid, signal.SIGKILL)
+        job.wait()
+        job.stdout.close()
+    reaper = load_unit("rtlab-reaper.service")
+    lab_env = {LAB_ENV: {"LG_COORDINATOR": st["coordinator"]}}
+    r = on_host(d, "coord", reaper.exec_start(files=lab_env), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                text=True, env={**os.environ, **reaper.environment(files=lab_env)})
+    out = r.communicate(timeout=120)[0]
+    assert r.returncode == 0 and f"released place {place} from coord/rtlab-" in out, out
+    # the store unit on the coordinator host; a runner host publishes the run to it
+    store = load_unit("rtlab-influxd.service")
+    address = hosts["coord"]["address"]
+    lab_env = {LAB_ENV: {"RTLAB_STATE_DIR": str(d / "store"), "RTLAB_INFLUXD_BIND": address,
+                         "RTLAB_INFLUXD_PORT": "8086"}}
+    log = open(d / "store.log", "wb")
+    srv = on_host(d, "coord", store.exec_start(files=lab_env), stdout=log, stderr=subprocess.STDOUT,
+                  env={**os.environ, **store.environment(files=lab_env)})
+    try:
+        url = f"http://{address}:8086"
+        deadline = time.monotonic() + 60
+        while on_host(d, "runner2", ["curl", "-sf", f"{url}/ping"]).wait() != 0:
+            assert srv.poll() is None and time.monotonic() < deadline, (d / "store.log").read_text()
+            time.sleep(0.5)
+        pub = on_host(d, "runner1", [Path(sys.executable).parent / "rtlab", "publish", run_dir],
+                      stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                      env={**os.environ, "RTLAB_INFLUX_URL": url, "RTLAB_STATE_DIR": str(d / "runner1-state")})
+        out = pub.communicate(timeout=120)[0]
+        assert pub.returncode == 0, out
+        q = on_host(d, "runner2", ["curl", "-sG", f"{url}/query", "--data-urlencode", "db=rtlab",
+                                   "--data-urlencode", 'q=SELECT "run_id" FROM "verdict"'], stdout=subprocess.PIPE,
+                    text=True)
+        assert run_dir.resolve().name in q.communicate(timeout=60)[0]
+    finally:
+        os.killpg(srv.pid, signal.SIGTERM)
+        srv.wait(30)
+        log.close()
+
+
 CAMPAIGN = """
 name: multihost
 budgets: {budgets}
@@ -240,6 +314,8 @@ def test_rtlab_run_on_a_runner_host_stages_over_ssh_and_boots_boards_of_both_exp
             console = (d / host / "boards" / name / "console.log").read_text(errors="replace")
             assert "TFTP from server" in console and "Bytes transferred" in console
             assert "Linux version" in console
+        lab_units(d, st, run_dir)
+
         # the probe twin listens on its exporter host's address, not loopback
         port = int((d / board_host["rk356x0"] / "boards" / "rk356x0" / "irqprobe.port").read_text())
         listening = subprocess.run(["ip", "netns", "exec", hosts[board_host["rk356x0"]]["netns"], "ss", "-ltnH"],

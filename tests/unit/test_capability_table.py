@@ -20,6 +20,9 @@ CAPABILITIES = {
     "LAVA dispatcher", "LAVA server", "GitLab pipeline: kernel push", "GitLab pipeline: kernel merge request",
     "GitLab pipeline: rtlab merge request", "hostile input", "cancel", "a kernel tree's build confined",
     "git runs nothing of a tree's configuration", "CI jobs as the runner's own user",
+    # issue 46: CI gates what the lab measures; a real lab's units and resources
+    "CI matrix from the lab's campaign", "schedules run as written", "lab service units",
+    "real-lab resources through labgrid", "a new board's first budgets",
 }
 
 

@@ -38,6 +38,8 @@ def normalize_str(text: str) -> str:
     # (a cache shared between checkouts names another one)
     text = re.sub(r"(?:/[^/\s'\"]+)+/\.cache/images\b", "@CACHE@", text)
     text = re.sub(r"(initramfs-[a-z0-9_]+-)[0-9a-f]{16}", r"\1@DIGEST@", text)
+    # served artifacts sit under their content's digest (rtlab.lava.render.Artifacts)
+    text = re.sub(r"(/rtlab-artifacts/[a-z0-9_]+/)[0-9a-f]{16}/", r"\1@DIGEST@/", text)
     return re.sub(r"\b[0-9a-f]{64}\b", "@SHA256@", text)
 
 

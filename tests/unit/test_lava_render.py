@@ -201,16 +201,42 @@ def test_cli_render_validates_and_reports(tmp_path):
     assert "1/1 jobs valid" in res.stdout
     index = json.loads((tmp_path / "j" / "index.json").read_text())
     assert [(j["board"], j["variant"]) for j in index["jobs"]] == [("qemu-aarch64", "rt")]
-    # --artifacts-url: the lab serves <out>/artifacts/ over HTTP
+    # --artifacts-url: the lab serves <out>/artifacts/ over HTTP, each file under its content's digest
     res = subprocess.run([sys.executable, "-m", "rtlab.cli", "lava", "render", "--out", str(tmp_path / "h"),
                           "--board", "rk3568-rock-3a", "--variant", "rt", "--artifacts-url",
                           "https://lab.example/rtlab"], cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, res.stdout + res.stderr
     index = json.loads((tmp_path / "h" / "index.json").read_text())
     job = yaml.safe_load((tmp_path / "h" / index["jobs"][0]["file"]).read_text())
-    url = job["actions"][0]["deploy"]["dtb"]["url"]
-    assert url == "https://lab.example/rtlab/aarch64/rk3568-rock-3a.dtb"
-    assert (tmp_path / "h" / "artifacts" / "aarch64" / "rk3568-rock-3a.dtb").is_file()
+    dtb = job["actions"][0]["deploy"]["dtb"]
+    assert dtb["url"] == f"https://lab.example/rtlab/aarch64/{dtb['sha256sum'][:16]}/rk3568-rock-3a.dtb"
+    assert (tmp_path / "h" / "artifacts" / "aarch64" / dtb["sha256sum"][:16] / "rk3568-rock-3a.dtb").is_file()
+    # --artifacts-dir: the runner's served directory instead of <out>/artifacts
+    for bad, words in ((["--artifacts-dir", str(tmp_path / "s")], "only with --artifacts-url"),
+                       (["--artifacts-url", "file:///srv/a"], "is not an http:// or https:// URL")):
+        res = subprocess.run([sys.executable, "-m", "rtlab.cli", "lava", "render", "--out", str(tmp_path / "x"),
+                              "--board", "qemu-aarch64", "--variant", "rt", *bad], cwd=ROOT, capture_output=True,
+                             text=True, timeout=300)
+        assert res.returncode == 2 and words in res.stderr, res.stderr
+
+
+def test_artifacts_are_named_by_content(tmp_path):
+    """Two kernels of one name (two variants' Image, two commits') get two
+    URLs in one served directory, and a file published twice is linked once."""
+    from rtlab.lava.render import Artifacts
+
+    a, b = tmp_path / "a" / "Image", tmp_path / "b" / "Image"
+    for f, data in ((a, b"rt kernel"), (b, b"dynamic kernel")):
+        f.parent.mkdir()
+        f.write_bytes(data)
+    served = tmp_path / "served"
+    art = Artifacts(tmp_path / "out", "http://runner:8099/", served)
+    ua, ub = art.url(a, "aarch64"), art.url(b, "aarch64")
+    assert ua != ub and ua.startswith("http://runner:8099/aarch64/") and ua.endswith("/Image")
+    for url, data in ((ua, b"rt kernel"), (ub, b"dynamic kernel")):
+        assert (served / url.removeprefix("http://runner:8099/")).read_bytes() == data
+    assert Artifacts(tmp_path / "out2", "http://runner:8099", served).url(a, "aarch64") == ua
+    assert not (tmp_path / "out" / "artifacts").exists()
 
 
 def test_loads_without_a_lava_form_are_listed_not_dropped(tmp_path):
