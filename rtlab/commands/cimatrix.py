@@ -25,13 +25,13 @@ def register(sub):
     csub = p.add_subparsers(dest="ci_command", required=True, metavar="ACTION")
     m = csub.add_parser("matrix", help="generate .gitlab-ci.yml's build/test/report matrices from the "
                                        "campaigns it names (edit those, then --write)")
-    m.add_argument("--pipeline", type=Path, default=cimatrix.PIPELINE, metavar="FILE",
+    m.add_argument("--pipeline", type=Path, metavar="FILE",
                    help="the pipeline file whose regions are generated (default: this checkout's .gitlab-ci.yml)")
     m.add_argument("--campaign", metavar="NAME|FILE",
                    help="the gate's campaign (default: the pipeline's RTLAB_CAMPAIGN variable)")
     m.add_argument("--nightly", metavar="NAME|FILE",
                    help="the nightly schedule's campaign (default: the pipeline's schedule rule)")
-    m.add_argument("--reports", metavar="DIR", type=Path, default=cimatrix.CAMPAIGN_DIR,
+    m.add_argument("--reports", metavar="DIR", type=Path,
                    help=f"where the report campaigns ({cimatrix.REPORT_GLOB}) are (default: campaigns/)")
     what = m.add_mutually_exclusive_group()
     what.add_argument("--check", action="store_true", help="exit 1 if the pipeline's regions are stale")
@@ -42,6 +42,8 @@ def register(sub):
 
 
 def run_matrix(args) -> int:
+    args.pipeline = args.pipeline or cimatrix.PIPELINE
+    args.reports = args.reports or cimatrix.CAMPAIGN_DIR
     gate, nightly = cimatrix.pipeline_campaigns(args.pipeline)
     m = cimatrix.ci_matrix(args.campaign or gate, args.nightly or nightly,
                            cimatrix.report_campaigns(args.reports))
