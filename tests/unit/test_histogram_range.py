@@ -124,3 +124,14 @@ def test_rtlab_run_refuses_it_before_anything_runs(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "suites[0].params.histogram_us: a 2000 us histogram cannot hold" in err, err
     assert not (tmp_path / "r").exists()
+
+
+def test_a_budget_beyond_any_range_the_tool_keeps_leaves_the_campaigns_range(tmp_path):
+    # a 10 s max that only catches hangs: no histogram holds it (cyclictest
+    # keeps 1,000,000 buckets); the campaign's range stands, and a
+    # percentile past it is judged by its share of samples past the range
+    (tmp_path / "b.yaml").write_text('budgets:\n  local: {"*": {"*": {"*": {max_us: 10000000}}}}\n')
+    f = tmp_path / "c.yaml"
+    f.write_text("name: c\nbudgets: b.yaml\nboards: [local]\nsuites:\n"
+                 "  - name: cyclictest\n    params: {duration_s: 1, histogram_us: 2000}\n")
+    assert ranges(f)[("local/host", "cyclictest")] == 2000
