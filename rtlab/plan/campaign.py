@@ -296,8 +296,8 @@ def histogram_ranges(path: Path, entries: list[tuple[str, SuiteEntry]], boards: 
     from .budgets import load_budgets
     from .policy import load_policy
 
-    if not any(SUITES[e.suite].range_params for _, e in entries):
-        return {}
+    if not any(SUITES[e.suite].range_params for _, e in entries) or not budgets_path.exists():
+        return {}  # (a missing budget file is named where the run loads it)
     table = load_budgets(budgets_path)
     policy = load_policy(budgets_path)
     out: dict[tuple[str, str, str, str], float] = {}

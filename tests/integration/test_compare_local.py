@@ -71,7 +71,7 @@ def split(run_dir: Path, out: Path, keep) -> Path:
 
 
 # make test-long: the verdict's proof in make test is test_until_decided_local.py::
-# test_separate_sessions_unchanged_is_green_and_an_injected_regression_red (separate sessions, until decided)
+# test_separate_sessions_a_seen_regression_is_red_and_nothing_is_green_unseen (separate sessions, until decided)
 @pytest.mark.long
 def test_a_a_is_no_regression_and_injected_regression_is_named(tmp_path, campaign):
     c = campaign(["local"], budgets=textwrap.dedent(BUDGETS), suites=SUITES)
