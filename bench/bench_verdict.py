@@ -351,6 +351,8 @@ SIMULATED_SHARE = (
     ("1 % past (30 a run)", {**_SHARE, "share": 0.01}),
     ("1 %, x1.5", {**_SHARE, "share": 0.01, "ratio": 1.5}),
     ("1 %, x2", {**_SHARE, "share": 0.01, "ratio": 2.0}),
+    ("1 %, a steadier tail (log-rate sd 0.3)", {**_SHARE, "share": 0.01, "sd": (0.3,)}),
+    ("1 %, sd 0.3, x2", {**_SHARE, "share": 0.01, "sd": (0.3,), "ratio": 2.0}),
     ("0.02 % past (0.6 a run)", {**_SHARE, "share": 0.0002}),
     ("0.02 %, x3", {**_SHARE, "share": 0.0002, "ratio": 3.0}),
     ("0.1 %, sessions half of the variance", {**_SHARE, "share": 0.001, "tau_share": 0.5}),
