@@ -284,11 +284,10 @@ class StatComparison:
         return (f"the share of samples past {_us(self.share_past_us)} us" if self.share_past_us is not None
                 else self.name)
 
-    def share_text(self, n: Optional[int] = None) -> str:
+    def share_text(self) -> str:
         """The two sides' shares past the range (means over their runs)."""
-        c = self.candidate_share[:n] if n else self.candidate_share
-        return f"{_share(float(np.mean(self.baseline_share)))} -> {_share(float(np.mean(c)))} of samples past " \
-               f"{_us(self.share_past_us or 0)} us"
+        return (f"{_share(float(np.mean(self.baseline_share)))} -> {_share(float(np.mean(self.candidate_share)))} "
+                f"of samples past {_us(self.share_past_us or 0)} us")
 
     @property
     def detectable(self) -> Optional[float]:
@@ -765,12 +764,6 @@ class _Gated:
     #: the raw values the no-spread test compares (shares, or us)
     base_raw: list[float]
     cand_raw: list[float]
-    #: the absolute minimum effect in the raw unit (us, or a share)
-    abs_min: float
-
-    @property
-    def base_level(self) -> float:
-        return math.exp(float(np.mean(self.blog)))
 
 
 def _gated_logs(kc: KeyComparison, sc: StatComparison, floor: float, eff: MinEffect) -> _Gated:
@@ -785,14 +778,14 @@ def _gated_logs(kc: KeyComparison, sc: StatComparison, floor: float, eff: MinEff
         # look through (and an absolute floor of a sample over a baseline
         # of none, x2 or more, would put every such key above its limit)
         return _Gated(kc, sc, blog, clog, f"{sc.name} share", eff.relative,
-                      [float(x) for x in np.exp(blog)], [float(x) for x in np.exp(clog)], 0.0)
+                      [float(x) for x in np.exp(blog)], [float(x) for x in np.exp(clog)])
     blog, clog = stats._logs(sc.baseline, floor), stats._logs(sc.candidate, floor)
     level = math.exp(float(blog.mean()))
     # the minimum effect as one ratio: the relative one, or the absolute
     # one over the baseline's level, whichever is larger (both must be met)
     return _Gated(kc, sc, blog, clog, sc.name,
                   max(eff.relative, eff.abs_us / level if level > 0 else math.inf),
-                  list(sc.baseline), list(sc.candidate), eff.abs_us)
+                  list(sc.baseline), list(sc.candidate))
 
 
 def _sequential(cmp: Comparison, gated: list, policy: Policy) -> None:
