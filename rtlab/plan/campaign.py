@@ -298,8 +298,14 @@ def histogram_ranges(path: Path, entries: list[tuple[str, SuiteEntry]], boards: 
 
     if not any(SUITES[e.suite].range_params for _, e in entries) or not budgets_path.exists():
         return {}  # (a missing budget file is named where the run loads it)
+    from ..core.config import open_node
+
     table = load_budgets(budgets_path)
-    policy = load_policy(budgets_path)
+    # the statistics that gate: the file's regression: section, else the
+    # lab's (a file without one sets budgets only, as the verdict reads it:
+    # rtlab.verdict.against.lab_policy)
+    has_policy = open_node(budgets_path).child("regression").value is not None
+    policy = load_policy(budgets_path if has_policy or not DEFAULT_BUDGETS.exists() else DEFAULT_BUDGETS)
     out: dict[tuple[str, str, str, str], float] = {}
     for board in boards:
         vs = [load_variants()[HOST_VARIANT]] if board.fixed_kernel else \

@@ -135,3 +135,13 @@ def test_a_budget_beyond_any_range_the_tool_keeps_leaves_the_campaigns_range(tmp
     f.write_text("name: c\nbudgets: b.yaml\nboards: [local]\nsuites:\n"
                  "  - name: cyclictest\n    params: {duration_s: 1, histogram_us: 2000}\n")
     assert ranges(f)[("local/host", "cyclictest")] == 2000
+
+
+def test_a_budget_file_without_a_policy_gates_what_the_labs_policy_gates(tmp_path):
+    # as the verdict reads it: qemu-tcg gates the max there (read exactly),
+    # so a 200 ms max asks no 200 ms histogram of a TCG board
+    (tmp_path / "b.yaml").write_text('budgets:\n  qemu-tcg: {"*": {"*": {"*": {max_us: 200000}}}}\n')
+    f = tmp_path / "c.yaml"
+    f.write_text("name: c\nbudgets: b.yaml\nboards: [qemu-aarch64]\nvariants: [preempt]\nsuites:\n"
+                 "  - name: cyclictest\n    params: {duration_s: 1}\n    overrides: {qemu-tcg: {histogram_us: 20000}}\n")
+    assert ranges(f)[("qemu-aarch64/preempt", "cyclictest")] == 20000
