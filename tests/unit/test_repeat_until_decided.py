@@ -202,3 +202,19 @@ def test_a_key_short_of_its_first_look_is_measured_again():
     # two lost of the baseline's too few: no candidate run can help
     cmp = compare_runs(b[:2], c, pol)
     assert not cmp.keys[0].more and repeats_needed(cmp, pol.schedule()) == 0
+
+
+def test_a_key_that_cannot_see_its_classs_limit_gets_no_more_runs(campaign):
+    # the noisy key spreads x20 per run in its baseline and its candidate
+    # alike: it sees far more than the class's +100 %; its first look's
+    # runs exclude all it can see, so it is not gated there (BLIND), says
+    # why, and is never measured again. The steady keys decide at the first
+    # look too: one batch, exit 3
+    board = SimulatedBoard(seed=9)
+    board.SD = {"steady": 0.02, "noisy": 3.0, "worse": 0.02}
+    cmp, dirs = measure(campaign, board)
+    out = {k.key: k for k in cmp.keys}
+    assert out[NOISY].outcome == BLIND and out[NOISY].decided_at == 5 and len(board.batches) == 1
+    assert "look 1 (5 runs): not gated: p99: upper bound" in out[NOISY].decided_by
+    assert "more runs would not make it see the limit" in out[NOISY].decided_by
+    assert out[STEADY].outcome == NO_REGRESSION and cmp.exit_code == 3
