@@ -30,13 +30,14 @@ Why this one (measured: ``bench/bench_verdict.py``, ``rtlab/verdict/compare.py``
   value, as quantised histograms give), the exact Mann-Whitney U test
   decides instead: honest, if weak;
 - where a percentile of some run lies beyond its histogram's range, it is
-  censored at the range (at least that; the overflow count makes the rank
-  exact) and a one-sided Mann-Whitney U with the censored runs tied at the
-  top decides (:func:`censored_shift_test`), never "unknowable". On TCG the
-  run-level max gates instead (budgets/default.yaml): measured on
-  qemu-aarch64 with a 400 ms kernel stall, the censored p99.9 found it in
-  45 of 200 comparisons (the baseline's own stalled runs are censored too),
-  the max in 200 of 200, at 7/200 A/A false alarms.
+  censored at the range, and the statistic is judged by each run's share of
+  samples past the range instead (:func:`share_logs`): every run knows it
+  exactly, and the percentile lies past the range exactly where the share
+  exceeds its tail. On TCG the run-level max gates instead
+  (budgets/default.yaml): measured on qemu-aarch64 with a 400 ms kernel
+  stall, a rank test on the censored p99.9 found it in 45 of 200
+  comparisons (the baseline's own stalled runs are censored too), the max
+  in 200 of 200, at 7/200 A/A false alarms.
 
 False alarms are controlled per campaign, over every key and statistic
 tested at once, with Benjamini-Hochberg (``scipy.stats.false_discovery_control``):
@@ -86,8 +87,9 @@ def censored_at(values: dict[str, Optional[float]], top_us: Optional[float]) -> 
     """The percentiles missing from run-level *values* (:func:`run_statistics`,
     or the same read back from the store), each with the histogram's range
     *top_us*: the overflow count makes the rank exact, so such a percentile
-    is known to be at least the range (right-censored), which a rank test
-    can use. Empty where the range is unknown (then they stay unknowable)."""
+    is known to be at least the range (right-censored): the verdict then
+    judges it by the runs' shares past the range (:func:`share_logs`).
+    Empty where the range is unknown (then they stay unknowable)."""
     if not top_us:
         return {}
     return {name: float(top_us) for name in RUN_STATISTICS if name != "max" and values.get(name) is None}
@@ -98,11 +100,6 @@ def censored_statistics(t: ThreadResult) -> dict[str, float]:
     h = t.histogram
     top = h.size * h.bucket_us if h is not None and h.size and t.cycles else None
     return censored_at(run_statistics(t), top)
-
-
-#: the permutation tests' seed: the same input gives the same p, every time
-#: (where every split is enumerated, as at 5 vs 5, the p is exact anyway)
-PERMUTATION_SEED = 20261126
 
 
 @dataclass(frozen=True)
@@ -188,32 +185,6 @@ def shift_test_exact(baseline: Sequence[float], candidate: Sequence[float], floo
     mw = sps.mannwhitneyu(c, b, alternative="greater", method="exact")
     return ShiftTest(p=float(mw.pvalue), ratio=e, ratio_low=e, ratio_high=e,
                      method="exact Mann-Whitney U (no spread for a t-test)")
-
-
-def censored_shift_test(baseline: Sequence[float], baseline_censored: Sequence[bool],
-                        candidate: Sequence[float], candidate_censored: Sequence[bool]) -> ShiftTest:
-    """:func:`shift_test` for a statistic some runs only bound from below
-    (a percentile beyond the histogram's range, censored at the range).
-
-    A mean of logs needs every value, so this is a rank test: one-sided
-    Mann-Whitney U with every censored run a tie at the top (it is at least
-    the range, which every uncensored value is below), its p from the exact
-    permutation distribution (``scipy.stats.PermutationMethod``: every split
-    of the runs, ties included; 252 splits at 5 vs 5, so p >= 1/252 = 0.004).
-    The effect is the ratio of the medians with censored runs at the range:
-    a lower bound when the candidate's median is censored, the interval
-    [that, unbounded)."""
-    b = np.where(np.asarray(baseline_censored, dtype=bool), np.inf, np.asarray(baseline, dtype=float))
-    c = np.where(np.asarray(candidate_censored, dtype=bool), np.inf, np.asarray(candidate, dtype=float))
-    if len(b) < 2 or len(c) < 2:
-        raise ValueError("a shift test needs at least two runs per side")
-    res = sps.mannwhitneyu(c, b, alternative="greater", method=sps.PermutationMethod(n_resamples=20000, rng=np.random.default_rng(PERMUTATION_SEED)))
-    ratio = median(candidate) / max(median(baseline), 1e-9)
-    # bounds, not a confidence interval: censored medians only bound it
-    low = 0.0 if any(baseline_censored) else ratio
-    high = math.inf if any(candidate_censored) else ratio
-    return ShiftTest(p=float(res.pvalue), ratio=ratio, ratio_low=low, ratio_high=high,
-                     method="Mann-Whitney U, censored runs tied at the top (exact permutation)")
 
 
 def median(values: Sequence[float]) -> float:
