@@ -3,7 +3,9 @@ candidate's latency get worse than the baseline's?
 
 Exit codes: 0 no regression, 1 regression (key, statistic and effect named),
 2 cannot decide (too few valid runs, keys on one side only, runs of
-different campaigns or histogram buckets, no baseline, store down).
+different campaigns or histogram buckets, no baseline, store down), 3 no
+regression found but a key not gated (its detectable effect above its
+class's ``detectable_limit``; the lab's cure named).
 """
 from __future__ import annotations
 
@@ -59,7 +61,8 @@ def register(sub):
     der.set_defaults(func=baseline_derive)
 
     p = sub.add_parser("compare", help="regression verdict: candidate runs against baseline runs "
-                                       "(exit 0 none, 1 regression, 2 cannot decide)")
+                                       "(exit 0 none, 1 regression, 2 cannot decide, 3 none found but a key "
+                                       "not gated)")
     add_baseline_args(p)
     p.add_argument("--candidate", nargs="+", type=Path, required=True, metavar="RUN_DIR",
                    help="the runs under test (results/<run_id>)")

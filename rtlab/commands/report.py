@@ -37,7 +37,8 @@ def register(sub):
     p.add_argument("--thresholds", type=_thresholds, metavar="US,US,...",
                    help="with --vendor: thresholds in µs (default 10,70,100)")
     p.set_defaults(func=report)
-    g = sub.add_parser("gate", help="judge runs against budgets; exit 0 pass, 1 over budget, 2 infra")
+    g = sub.add_parser("gate", help="judge runs against budgets (and a baseline); exit 0 pass, 1 over budget or "
+                                    "a regression, 2 infra or undecided, 3 passed with keys not gated")
     g.add_argument("run_dirs", nargs="*", type=Path, metavar="RUN_DIR",
                    help="one or more runs (e.g. every CI test job's): one verdict for all")
     g.add_argument("--paired", nargs="+", type=Path, default=[], metavar="DIR",
@@ -89,7 +90,7 @@ def report(args) -> int:
 
 
 def gate(args) -> int:
-    from ..verdict.compare import OUTCOME_EXIT, UNDECIDED
+    from ..verdict.compare import OUTCOME_EXIT, UNDECIDED, exit_precedence
     from ..verdict.paired_boots import load_pairs
 
     if not args.run_dirs and not args.paired:
@@ -133,6 +134,7 @@ def gate(args) -> int:
     # broken budget or a regression fails (1); otherwise anything undecided
     # or infra is 2 (a store that is down included); 0 only when both passed
     outcomes = [_paired_verdict(d, base, cand, args.budgets) for d, (base, cand) in sessions.items()]
+    not_gated: list[str] = []
     if store and args.run_dirs:
         args.json = None
         try:
@@ -153,15 +155,18 @@ def gate(args) -> int:
                     print(f"gate: {line}")
                 write_outputs(cmp, args, args.run_dirs)
                 outcomes.append((cmp.outcome, cmp.exit_code))
+                not_gated = cmp.not_gated_lines()
     codes = [code for _, code in outcomes]
-    if verdict == Verdict.FAIL or 1 in codes:
-        rc = 1
-    elif verdict == Verdict.INFRA or 2 in codes:
-        rc = 2
-    else:
-        rc = 0
+    # a broken budget or a regression (1) wins, then infra or undecided (2),
+    # then keys passed without being gated (3: GitLab's "passed with warnings")
+    rc = exit_precedence([1 if verdict == Verdict.FAIL else 2 if verdict == Verdict.INFRA else 0, *codes])
     said = ", ".join(o.upper() for o, _ in outcomes)
-    print(f"gate: exit {rc} (budgets {verdict.value.upper()}, regression verdict {said})")
+    if rc == 3:  # the merge request's last line leads with what was not gated
+        for line in not_gated:
+            print(f"gate: {line}")
+    print(f"gate: exit {rc} (budgets {verdict.value.upper()}, regression verdict {said}"
+          + (f": passed, {len(not_gated)} statistic{'s' * (len(not_gated) != 1)} not gated" if rc == 3 else "")
+          + ")")
     return rc
 
 

@@ -59,7 +59,9 @@ def register(sub):
                    help="repeat until the regression verdict against the baseline (--baseline RUN_DIR... | "
                         "--baseline-store | --pin NAME) decides every key: the first look's repeats, then "
                         "more repeats only of the keys still undecided, up to the last look (regression: "
-                        "looks:); exit 0 budgets held and nothing regressed, 1 either failed, 2 undecided/infra")
+                        "looks:), a key that cannot see what its class asks not beyond its first look that "
+                        "excludes what it can see; exit 0 budgets held and nothing regressed, 1 either "
+                        "failed, 2 undecided/infra, 3 passed with keys not gated")
     from .compare import add_baseline_args
     add_baseline_args(p)
     p.set_defaults(func=run)
@@ -151,8 +153,9 @@ def _run_published(args, campaign, progress):
 # comparison with the baseline, then batches of repeats of only the keys more
 # runs can still decide (rtlab.verdict.sequential), each its own run dir.
 # Exit codes as `rtlab gate` with a baseline: 1 a budget broke or a key
-# regressed, 2 a key undecided, infra, or no baseline (store down), 0 only
-# when both passed.
+# regressed, 2 a key undecided, infra, or no baseline (store down), 3 both
+# passed but a key was not gated (it cannot see what its class asks), 0
+# only when both passed with every key gated.
 def check_args(args) -> bool:
     """Whether this run measures until decided; bad combinations are input
     errors (exit 2) before anything boots."""
@@ -185,6 +188,7 @@ def run_until_decided(args, campaign, progress, run_once) -> int:
     from ..core.model import Verdict, combine_verdicts
     from ..plan.policy import Policy
     from ..errors import RtlabError
+    from ..verdict.compare import exit_precedence
     from ..verdict.sequential import measure_until_decided
 
     # the policy (looks, alpha, minimum effects) is the baseline's, as in
@@ -231,12 +235,7 @@ def run_until_decided(args, campaign, progress, run_once) -> int:
         print(line)
     write_outputs(cmp, cargs, dirs)
     budgets = combine_verdicts(verdicts)
-    if budgets == Verdict.FAIL or cmp.exit_code == 1:
-        rc = 1
-    elif budgets == Verdict.INFRA or cmp.exit_code == 2:
-        rc = 2
-    else:
-        rc = EXIT_CODE[Verdict.PASS]
+    rc = exit_precedence([1 if budgets == Verdict.FAIL else 2 if budgets == Verdict.INFRA else 0, cmp.exit_code])
     print(f"verdict: budgets {budgets.value.upper()} over {len(dirs)} batch{'es' * (len(dirs) != 1)}, "
           f"regression verdict {cmp.outcome.upper()} (exit {rc})", flush=True)
     return rc

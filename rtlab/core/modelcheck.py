@@ -273,11 +273,18 @@ def run(d: Doc) -> None:
 
 
 def comparison(d: Doc) -> None:
-    """compare.json: what the run report shows of it."""
+    """compare.json: what the run report shows of it, and what the store
+    keeps per key (label, outcome, detectable effect, limit)."""
     d.field("outcome", string)
     d.field("html", string)
     d.field("baseline", lambda b: b.field("source", string))
-    d.field("keys", lambda k: k.items(lambda e: e.field("line", string)))
+
+    def key(e: Doc) -> None:
+        for name in ("line", "label", "outcome"):
+            e.field(name, string)
+        for name in ("detectable", "limit"):
+            e.field(name, number(0))
+    d.field("keys", lambda k: k.items(key))
 
 
 def load_checked(path, check: Callable[[Doc], None], *, root=None, what: str = "result") -> Any:

@@ -61,6 +61,26 @@ class Budgets:
                 return b
         return None
 
+    def histogram_need(self, budget_class: str, variant: str, names: list[str], load: str,
+                       gated: tuple[str, ...]) -> Optional[tuple[float, str]]:
+        """The histogram range (us) a measurement's budgets need, and why:
+        every percentile the gate judges (its ``percentiles_us``) and every
+        percentile the regression verdict gates (*gated*, e.g. p99, p99.9)
+        must be readable up to the most a passing run can have there: its
+        own budget, a higher percentile's, or the max's, the smallest of
+        them (:func:`percentile_bound`). None: nothing needs a range (no
+        budget, or only a max with no percentile gated, as on qemu-tcg)."""
+        best: Optional[tuple[float, str]] = None
+        for name in names:
+            budget = self.lookup(budget_class, variant, name, load)
+            if budget is None:
+                continue
+            for p in sorted({*budget.percentiles_us, *(g[1:] for g in gated if g != "max")}, key=float):
+                bound = percentile_bound(budget, p)
+                if bound is not None and (best is None or bound[0] > best[0]):
+                    best = (bound[0], f"p{p} of {name} up to {bound[1]} {bound[0]:g} us ({budget.source})")
+        return best
+
     def check_covers(self, jobs) -> None:
         """Before anything boots: every (board, variant, suite, load) the
         campaign's *jobs* will measure has a budget or is unbudgeted on
@@ -118,6 +138,17 @@ class Budgets:
                                    f"{job.variant.name}, suite {name}, load {run.load}: add one, "
                                    f"or list the suite under unbudgeted: (found before any boot)")
         return missing
+
+
+def percentile_bound(budget: Budget, p: str) -> Optional[tuple[float, str]]:
+    """What percentile *p* ("99.9") of a run that keeps *budget* is below:
+    its own limit, a higher percentile's (p99 <= p99.9) or the max's, the
+    smallest; with which (``percentiles_us.99.9``, ``max_us``). None: the
+    budget bounds it nowhere."""
+    bounds = [(v, f"percentiles_us.{q}") for q, v in budget.percentiles_us.items() if float(q) >= float(p)]
+    if budget.max_us is not None:
+        bounds.append((budget.max_us, "max_us"))
+    return min(bounds) if bounds else None
 
 
 def load_budgets(path) -> Budgets:

@@ -76,6 +76,10 @@ class Campaign:
     repeat: int = 1
     #: evidence at the breach (rtlab.judge.evidence): True/False, None = on in CI only
     evidence: Optional[bool] = None
+    #: (board, variant, suite entry, load) -> the histogram range (us) its
+    #: budgets need, where the campaign leaves the range to them: every
+    #: gated percentile of a passing run lies inside it (load_campaign)
+    histogram_ranges: dict[tuple[str, str, str, str], float] = field(default_factory=dict)
 
     def measured_cpus(self, board: Board, variant: Variant, entry: SuiteEntry) -> tuple[int, ...]:
         """The isolated CPU on isolation variants (what vendors measure on),
@@ -101,9 +105,11 @@ class Campaign:
                     params = entry.params_for(board)
                     params.pop("cpus", None)
                     for load in entry.loads:
+                        need = self.histogram_ranges.get((board.name, variant.name, entry.name, load))
                         runs.append(SuiteRun(
                             id=f"{entry.name}@{load}", name=entry.name, suite=entry.suite,
-                            load=load, params=params,
+                            load=load, params=SUITES[entry.suite].with_histogram_range(params, need) if need
+                            else params,
                             cpus=self.measured_cpus(board, variant, entry)))
                 jobs.append(Job(board=board, variant=variant, suites=tuple(runs)))
         if self.repeat <= 1:
@@ -209,6 +215,7 @@ def load_campaign(path: Optional[Path] = None, *, boards: Optional[list[str]] = 
     variant_list = [all_variants[v] for v in vnames]
 
     entries = []
+    entry_keys: list[tuple[str, SuiteEntry]] = []
     snode = root.req("suites")
     if not isinstance(snode.value, list) or not snode.value:
         raise snode.error("must be a non-empty list of suites")
@@ -257,19 +264,85 @@ def load_campaign(path: Optional[Path] = None, *, boards: Optional[list[str]] = 
             raise n.child("name").error(f"duplicate suite name {shown(name)}")
         seen.add(name)
         entries.append(entry)
+        entry_keys.append((n.key, entry))
 
     name = root.child("name").str(path.stem)
     try:  # a campaign name names directories (rtlab lava render): never a path
         check_name(name, "campaign name")
     except ParamError as e:
         raise root.child("name").error(str(e)) from None
+    budgets_path = campaign_budgets(root.child("budgets"), path, budgets)
     return Campaign(
         name=name, path=path.resolve(),
         description=root.child("description").str(""),
-        budgets=campaign_budgets(root.child("budgets"), path, budgets),
+        budgets=budgets_path,
         boards=board_list, variants=variant_list, suites=entries, repeat=repeat,
         evidence=None if root.child("evidence").value is None else root.child("evidence").boolean(),
+        histogram_ranges=histogram_ranges(path, entry_keys, board_list, variant_list, budgets_path),
     )
+
+
+def histogram_ranges(path: Path, entries: list[tuple[str, SuiteEntry]], boards: list[Board],
+                     variants: list[Variant], budgets_path: Path) -> dict[tuple[str, str, str, str], float]:
+    """The histogram range each measurement's budgets need (Budgets.histogram_need:
+    every percentile the gate or the regression verdict judges readable up
+    to what a passing run can have there), for the entries that leave the
+    range to them. A campaign may ask for more (its own ``histogram_us``,
+    ``entries``), never for less: that is refused here, naming the file and
+    the key, before anything boots (a percentile censored below its budget
+    can neither pass the gate nor show that nothing regressed). A budget
+    beyond any range the tool keeps (cyclictest: 1,000,000 buckets) needs
+    nothing: the campaign's range stands, and the regression verdict judges
+    a percentile past it by its share of samples past the range."""
+    from .budgets import load_budgets
+    from .policy import load_policy
+
+    if not any(SUITES[e.suite].range_params for _, e in entries) or not budgets_path.exists():
+        return {}  # (a missing budget file is named where the run loads it)
+    from ..core.config import open_node
+
+    table = load_budgets(budgets_path)
+    # the statistics that gate: the file's regression: section, else the
+    # lab's (a file without one sets budgets only, as the verdict reads it:
+    # rtlab.verdict.against.lab_policy)
+    has_policy = open_node(budgets_path).child("regression").value is not None
+    policy = load_policy(budgets_path if has_policy or not DEFAULT_BUDGETS.exists() else DEFAULT_BUDGETS)
+    out: dict[tuple[str, str, str, str], float] = {}
+    for board in boards:
+        vs = [load_variants()[HOST_VARIANT]] if board.fixed_kernel else \
+            [v for v in variants if board.supports(v.name)]
+        gated = policy.statistics_for(board.budget_class)
+        for key, entry in entries:
+            suite = SUITES[entry.suite]
+            if not suite.range_params:
+                continue
+            raw = {**entry.params, **entry.overrides.get(board.budget_class, {}), **entry.overrides.get(board.name, {})}
+            params = entry.params_for(board)
+            have = suite.histogram_range_us(params) or 0.0
+            given = next((k for k in suite.range_params if k in raw), None)
+            for v in vs:
+                for load in entry.loads:
+                    need = table.histogram_need(board.budget_class, v.name, suite.measurement_names(entry.name),
+                                                load, gated)
+                    if need is None or have >= need[0]:
+                        continue
+                    try:
+                        suite.with_histogram_range(params, need[0])
+                    except ParamError:
+                        # beyond any range the tool keeps (a 10 s max that
+                        # only catches hangs): the campaign's range stands,
+                        # and a percentile past it is judged by its share
+                        continue
+                    if given is not None:
+                        where = next((f"overrides.{o}" for o in (board.name, board.budget_class)
+                                      if given in entry.overrides.get(o, {})), "params")
+                        raise InputError(path, f"{key}.{where}.{given}: a {have:g} us histogram cannot hold what "
+                                               f"{budgets_path.name} asks of board {board.name} "
+                                               f"({board.budget_class}), variant {v.name}, load {load}: {need[1]}; "
+                                               f"give at least {need[0]:g} us, or leave {given} out (then the "
+                                               f"budgets set it)")
+                    out[(board.name, v.name, entry.name, load)] = need[0]
+    return out
 
 
 def _warn_unsegmented(path: Path, key: str, entry: SuiteEntry) -> None:

@@ -20,7 +20,7 @@ RUN_STATISTICS = ("p50", "p99", "p99.9", "p99.99", "max")
 #: built kernels
 BASELINE_METHODS = ("store", "paired")
 
-#: a key that cannot see a doubling is flagged to the lab
+#: a key that cannot see a doubling is not gated (BLIND, exit 3) and flagged to the lab
 DEFAULT_DETECTABLE_LIMIT = 1.0
 
 
@@ -69,8 +69,9 @@ class Policy:
     #: other class; a class named nowhere: ``store``)
     baseline: dict[str, str] = field(default_factory=dict)
     #: budget class -> the detectable effect (ratio - 1) above which a key
-    #: is flagged to the lab ("*" every other class): its baseline is too
-    #: noisy or too small for a useful verdict; the key still decides
+    #: is not gated ("*" every other class): its baseline is too noisy or
+    #: too small for a useful verdict; it ends BLIND (exit 3), never
+    #: NO-REGRESSION, with the cure named (rtlab.verdict.cure)
     detectable_limit: dict[str, float] = field(default_factory=dict)
 
     def limit_for(self, budget_class: str) -> float:

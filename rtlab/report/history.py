@@ -62,6 +62,10 @@ class SeriesPlot:
     budget_max: Optional[float] = None
     budget_p999: Optional[float] = None
     changes: list[ChangeMark] = field(default_factory=list)
+    #: what the key's regression verdict could see (ratio - 1) per commit or
+    #: day, and its class's limit (above it: not gated)
+    detectable: list[Point] = field(default_factory=list)
+    detectable_limit: Optional[float] = None
     #: (run timestamp, histogram), oldest first; the last is the latest run
     histograms: list[tuple[str, Histogram]] = field(default_factory=list)
 
@@ -150,6 +154,53 @@ def trend_svg(plot: SeriesPlot, t_lo: float, t_hi: float, per: str = "commit", w
     return "\n".join(out)
 
 
+def detectable_svg(plot: SeriesPlot, t_lo: float, t_hi: float, per: str = "commit", width: int = 620,
+                   height: int = 170) -> str:
+    """What the key's regression verdict could see over time (its
+    detectable effect, %), its class's limit dashed: a board getting noisier
+    rises towards it; above it the key is not gated."""
+    left, right, top, bottom = 56, 14, 26, 30
+    pw, ph = width - left - right, height - top - bottom
+    out = _svg_open(width, height, f"{plot.variant} · what the regression verdict sees (detectable effect, %)",
+                    cls="detectable", title_y=16, title_size=12)
+    pts = plot.detectable
+    if not pts:
+        out.append(f'<text x="{width / 2}" y="{height / 2}" text-anchor="middle">no regression verdict '
+                   f'published</text></svg>')
+        return "\n".join(out)
+    y_hi = max([p.value for p in pts] + ([plot.detectable_limit] if plot.detectable_limit is not None else []))
+    y_hi = max(y_hi * 1.1, 0.1)
+    span = max(t_hi - t_lo, 1.0)
+
+    def x(t: float) -> float:
+        return left + pw * (t - t_lo) / span
+
+    def y(v: float) -> float:
+        return top + ph * (1 - min(v, y_hi) / y_hi)
+
+    out.append(f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="#888"/>')
+    for v in _nice_ticks(0, y_hi, 4):
+        out.append(f'<line x1="{left}" y1="{y(v):.1f}" x2="{left + pw}" y2="{y(v):.1f}" stroke="#eee"/>'
+                   f'<text x="{left - 5}" y="{y(v) + 4:.1f}" text-anchor="end">{v * 100:+.0f} %</text>')
+    lim = plot.detectable_limit
+    if lim is not None:
+        out.append(f'<line class="detectable-limit" data-value="{lim!r}" x1="{left}" y1="{y(lim):.1f}" '
+                   f'x2="{left + pw}" y2="{y(lim):.1f}" stroke="#c00" stroke-dasharray="6,3"/>'
+                   f'<text x="{left + pw - 4}" y="{y(lim) - 4:.1f}" text-anchor="end" fill="#c00">'
+                   f'limit {lim * 100:+.0f} %: above it not gated</text>')
+    if len(pts) > 1:
+        out.append(f'<polyline fill="none" stroke="{COLOURS[2]}" stroke-width="1" stroke-opacity="0.6" points="'
+                   + " ".join(f"{x(p.time):.1f},{y(p.value):.1f}" for p in pts) + '"/>')
+    for p in pts:
+        blind = lim is not None and p.value > lim
+        out.append(f'<circle class="detectable-point" data-time="{p.time:.0f}" data-value="{p.value!r}" '
+                   f'cx="{x(p.time):.1f}" cy="{y(p.value):.1f}" r="3" fill="{"#c00" if blind else COLOURS[2]}">'
+                   f'<title>{html.escape(p.label)}: sees {p.value * 100:+.0f} % or more'
+                   f'{" (not gated)" if blind else ""}</title></circle>')
+    out.append("</svg>")
+    return "\n".join(out)
+
+
 def runs_histogram_svg(plot: SeriesPlot, width: int = 420, height: int = 260) -> str:
     """The latest run's histogram over the earlier runs' (grey)."""
     if not plot.histograms:
@@ -180,13 +231,18 @@ def _recolour(line: str, colour: str, opacity: float) -> str:
 def numbers_table(plot: SeriesPlot) -> str:
     """The plotted numbers, one row per commit or day (folded under the plots)."""
     p999 = {p.time: p.value for p in plot.p999}
+    det = {p.time: p.value for p in plot.detectable}
     def cell(cls: str, v: Optional[float]) -> str:  # shown rounded, exact in data-value
         return "<td></td>" if v is None else f"<td class='{cls}' data-value='{v!r}'>{v:,.1f}</td>"
+
+    def pct(v: Optional[float]) -> str:
+        return "<td></td>" if v is None else f"<td class='detectable' data-value='{v!r}'>{v * 100:+,.0f} %</td>"
     rows_ = "".join(f"<tr><td class='l'>{html.escape(p.label)}</td><td>{rfc3339(p.time)}</td>"
-                    f"{cell('max', p.value)}{cell('p999', p999.get(p.time))}</tr>" for p in plot.max)
+                    f"{cell('max', p.value)}{cell('p999', p999.get(p.time))}{pct(det.get(p.time))}</tr>"
+                    for p in plot.max)
     return (f"<details><summary>numbers ({len(plot.max)} points)</summary><table class='numbers' "
             f"data-key='{html.escape(plot.key, quote=True)}'><thead><tr><th>commit or day</th><th>time</th>"
-            f"<th>max µs</th><th>p99.9 µs</th></tr></thead><tbody>{rows_}</tbody></table></details>")
+            f"<th>max µs</th><th>p99.9 µs</th><th>sees</th></tr></thead><tbody>{rows_}</tbody></table></details>")
 
 
 def write_history_html(plots: list[SeriesPlot], path: Path, days: int, per: str, store_name: str) -> Path:
@@ -205,7 +261,8 @@ def write_history_html(plots: list[SeriesPlot], path: Path, days: int, per: str,
              "regressions and histogram dashboards' queries</p>"]
     active = [(p, c) for p in plots for c in p.changes if c.status == "active"]
     summary = ["<table class='summary'><thead><tr><th>board/variant/suite/load</th><th>latest max µs</th>"
-               "<th>latest p99.9 µs</th><th>budget max µs</th><th>change points</th></tr></thead><tbody>"]
+               "<th>latest p99.9 µs</th><th>budget max µs</th><th>the verdict sees</th><th>change points</th>"
+               "</tr></thead><tbody>"]
     for p in plots:
         last_max = p.max[-1].value if p.max else None
         last_p = p.p999[-1].value if p.p999 else None
@@ -217,6 +274,7 @@ def write_history_html(plots: list[SeriesPlot], path: Path, days: int, per: str,
                        f"{'' if last_max is None else f'{last_max:g}'}</td>"
                        f"<td>{'' if last_p is None else f'{last_p:g}'}</td>"
                        f"<td>{'' if p.budget_max is None else f'{p.budget_max:g}'}</td>"
+                       f"{_sees_cell(p)}"
                        f"<td class='l {cls}'>{html.escape(changes or '-')}</td></tr>")
     summary.append("</tbody></table>")
     parts.append(f"<p>{len(plots)} series; {len(active)} active change point{'s' * (len(active) != 1)}"
@@ -234,7 +292,9 @@ def write_history_html(plots: list[SeriesPlot], path: Path, days: int, per: str,
             parts.append(f"<h3>{html.escape(p.board)} · {html.escape(p.suite)} · {html.escape(p.load)}</h3>")
         parts.append(f"<div class='series' id='{html.escape(_anchor(p), quote=True)}' "
                      f"data-key='{html.escape(p.key, quote=True)}'><div class='multiples'>"
-                     f"{trend_svg(p, t_lo, now, per)}{runs_histogram_svg(p)}</div>{numbers_table(p)}</div>")
+                     f"{trend_svg(p, t_lo, now, per)}{runs_histogram_svg(p)}"
+                     + (detectable_svg(p, t_lo, now, per) if p.detectable else "")
+                     + f"</div>{numbers_table(p)}</div>")
     if not plots:
         parts.append("<p>no latency points in this window: nothing published yet (rtlab publish), "
                      "or another --board / --variant / --days</p>")
@@ -242,6 +302,16 @@ def write_history_html(plots: list[SeriesPlot], path: Path, days: int, per: str,
     path.parent.mkdir(parents=True, exist_ok=True)
     write_replacing(path, ("\n".join(parts) + "\n").encode())
     return path
+
+
+def _sees_cell(p: SeriesPlot) -> str:
+    """The latest detectable effect, marked where it is above the limit."""
+    if not p.detectable:
+        return "<td></td>"
+    d = p.detectable[-1].value
+    blind = p.detectable_limit is not None and d > p.detectable_limit
+    return (f"<td class='{'v-blind' if blind else ''}' data-value='{d!r}'>{d * 100:+.0f} %"
+            + (" (not gated)" if blind else "") + "</td>")
 
 
 def _change_text(c: ChangeMark) -> str:

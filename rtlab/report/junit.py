@@ -84,7 +84,9 @@ def regression_suite(run: RunResult, verdict: dict) -> ET.Element:
     """The regression verdict against the baseline (``compare.json`` that
     ``rtlab compare``/``rtlab gate --baseline`` left in the run dir): one
     testcase per key, <failure> for a regression, <error> where it could not
-    be decided; the text names the baseline and links the comparison report."""
+    be decided, <skipped type="blind"> for a key not gated (it could not see
+    what its class asks); the text names the baseline and links the
+    comparison report."""
     el = ET.Element("testsuite", name=f"{run.run_id}/regression", timestamp=run.started, time="0")
     counts = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
     where = verdict.get("html")
@@ -96,6 +98,13 @@ def regression_suite(run: RunResult, verdict: dict) -> ET.Element:
         if k.get("outcome") == "regression":
             ET.SubElement(tc, "failure", message=k.get("line", "regression")[:200], type="regression").text = text
             counts["failures"] += 1
+        elif k.get("outcome") == "blind":
+            # not gated: it passed without seeing what its class asks, so
+            # it is no pass either; skipped, saying why and the lab's cure
+            ngt = k.get("not_gated")
+            why = "; ".join(map(str, ngt)) if isinstance(ngt, list) and ngt else str(k.get("line", "not gated"))
+            ET.SubElement(tc, "skipped", message=f"not gated: {why}"[:200], type="blind").text = text
+            counts["skipped"] += 1
         elif k.get("outcome") != "no-regression":
             ET.SubElement(tc, "error", message=k.get("line", "undecided")[:200], type="undecided").text = text
             counts["errors"] += 1

@@ -425,12 +425,15 @@ def write_compare_html(cmp, path: Path) -> Path:
     """The comparison report: per key, baseline and candidate histograms
     overlaid (log counts), one point per run of each gating statistic, and
     the verdict with its effect and interval."""
-    colour = {"regression": "#c00", "no-regression": "#070", "undecided": "#a60"}
+    colour = {"regression": "#c00", "no-regression": "#070", "undecided": "#a60", "blind": "#8a6d00"}
     parts = ["<!doctype html><meta charset='utf-8'>",
              f"<title>rtlab compare — {html.escape(cmp.outcome)}</title>",
              "<style>body{font-family:sans-serif;margin:2em} pre{background:#f6f6f6;padding:1em}"
              " h2{margin-top:2em}</style>",
              f"<h1 style='color:{colour[cmp.outcome]}'>rtlab compare — {html.escape(cmp.outcome.upper())}</h1>",
+             # keys passed without being gated lead, with the lab's cure
+             *(f"<p id='not-gated' style='color:{colour['blind']}'><b>{html.escape(line)}</b></p>"
+               for line in cmp.not_gated_lines()),
              f"<pre>{html.escape(chr(10).join(cmp.lines()))}</pre>",
              f"<p>policy: {html.escape(str(cmp.policy.to_json()))}</p>"]
     if cmp.system_changes:  # the boards' snapshots differ: context for the verdict

@@ -21,6 +21,7 @@ VERDICT_CSS = (
     ".v-pass{background:#e3f4e3;color:#0a5d0a} .v-fail,.v-regression{background:#fbe0e0;color:#a00000}"
     " .v-infra{background:#fff0d0;color:#8a5300} .v-shown{background:#e4ecf7;color:#2b4d7d}"
     " .v-undecided{background:#f1e6f7;color:#6a2d8a} .v-no-regression{background:#e3f4e3;color:#0a5d0a}"
+    " .v-blind{background:#fff4c2;color:#6b5300}"
 )
 PAGE_CSS = (
     "body{font-family:sans-serif;margin:1.5em 2em;max-width:1400px} h2{margin-top:1.6em}"
@@ -39,8 +40,10 @@ _SCHEME = re.compile(r"^[A-Za-z][A-Za-z0-9+.-]*:")
 def css_class(word: str) -> str:
     """The CSS class of a verdict or outcome word (PASS, FAIL x3, undecided…); '' for others."""
     first = (word.split() or [""])[0].lower()
+    if word.lower().startswith("not gated"):
+        return "v-blind"
     return f"v-{first}" if first in ("pass", "fail", "infra", "shown", "undecided", "regression",
-                                     "no-regression") else ""
+                                     "no-regression", "blind") else ""
 
 
 def _badge(word: str) -> str:
@@ -118,11 +121,26 @@ def verdict_html(run: RunResult, comparison: Optional[dict]) -> list[str]:
         items.append(f"<li class='{css_class(word)}'>{_badge(word)} every budget held"
                      + (" (some measurements shown, judged against nothing)" if run.verdict == Verdict.SHOWN
                         else "") + "</li>")
-    items += regression_summary(comparison)
+    items = not_gated_items(comparison) + items + regression_summary(comparison)
     return ["<section id='verdict'>",
             f"<h2>Verdict {_badge(run.verdict.value)}</h2>",
             "<ul>", *items, "</ul>",
             f"<p class='note'>{html.escape(verdict_counts(run))}</p>", "</section>"]
+
+
+def not_gated_items(v: Optional[dict]) -> list[str]:
+    """What leads the page where keys passed without being gated: each
+    statistic not gated (it cannot see what its class asks) and the lab's
+    cure, as compare.json's ``not_gated`` says it."""
+    out = []
+    for k in (v or {}).get("keys", []) if isinstance((v or {}).get("keys"), list) else []:
+        if not isinstance(k, dict) or k.get("outcome") != "blind":
+            continue
+        texts = k.get("not_gated") if isinstance(k.get("not_gated"), list) else [k.get("line", "")]
+        for text in texts:
+            out.append(f"<li class='v-blind'>{_badge('not gated')} <b>{html.escape(str(k.get('label', '')))}</b>: "
+                       f"{html.escape(str(text))}</li>")
+    return out
 
 
 def regression_summary(v: Optional[dict]) -> list[str]:

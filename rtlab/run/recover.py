@@ -7,7 +7,7 @@ import datetime as dt
 from pathlib import Path
 
 from ..core.model import RunResult
-from ..soak.checkpoint import CHECKPOINT_FILE
+from ..soak.checkpoint import CHECKPOINT_FILE, load_checked_state
 from ..core.fsutil import read_json
 from ..core.rundir import JobDir, RunDir
 
@@ -17,8 +17,15 @@ def recover_checkpointed(run_dir: Path) -> RunResult | None:
     writing run.json and a soak left checkpoints; None otherwise (a finished
     run, or a killed one with nothing checkpointed: rtlab.judge.gate.killed_run)."""
     p = Path(run_dir)
-    if not p.is_dir() or RunDir(p).run_json.is_file() or not any(p.rglob(CHECKPOINT_FILE)):
+    if not p.is_dir() or RunDir(p).run_json.is_file():
         return None
+    found = sorted(p.rglob(CHECKPOINT_FILE))
+    if not found:
+        return None
+    for f in found:
+        # a corrupt or type-confused checkpoint (segments a string) is
+        # refused as `rtlab run --resume` refuses it: InputError, file and key
+        load_checked_state(f)
     return recover_run(p)
 
 

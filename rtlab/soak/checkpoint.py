@@ -37,7 +37,6 @@ from pathlib import Path
 from typing import Any, Callable, Optional
 
 from ..core.model import Histogram, InfraCause, Measurement, ThreadResult, ToolOutput, Verdict
-from ..core.fsutil import read_json
 from ..core.rundir import MeasurementDir
 
 CHECKPOINT_FILE = "checkpoint.json"
@@ -62,14 +61,6 @@ def write_atomic(path: Path, text: str) -> None:
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
-
-
-def read_checkpoint(host_dir: Path) -> Optional[dict]:
-    try:
-        d = read_json(Path(host_dir) / CHECKPOINT_FILE)
-    except (OSError, ValueError):
-        return None
-    return d if isinstance(d, dict) else None
 
 
 def _state(d) -> None:

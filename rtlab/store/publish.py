@@ -209,7 +209,7 @@ class Session:
                 self.spool.put(batch, precision, run_id, n)
                 report.spooled += len(batch)
 
-    def publish(self, run: RunResult, replay: bool = True) -> PublishReport:
+    def publish(self, run: RunResult, replay: bool = True, regression: Optional[dict] = None) -> PublishReport:
         t0 = time.monotonic()
         if not self._fresh:  # a session reused for another run: a deadline of its own
             self._arm()
@@ -217,7 +217,7 @@ class Session:
         report = PublishReport(run_id=run.run_id, target=self.target)
         if replay:
             report.replayed, _ = self.replay()
-        self.write_lines(chunks_for_run(run, self.config.precision), run.run_id, report)
+        self.write_lines(chunks_for_run(run, self.config.precision, regression), run.run_id, report)
         report.spool_left = self.spool.pending_points()
         report.errors = self.take_errors()
         report.local_url = self.local_url
@@ -247,10 +247,13 @@ class Session:
 def publish_run(run_dir, progress: Progress = print, config: Optional[StoreConfig] = None,
                 config_file=None, store=None, spool: Optional[Spool] = None,
                 session: Optional[Session] = None) -> PublishReport:
-    """Publish ``<run_dir>/run.json``; points that cannot be written are spooled."""
+    """Publish ``<run_dir>/run.json`` (and what its compare.json says of each
+    key's regression verdict); points that cannot be written are spooled."""
+    from ..core.modelcheck import load_comparison
+
     run = load_run(run_dir)
     sess = session or Session(config, config_file, store, spool, progress)
-    report = sess.publish(run)
+    report = sess.publish(run, regression=load_comparison(run_dir))
     summarize(report, progress, sess)
     return report
 

@@ -128,9 +128,12 @@ def _field_name(s: str) -> str:
 class _RunContext:
     """What every point of a run shares."""
 
-    def __init__(self, run: RunResult, precision: str):
+    def __init__(self, run: RunResult, precision: str, regression: Optional[dict] = None):
         self.run = run
         self.precision = precision
+        #: the regression verdict the run carries (its compare.json), per
+        #: key label: outcome, detectable effect, limit (regression_fields)
+        self.regression = regression_fields(regression)
         self.time = timestamp(run.started, precision)
         c = run.commit or {}
         self.kind = pipeline_kind(c)
@@ -184,8 +187,8 @@ class _Builder:
     a thread as one list of lines (the bulk of a run; ~10x faster than
     Point objects)."""
 
-    def __init__(self, run: RunResult, precision: str):
-        self.ctx = _RunContext(run, precision)
+    def __init__(self, run: RunResult, precision: str, regression: Optional[dict] = None):
+        self.ctx = _RunContext(run, precision, regression)
         self._pct: dict[int, tuple[ThreadResult, dict]] = {}
 
     def percentiles(self, t: ThreadResult) -> dict[str, Optional[float]]:
@@ -343,6 +346,9 @@ class _Builder:
             for name in RUN_PARAMS:
                 vf["param_" + name] = _num((m.params or {}).get(name))
             vf.update(_pwcet_fields((m.output.metrics or {}).get("pwcet")))
+            # what the key's regression verdict could see (a board getting
+            # noisier shows as its detectable effect rising over time)
+            vf.update(ctx.regression.get(m.key.label(), {}))
             yield Point(VERDICT, dict(mtags, scope="measurement"), vf, ctx.time)
 
         metrics = {_field_name(k): _num(v) for k, v in (m.output.metrics or {}).items()
@@ -451,7 +457,8 @@ FIELDS: dict[str, dict[str, Any]] = {
               "param_duration_s": float, "param_interval_us": float,
               "host_steal_ms": float, "host_steal_burst_ms": float, "host_max_gap_ms": float,
               "pwcet_us": float, "pwcet_lo_us": float, "pwcet_hi_us": float, "pwcet_hour_us": float,
-              "pwcet_hour_lo_us": float, "pwcet_hour_hi_us": float, "pwcet_method": str, "pwcet_refused": str},
+              "pwcet_hour_lo_us": float, "pwcet_hour_hi_us": float, "pwcet_method": str, "pwcet_refused": str,
+              "regression": str, "detectable": float, "detectable_limit": float},
     JOB: {"infra": int, "error": str, "verdict": str, "duration_s": float, "measurements": int,
           "failed": int, "infra_measurements": int, "kernel_version": str, "place_wait_s": float, **_RUN},
     EVENTS: {"title": str, "text": str, "tags": str, "verdict": str, "started": str, "jobs": int,
@@ -499,16 +506,35 @@ def _verdict_ints(v: str) -> dict[str, int]:
             "shown": int(v == "shown")}
 
 
-def points_for_run(run: RunResult, precision: str = "s") -> list[Point]:
-    """Every point of a run as :class:`Point` objects (for inspection/tests)."""
-    return list(_Builder(run, precision).items(fast_hist=False))
+def regression_fields(comparison: Optional[dict]) -> dict[str, dict[str, Any]]:
+    """Per key label, the verdict point's regression fields from a run's
+    compare.json (checked by rtlab.core.modelcheck.comparison): the key's
+    outcome, its detectable effect (ratio - 1, the largest of its gating
+    statistics') and its class's limit; a key without a detectable effect
+    (undecided before any look) keeps only its outcome."""
+    out: dict[str, dict[str, Any]] = {}
+    for k in (comparison or {}).get("keys") or []:
+        label, outcome = k.get("label"), k.get("outcome")
+        if not isinstance(label, str) or not isinstance(outcome, str):
+            continue
+        out[label] = {"regression": outcome[:40], "detectable": _num(k.get("detectable")),
+                      "detectable_limit": _num(k.get("limit"))}
+    return out
 
 
-def chunks_for_run(run: RunResult, precision: str = "s") -> Iterator[list[str]]:
+def points_for_run(run: RunResult, precision: str = "s", regression: Optional[dict] = None) -> list[Point]:
+    """Every point of a run as :class:`Point` objects (for inspection/tests);
+    *regression*: the run's compare.json, where it has one."""
+    return list(_Builder(run, precision, regression).items(fast_hist=False))
+
+
+def chunks_for_run(run: RunResult, precision: str = "s", regression: Optional[dict] = None
+                   ) -> Iterator[list[str]]:
     """Every point of a run as line protocol, in lists (one per histogram,
-    the other points in between grouped): what is batched and written."""
+    the other points in between grouped): what is batched and written;
+    *regression*: the run's compare.json, where it has one."""
     small: list[str] = []
-    for item in _Builder(run, precision).items(fast_hist=True):
+    for item in _Builder(run, precision, regression).items(fast_hist=True):
         if isinstance(item, list):
             if small:
                 yield small

@@ -17,6 +17,8 @@ parser if the output format is new, a campaign entry and a test.
 """
 from __future__ import annotations
 
+import math
+
 import contextlib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -286,6 +288,21 @@ class Suite:
         *lookup(measurement name, load)* is the budget lookup."""
         return {}
 
+    #: the parameters that set the range of the tool's histogram, where it
+    #: keeps one a budget's percentile can lie beyond: a campaign that sets
+    #: one sets the range (checked at load to hold the budgets); otherwise
+    #: it is derived from the budgets (rtlab.plan.campaign)
+    range_params: ClassVar[tuple[str, ...]] = ()
+
+    def histogram_range_us(self, params: dict[str, Any]) -> Optional[float]:
+        """The histogram's range (us) these parameters give; None: no range."""
+        return None
+
+    def with_histogram_range(self, params: dict[str, Any], range_us: float) -> dict[str, Any]:
+        """*params* widened to hold *range_us* (never narrowed); ParamError
+        where the tool cannot keep that much."""
+        return params
+
     def measurement_names(self, name: str) -> list[str]:
         """The budget keys of a campaign entry named *name* (see ``parts``)."""
         return [f"{name}-{p}" if p else name for p in self.parts]
@@ -354,6 +371,20 @@ def _load_metrics(host_dir: Path) -> dict[str, Any]:
     return load_metrics(summaries)
 
 
+#: the most buckets a histogram parameter takes (cyclictest clamps -h to it)
+MAX_BUCKETS = 1_000_000
+
+
+def widened(name: str, buckets: int, range_us: float, bucket_us: float) -> int:
+    """*buckets* of *bucket_us* raised to hold *range_us*: ParamError where
+    the tool cannot keep that many."""
+    need = max(int(buckets), math.ceil(range_us / bucket_us - 1e-9))
+    if need > MAX_BUCKETS:
+        raise ParamError(f"{name}: {need} buckets of {bucket_us:g} us would hold {range_us:g} us, more than the "
+                         f"tool's {MAX_BUCKETS}")
+    return need
+
+
 class Cyclictest(Suite):
     """cyclictest: timer wake-up latency, one thread per measured CPU."""
 
@@ -381,6 +412,14 @@ class Cyclictest(Suite):
     }
     spec = {"interval_us": INTERVAL_US, "duration_s": DURATION_S, "priority": PRIORITY,
             "histogram_us": Int(1, 1_000_000), "extra_args": Args()}
+
+    range_params = ("histogram_us",)
+
+    def histogram_range_us(self, params: dict[str, Any]) -> Optional[float]:
+        return float(params["histogram_us"])
+
+    def with_histogram_range(self, params: dict[str, Any], range_us: float) -> dict[str, Any]:
+        return {**params, "histogram_us": widened("histogram_us", params["histogram_us"], range_us, 1.0)}
 
     def command(self, run: SuiteRun, board: Optional[Board] = None) -> list[str]:
         p = run.params

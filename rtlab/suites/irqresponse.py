@@ -44,7 +44,7 @@ from ..errors import InputError, SuiteFailure
 from ..lab.irqprotocol import ArmRequest, ProbeError, ProbeResult
 from ..core.model import Histogram, ThreadResult, ToolOutput
 from ..core.params import Text
-from . import PRIORITY, Int, ParamError, Suite, SuiteRun
+from . import PRIORITY, Int, ParamError, Suite, SuiteRun, widened
 from .rtbench import rtbench_binary
 from ..core.fsutil import read_json
 from ..core.rundir import MeasurementDir
@@ -92,6 +92,14 @@ class IrqResponse(Suite):
             "tty": Text(r"auto|/dev/[A-Za-z0-9._/-]+", "auto or a /dev path"),
             "gpio": Text(r"(/dev/gpiochip[0-9]+:[0-9]+:[0-9]+)?", "/dev/gpiochipN:IN:OUT or empty"),
             "pause_after": Int(0, 100_000_000), "pause_ms": Int(0, 60_000)}
+
+    range_params = ("histogram_us",)
+
+    def histogram_range_us(self, params: dict[str, Any]) -> Optional[float]:
+        return float(params["histogram_us"])
+
+    def with_histogram_range(self, params: dict[str, Any], range_us: float) -> dict[str, Any]:
+        return {**params, "histogram_us": widened("histogram_us", params["histogram_us"], range_us, 1.0)}
 
     def params(self, given: dict[str, Any]) -> dict[str, Any]:
         p = super().params(given)

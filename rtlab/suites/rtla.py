@@ -20,14 +20,14 @@ which is neither a pass nor a failure.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 from ..targets.boards import Board
 from ..core.config import format_cpulist
 from ..core.model import ToolOutput
 from ..parsers import read_text
 from ..parsers.rtla import parse_osnoise_hist, parse_timerlat_hist
-from . import DURATION_S, PRIORITY, Int, ParamError, Suite, SuiteRun, _load_metrics
+from . import DURATION_S, PRIORITY, Int, ParamError, Suite, SuiteRun, _load_metrics, widened
 from ..core.rundir import MeasurementDir
 
 TRACEFS = ("/sys/kernel/tracing", "/sys/kernel/debug/tracing")
@@ -87,7 +87,19 @@ class _Rtla(Suite):
         return float(run.params["duration_s"]) + 5 + (60 if run.evidence else 0)
 
 
-class Timerlat(_Rtla):
+class _RtlaHist(_Rtla):
+    """An rtla hist tool: its histogram holds ``entries`` buckets of ``bucket_us``."""
+
+    range_params = ("entries",)
+
+    def histogram_range_us(self, params: dict[str, Any]) -> Optional[float]:
+        return float(params["entries"]) * float(params["bucket_us"])
+
+    def with_histogram_range(self, params: dict[str, Any], range_us: float) -> dict[str, Any]:
+        return {**params, "entries": widened("entries", params["entries"], range_us, float(params["bucket_us"]))}
+
+
+class Timerlat(_RtlaHist):
     """rtla timerlat hist: IRQ and thread wake-up latency of a kernel timer, per CPU."""
 
     name = "timerlat"
@@ -162,7 +174,7 @@ class Timerlat(_Rtla):
         return outs
 
 
-class Osnoise(_Rtla):
+class Osnoise(_RtlaHist):
     """rtla osnoise hist: noise samples (interruptions of a spinning thread), per CPU."""
 
     name = "osnoise"

@@ -117,11 +117,13 @@ class CyclictestSoak(Cyclictest):
         return 0
 
     def parse_output(self, host_dir: Path, run: SuiteRun) -> ToolOutput:
-        state = soak.read_checkpoint(host_dir)
-        if state is None:
+        path = host_dir / soak.CHECKPOINT_FILE
+        if not os.path.lexists(path):
             from ..errors import InputError
-            raise InputError(host_dir / soak.CHECKPOINT_FILE, "no checkpoint: nothing measured was kept")
-        return soak.output_of(state, str(host_dir / soak.CHECKPOINT_FILE), self.tool)
+            raise InputError(path, "no checkpoint: nothing measured was kept")
+        # typed and ranged as --resume reads it: a type-confused one is an
+        # InputError naming the key, never an AttributeError
+        return soak.output_of(soak.load_checked_state(path), str(path), self.tool)
 
 
 def _exit_info(seg_dir: Path) -> dict:

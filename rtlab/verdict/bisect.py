@@ -69,7 +69,7 @@ class BisectInputError(InputError):
 # ------------------------------------------------------------------ the oracle
 @dataclass
 class Verdict:
-    outcome: str                 # "regression" | "no-regression" | "undecided"
+    outcome: str                 # "regression" | "no-regression" | "blind" | "undecided"
     lines: list[str]
     numbers: dict[str, Any] = field(default_factory=dict)
     oracle: str = "fallback"
@@ -318,7 +318,9 @@ def step_main(state_file: str) -> int:
         head = _git(Path(s.tree), "rev-parse", "HEAD").stdout.strip()
         step = judge_head(s, baseline, f"step {len(state['steps']) + 1}")
         step["subject"] = subject(Path(s.tree), head)
-        step["verdict"] = {"regression": "bad", "no-regression": "good"}.get(step["outcome"], "skip")
+        # not gated (blind): its runs show no regression of what the step
+        # can see; a bisect hunts a regression that was seen: good
+        step["verdict"] = {"regression": "bad", "no-regression": "good", "blind": "good"}.get(step["outcome"], "skip")
         state["steps"].append(step)
         tmp = Path(state_file).with_suffix(".tmp")
         tmp.write_text(json.dumps(state, indent=1))
@@ -457,7 +459,8 @@ def run_bisect(s: Settings, shas: dict[str, str]) -> dict[str, Any]:
             _git(tree, "checkout", "-q", "--detach", sha)
             confirm[role] = judge_head(s, base_runs, f"confirm {role}")
         report["confirm"] = confirm
-        ok = confirm["culprit"]["outcome"] == "regression" and confirm["parent"]["outcome"] == "no-regression"
+        ok = confirm["culprit"]["outcome"] == "regression" and confirm["parent"]["outcome"] in ("no-regression",
+                                                                                                 "blind")
         report["result"] = "confirmed" if ok else "not-confirmed"
         report["effect"] = confirm["culprit"]["lines"]
         return report

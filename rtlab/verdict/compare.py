@@ -12,20 +12,29 @@ says so AND the effect is at least the budget class's minimum effect
 Outcomes per key and for the whole comparison:
 
 - ``regression``: exit 1, with the key, the statistic and the effect named;
-- ``no-regression``: exit 0;
+- ``no-regression``: exit 0: no regression of the key's detectable effect
+  or more;
 - ``undecided``: exit 2 — too few valid runs, a key on one side only, a
   statistic beyond a histogram of unknown range, runs of different
-  campaigns or histogram buckets.
+  campaigns or histogram buckets;
+- ``blind``: exit 3 — a gating statistic whose detectable effect exceeds
+  its class's ``detectable_limit`` is not gated: the key found no
+  regression, but could not have seen one the class asks it to see. Never
+  NO-REGRESSION; the lab's cure (baseline sessions x runs, cap) is named.
 
 A percentile beyond a histogram of known range is censored: at least the
-range (the overflow count makes its rank exact), and tested by a rank test
-with the censored runs tied at the top (``stats.censored_shift_test``).
+range. Where any run of a key censors a gating percentile, that statistic
+is judged by the share of samples past the range (overflows / cycles, a
+log share against the baseline's, the same closed design): the percentile
+lies past the range exactly where the share exceeds its tail (p99.9: 0.1 %),
+so NO-REGRESSION says "at most X % of samples past R".
 The gating statistics and the minimum effects may differ per budget class
 and statistic (``regression:`` in the budget file; budgets/README.md).
   Nothing that cannot be judged passes.
 
 A regression wins over undecided keys elsewhere (it is definitive), as a
-broken budget wins over infra errors in the gate.
+broken budget wins over infra errors in the gate; both win over a key not
+gated.
 """
 from __future__ import annotations
 
@@ -36,7 +45,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
+import numpy as np
+
 from . import stats
+from .cure import cure, pct
 from ..errors import InputError
 from ..core.model import Histogram, MeasurementKey, RunResult, Verdict
 from ..plan.policy import MinEffect, Policy
@@ -45,13 +57,27 @@ from ..run.results import load_run
 REGRESSION = "regression"
 NO_REGRESSION = "no-regression"
 UNDECIDED = "undecided"
-OUTCOME_EXIT = {NO_REGRESSION: 0, REGRESSION: 1, UNDECIDED: 2}
+#: a key that found no regression but cannot see what its class asks
+#: (detectable effect above ``detectable_limit``): not gated, never green
+BLIND = "blind"
+OUTCOME_EXIT = {NO_REGRESSION: 0, REGRESSION: 1, UNDECIDED: 2, BLIND: 3}
+
+
+def exit_precedence(codes) -> int:
+    """One exit code of several: 1 (a budget broke, a regression) wins, then
+    2 (infra, undecided), then 3 (passed with keys not gated), then 0."""
+    codes = set(codes)
+    for c in (1, 2, 3):
+        if c in codes:
+            return c
+    return 0
 
 
 class CampaignOutcome:
     """A comparison's outcome and exit code from its keys' and problems: a
     regression anywhere wins (it is definitive); else any undecided key, a
-    problem or no key at all is undecided; else no regression."""
+    problem or no key at all is undecided; else a key not gated is blind;
+    else no regression."""
 
     keys: list
     problems: list[str]
@@ -63,6 +89,8 @@ class CampaignOutcome:
             return REGRESSION
         if self.problems or UNDECIDED in outcomes or not outcomes:
             return UNDECIDED
+        if BLIND in outcomes:
+            return BLIND
         return NO_REGRESSION
 
     @property
@@ -90,6 +118,9 @@ class Replicate:
     #: against each other must agree on every one both record
     params: dict[str, Any] = field(default_factory=dict)
     cycles: int = 0
+    #: samples past the histogram's range (None: not known, e.g. an old
+    #: store row): the share past the range judges a censored percentile
+    overflows: Optional[int] = None
 
     @property
     def session(self) -> str:
@@ -144,12 +175,20 @@ def side_from_runs(runs: Iterable[RunResult], source: str = "") -> Side:
                                 bucket_us=c.histogram.bucket_us if c.histogram else None,
                                 histogram=c.histogram, commit=sha,
                                 censored=stats.censored_statistics(c),
-                                params=run_parameters(m), cycles=int(c.cycles))
+                                params=run_parameters(m), cycles=int(c.cycles),
+                                overflows=_overflows(c))
                 side.keys.setdefault(k, []).append(rep)
         if not run.jobs:
             side.dropped.setdefault(MeasurementKey("*", "*", "*", "*"), []).append(
                 f"{run.run_id}: no jobs")
     return side
+
+
+def _overflows(t) -> Optional[int]:
+    """Samples of a combined thread past its histogram's range, where known."""
+    if t.histogram is not None:
+        return int(t.histogram.overflows)
+    return None if t.overflows is None else int(t.overflows)
 
 
 def run_parameters(m) -> dict[str, Any]:
@@ -218,6 +257,37 @@ class StatComparison:
     #: the policy's minimum effect as one ratio - 1 (relative, or abs_us
     #: over the baseline's level, the larger)
     min_effect: Optional[float] = None
+    #: where some run censors the statistic: the histogram's range (us) it
+    #: is judged past, by each run's share of samples beyond it
+    share_past_us: Optional[float] = None
+    baseline_share: list[float] = field(default_factory=list)
+    candidate_share: list[float] = field(default_factory=list)
+    #: the baseline's share as the test sees it: the geometric mean of the
+    #: runs' shares, each with half a sample added (stats.share_logs)
+    share_level: Optional[float] = None
+    #: the class's detectable_limit (ratio - 1): above it, not gated
+    limit: float = math.inf
+    #: what would let a statistic not gated see its class's limit
+    #: (rtlab.verdict.planning.Cure), where its baseline is what it lacks
+    cure: Optional[Any] = None
+    #: the detectable effect planned from the baseline (ratio - 1): at the
+    #: cap the candidate's own spread can widen it
+    planned: Optional[float] = None
+
+    @property
+    def blind(self) -> bool:
+        """Not gated: its last look could not see what its class asks."""
+        return bool(self.looks) and self.looks[-1].blind
+
+    @property
+    def judged_by(self) -> str:
+        return (f"the share of samples past {_us(self.share_past_us)} us" if self.share_past_us is not None
+                else self.name)
+
+    def share_text(self) -> str:
+        """The two sides' shares past the range (means over their runs)."""
+        return (f"{_share(float(np.mean(self.baseline_share)))} -> {_share(float(np.mean(self.candidate_share)))} "
+                f"of samples past {_us(self.share_past_us or 0)} us")
 
     @property
     def detectable(self) -> Optional[float]:
@@ -252,6 +322,9 @@ class StatComparison:
         return bool(n) and (order[n // 2][1] or (n % 2 == 0 and order[n // 2 - 1][1]))
 
     def medians_text(self) -> str:
+        if self.share_past_us is not None:
+            return self.share_text()
+
         def one(m: float, cens: bool) -> str:
             return (">=" if cens else "") + _us(m)
         return (f"{one(self.base_median, self._median_censored(self.baseline, self.baseline_censored))} -> "
@@ -271,6 +344,12 @@ class StatComparison:
                 "ratio_interval": [fin(t.ratio_low), fin(t.ratio_high)] if t else None,
                 "method": t.method if t else None, "level": self.level,
                 "min_effect": self.min_effect, "detectable": self.detectable,
+                "judged_by": self.judged_by, "share_past_us": self.share_past_us,
+                "baseline_share": self.baseline_share, "candidate_share": self.candidate_share,
+                "share_level": self.share_level,
+                "limit": self.limit if math.isfinite(self.limit) else None, "not_gated": self.blind,
+                "planned_detectable": self.planned,
+                "cure": self.cure.to_json() if self.cure is not None else None,
                 "looks": [lk.to_json() for lk in self.looks]}
 
 
@@ -291,24 +370,28 @@ class Look:
     detectable: float = math.nan
     #: the key's last look (the cap): the bounds meet, it decides
     final: bool = False
+    #: no regression found, and the detectable effect is above the class's
+    #: limit: not gated (more runs are not spent on it)
+    blind: bool = False
 
     def to_json(self) -> dict[str, Any]:
         return {"runs": self.runs, "ratio": self.test.ratio, "p": self.test.p, "p_adjusted": self.p_adjusted,
                 "upper": self.upper if math.isfinite(self.upper) else None,
                 "detectable": self.detectable if math.isfinite(self.detectable) else None,
                 "final": self.final,
-                "decision": REGRESSION if self.regress else NO_REGRESSION if self.no_regression else "continue"}
+                "decision": (REGRESSION if self.regress else NO_REGRESSION if self.no_regression
+                             else BLIND if self.blind else "continue")}
 
 
-def _pct(x: float) -> str:
-    if math.isinf(x):
-        return "+inf %"
-    v = (x - 1) * 100
-    return f"{v:+.0f} %" if abs(v) >= 1 or v == 0 else f"{v:+.1f} %"
+_pct = pct
 
 
 def _us(v: float) -> str:
     return f"{v:.3g}" if v < 10 else f"{v:,.0f}"
+
+
+def _share(x: float) -> str:
+    return f"{x * 100:.2g} %" if x else "0 %"
 
 
 @dataclass
@@ -345,16 +428,41 @@ class KeyComparison:
     def _regresses(self, s: StatComparison) -> bool:
         return bool(s.looks) and s.looks[-1].regress
 
+    @property
+    def not_gated(self) -> list[str]:
+        """One sentence per gating statistic that is not gated (its
+        detectable effect above the class's limit), with the lab's cure:
+        what a blind key's line, the report and the gate lead with."""
+        if self.outcome == REGRESSION:
+            return []
+        out = []
+        for s in self.stats:
+            if s.gates and s.blind and s.detectable is not None:
+                text = (f"{s.name} not gated: sees only {_pct(1 + s.detectable)} "
+                        + (f"of the share past {_us(s.share_past_us)} us " if s.share_past_us is not None else "")
+                        + f"(its class's limit {_pct(1 + s.limit)})")
+                if s.cure is not None:
+                    text += f"; {s.cure.text()}"
+                elif s.planned is not None and s.planned <= s.limit:
+                    text += (f"; its baseline sees {_pct(1 + s.planned)}: the candidate's own runs spread wider "
+                             f"(a wild run?): measure the candidate again")
+                out.append(text)
+        return out
+
     def line(self) -> str:
         head = f"{self.key.label()}: "
         s = self.deciding
-        tail = {REGRESSION: "REGRESSION", NO_REGRESSION: "ok", UNDECIDED: "UNDECIDED"}[self.outcome]
+        tail = {REGRESSION: "REGRESSION", NO_REGRESSION: "ok", UNDECIDED: "UNDECIDED",
+                BLIND: "NOT GATED"}[self.outcome]
         if s is None:
             return head + "~ (" + "; ".join(self.reasons or ["nothing to compare"]) + f"): {tail}"
+        if self.outcome == BLIND:  # it leads: this key passed without being gated
+            head += "; ".join(self.not_gated) + "; "
         t = s.test
         p = t.p
         n_c = s.looks[-1].runs if s.looks else self.n_candidate
-        text = (f"{s.name} {_pct(t.ratio)} [{_pct(t.ratio_low)}, {_pct(t.ratio_high)}] "
+        what = s.name if s.share_past_us is None else f"{s.name} past its range: share"
+        text = (f"{what} {_pct(t.ratio)} [{_pct(t.ratio_low)}, {_pct(t.ratio_high)}] "
                 f"({s.medians_text()}), "
                 f"{n_c} runs vs {self.n_baseline}, p={p:.2g}" + (f" (< {s.level:.2g} decides)" if s.level else ""))
         if s.looks:
@@ -389,13 +497,16 @@ class KeyComparison:
 
     @property
     def flagged(self) -> str:
-        """Why the lab should look at this key's baseline: it cannot see a
-        regression below its class's limit (the key still decides)."""
+        """Why the lab should look at this key's baseline: a gating
+        statistic cannot see a regression below its class's limit (not
+        gated, unless the key regressed all the same)."""
         det = [s.detectable for s in self.stats if s.gates and s.detectable is not None]
         if not det or max(det) <= self.limit:
             return ""
+        cures = [s.cure.text() for s in self.stats if s.gates and s.cure is not None]
         return (f"{self.key.label()} sees only {_pct(1 + max(det))} or more (limit {_pct(1 + self.limit)}): "
-                f"its baseline is too noisy or too small; pin a larger baseline, or run longer")
+                + (cures[0] if cures else "its baseline is too noisy or too small; pin a larger baseline, "
+                                          "or run longer"))
 
     @property
     def decided_by(self) -> str:
@@ -405,19 +516,33 @@ class KeyComparison:
             s = next((s for s in gating if s.looks[-1].regress), None)
             return (f"{s.name}: lower bound above 1 at look {len(s.looks)} ({s.looks[-1].runs} runs) and the "
                     f"estimate at least the minimum effect" if s else "regression")
-        if self.outcome == NO_REGRESSION:
+        if self.outcome in (NO_REGRESSION, BLIND):
             lk = [s.looks[-1] for s in gating]
             where = f"look {len(gating[0].looks)} ({lk[0].runs} runs)" if lk else "?"
+            shown = [s for s in gating if not s.blind]
+            none = "; ".join(
+                f"{s.name}: no regression of {_pct(1 + (s.detectable or 0))} or more"
+                + (f" in the share past {_us(s.share_past_us)} us (at most "
+                   f"{_share((s.share_level or 0) * (1 + (s.detectable or 0)))} of the samples, as the "
+                   f"runs' geometric mean)" if s.share_past_us is not None else "")
+                for s in shown)
+            if self.outcome == BLIND:
+                why = "; ".join(
+                    f"{s.name}: upper bound {_pct(s.looks[-1].upper)} below the {_pct(1 + (s.detectable or 0))} "
+                    f"it can see, above its class's limit {_pct(1 + s.limit)}: more runs would not make it see "
+                    f"the limit" for s in gating if s.blind)
+                return f"{where}: not gated: {why}" + (f"; {none}" if none else "")
             how = ("the last look: the bounds meet" if any(x.final for x in lk)
                    else "every gating statistic's upper bound below its detectable effect")
-            return f"{where}: {how}"
+            return f"{where}: {how}: {none}"
         return "not decided: " + "; ".join(self.reasons or ["nothing to compare"])
 
     def to_json(self) -> dict[str, Any]:
         det = [s.detectable for s in self.stats if s.gates and s.detectable is not None]
         return {"key": self.key.__dict__, "label": self.key.label(), "outcome": self.outcome,
                 "detectable": max(det) if det else None, "sees": self.sees(), "decided_by": self.decided_by,
-                "flagged": self.flagged,
+                "flagged": self.flagged, "not_gated": self.not_gated,
+                "limit": self.limit if math.isfinite(self.limit) else None,
                 "budget_class": self.budget_class, "n_baseline": self.n_baseline,
                 "n_candidate": self.n_candidate, "reasons": self.reasons, "line": self.line(),
                 "statistics": [s.to_json() for s in self.stats],
@@ -455,8 +580,10 @@ class Comparison(CampaignOutcome):
                f"candidate: {self.candidate_source or ', '.join(self.candidate_runs)} "
                f"({_runs_text(self.candidate_runs, [r for k in self.keys for r in k.candidate])})"]
         out += [f"error: {p}" for p in self.problems]
+        out += self.not_gated_lines()
         out += [k.line() for k in self.keys]
-        out += [f"flagged for the lab: {k.flagged}" for k in self.keys if k.flagged]
+        out += [f"flagged for the lab: {k.flagged}" for k in self.keys
+                if k.flagged and k.outcome not in (BLIND, REGRESSION)]
         out += [f"system changed: {c}" for c in self.system_changes]
         for name, sess in sorted(self.sessions.items()):
             out.append(f"sessions ({name}): between-session variance {sess['tau2_over_sigma2']:.2g} x the "
@@ -474,10 +601,18 @@ class Comparison(CampaignOutcome):
         tests = sum(1 for k in self.keys for s in k.stats if s.looks)
         out.append(f"policy: {self.policy.source}")
         out.append(f"compare: {self.outcome.upper()} ({n[REGRESSION]} regressed, {n[NO_REGRESSION]} ok, "
-                   f"{n[UNDECIDED]} undecided of {len(self.keys)} keys; "
+                   + (f"{n[BLIND]} not gated, " if n[BLIND] else "")
+                   + f"{n[UNDECIDED]} undecided of {len(self.keys)} keys; "
                    f"false alarms held at {self.policy.alpha:g} per comparison: Bonferroni over {tests} "
                    f"tests, Pocock over looks at {', '.join(map(str, self.policy.schedule()))} candidate runs)")
         return out
+
+    def not_gated_lines(self) -> list[str]:
+        """What leads the verdict where keys passed without being gated:
+        "not gated: KEY: p99 not gated: sees only +1451 % ...; the lab's
+        baseline needs ..."."""
+        return [f"not gated: {k.key.label()}: {text}" for k in self.keys if k.outcome == BLIND
+                for text in k.not_gated]
 
     @property
     def more_runs(self) -> list[MeasurementKey]:
@@ -593,12 +728,64 @@ def compare_sides(base: Side, cand: Side, policy: Optional[Policy] = None) -> Co
             sc = StatComparison(name=name, baseline=[float(v) for v in bv],
                                 candidate=[float(v) for v in cv], gates=gates,
                                 baseline_censored=[name in r.censored for r in b],
-                                candidate_censored=[name in r.censored for r in c])
+                                candidate_censored=[name in r.censored for r in c], limit=kc.limit)
             kc.stats.append(sc)
+            if gates and sc.any_censored:
+                # past the range in some run: judged by each run's share of
+                # samples past the range, which every run knows exactly
+                unknown = [r.label for r in b + c if r.overflows is None or not r.cycles]
+                if unknown:
+                    kc.reasons.append(f"{name} beyond the histogram range in some run, and the samples past "
+                                      f"the range unknown in {', '.join(unknown)}")
+                    continue
+                sc.share_past_us = max(r.censored[name] for r in b + c if name in r.censored)
+                sc.baseline_share = [int(r.overflows or 0) / r.cycles for r in b]
+                sc.candidate_share = [int(r.overflows or 0) / r.cycles for r in c]
             if gates:  # only what gates is tested: the rest is shown
                 gated.append((kc, sc, floor, policy.effect_for(kc.budget_class, name)))
     _sequential(cmp, gated, policy)
     return cmp
+
+
+@dataclass
+class _Gated:
+    """One gating statistic of one key, as the looks see it: the two
+    sides' logs (of the statistic, or of the share past the range), its
+    session pool and its minimum effect as one log ratio."""
+
+    kc: KeyComparison
+    sc: StatComparison
+    blog: Any
+    clog: Any
+    #: the session pool its share of variance is estimated in: the
+    #: statistic's name, or "<name> share" for shares past the range
+    pool: str
+    min_effect: float
+    #: the raw values the no-spread test compares (shares, or us)
+    base_raw: list[float]
+    cand_raw: list[float]
+
+
+def _gated_logs(kc: KeyComparison, sc: StatComparison, floor: float, eff: MinEffect) -> _Gated:
+    if sc.share_past_us is not None:
+        b = [r for r in kc.baseline]
+        c = [r for r in kc.candidate]
+        blog = stats.share_logs([r.overflows for r in b], [r.cycles for r in b])
+        clog = stats.share_logs([r.overflows for r in c], [r.cycles for r in c])
+        sc.share_level = math.exp(float(blog.mean()))
+        # the relative minimum effect only: every sample past a range that
+        # covers the budget breaks it, so one more per run is no noise to
+        # look through (and an absolute floor of a sample over a baseline
+        # of none, x2 or more, would put every such key above its limit)
+        return _Gated(kc, sc, blog, clog, f"{sc.name} share", eff.relative,
+                      [float(x) for x in np.exp(blog)], [float(x) for x in np.exp(clog)])
+    blog, clog = stats._logs(sc.baseline, floor), stats._logs(sc.candidate, floor)
+    level = math.exp(float(blog.mean()))
+    # the minimum effect as one ratio: the relative one, or the absolute
+    # one over the baseline's level, whichever is larger (both must be met)
+    return _Gated(kc, sc, blog, clog, sc.name,
+                  max(eff.relative, eff.abs_us / level if level > 0 else math.inf),
+                  list(sc.baseline), list(sc.candidate))
 
 
 def _sequential(cmp: Comparison, gated: list, policy: Policy) -> None:
@@ -613,28 +800,39 @@ def _sequential(cmp: Comparison, gated: list, policy: Policy) -> None:
     below the key's detectable effect (stats.closed_look: the larger of the
     minimum effect and what the key's variance lets its last look find with
     probability 1 - beta). At the last look the two bounds meet: every key
-    whose statistics can be compared is REGRESSION or NO-REGRESSION."""
+    whose statistics can be compared is REGRESSION or NO-REGRESSION, or,
+    where its detectable effect exceeds its class's limit, not gated
+    (BLIND). A statistic whose planned detectable effect exceeds the limit
+    is blind from its first look: no board time is spent on it.
+
+    A statistic that some run censors is judged by the runs' shares past
+    the histogram's range (log shares, their own session pool): p99.9 lies
+    past the range exactly where more than 0.1 % of the samples do."""
     m = max(1, len(gated))
+    entries = [_gated_logs(kc, sc, floor, eff) for kc, sc, floor, eff in gated]
     # the sessions' share of the variance, per statistic, from every key's
     # baseline pool at once (the host's sessions are the same for all keys):
     # what the key can see before any candidate run (its planned detectable
     # effect); each look adds the candidate's sessions so far to the pools
     rho: dict[str, float] = {}
-    for name in {sc.name for _, sc, _, _ in gated}:
-        upper, est, p = stats.session_ratio(_session_pools(gated, name))
-        rho[name] = upper
+    rho_est: dict[str, float] = {}
+    for pool in {g.pool for g in entries}:
+        upper, est, p = stats.session_ratio(_session_pools(entries, pool))
+        rho[pool] = upper
+        rho_est[pool] = est or 0.0
         if est is not None:
-            cmp.sessions[name] = {"tau2_over_sigma2": est, "upper_bound": upper, "p": p,
+            cmp.sessions[pool] = {"tau2_over_sigma2": est, "upper_bound": upper, "p": p,
                                   "clusters": p < 0.05}
     rho_at: dict[tuple[str, int], float] = {}
 
-    def rho_look(name: str, n: int) -> float:
-        if (name, n) not in rho_at:
-            rho_at[name, n] = stats.session_ratio(_session_pools(gated, name, n))[0]
-        return rho_at[name, n]
-    for kc, sc, floor, eff in gated:
-        nb, nc = len(sc.baseline), len(sc.candidate)
-        schedule = policy.schedule()
+    def rho_look(pool: str, n: int) -> float:
+        if (pool, n) not in rho_at:
+            rho_at[pool, n] = stats.session_ratio(_session_pools(entries, pool, n))[0]
+        return rho_at[pool, n]
+    schedule = policy.schedule()
+    for g in entries:
+        kc, sc = g.kc, g.sc
+        nb, nc = len(g.blog), len(g.clog)
         looks = [n for n in schedule if n <= nc]
         if not looks:
             kc.reasons.append(f"{nc} candidate runs: the first look is at {schedule[0]}")
@@ -644,71 +842,78 @@ def _sequential(cmp: Comparison, gated: list, policy: Policy) -> None:
         pa = stats.pocock_level(policy.alpha / m, schedule, nb)
         pb = stats.pocock_level(policy.beta, schedule, nb)
         sc.level = pa
-        blog = stats._logs(sc.baseline, floor)
-        base_level = math.exp(float(blog.mean()))
-        # the minimum effect as one ratio: the relative one, or the absolute
-        # one over the baseline's level, whichever is larger (both must be met)
-        sc.min_effect = max(eff.relative, eff.abs_us / base_level if base_level > 0 else math.inf)
+        sc.min_effect = g.min_effect
         min_log = math.log1p(sc.min_effect)
         b_sessions = [r.session for r in kc.baseline]
-        if not sc.any_censored:
-            # what the key can see: from the baseline, before any candidate run
-            first = [r.session for r in kc.candidate[:schedule[0]]]
-            planned = float(stats.planned_detectable(
-                blog, b_sessions, rho.get(sc.name, 0.0),
-                stats.cap_sessions(list(Counter(first).values()), schedule[0], schedule), pa, pb, min_log))
+        # what the key can see: from the baseline, before any candidate run
+        first = [r.session for r in kc.candidate[:schedule[0]]]
+        planned = float(stats.planned_detectable(
+            g.blog, b_sessions, rho.get(g.pool, 0.0),
+            stats.cap_sessions(list(Counter(first).values()), schedule[0], schedule), pa, pb, min_log))
+        sc.planned = math.expm1(planned)
         for n in looks:
             final = n == schedule[-1]
-            if sc.any_censored:
-                # a rank test: it can find a regression, never show none
-                t = stats.censored_shift_test(sc.baseline, sc.baseline_censored,
-                                              sc.candidate[:n], sc.candidate_censored[:n])
-                ucb, det = math.inf, math.nan
-                big = (t.ratio >= 1 + eff.relative
-                       and stats.median(sc.candidate[:n]) - stats.median(sc.baseline) >= eff.abs_us)
-                regress, shown_none = t.p < pa and big, False
+            c_sessions = [r.session for r in kc.candidate[:n]]
+            L = stats.look_statistics(g.blog, g.clog[:n], b_sessions, c_sessions, rho=rho_look(g.pool, n))
+            e, p = float(L.estimate), float(L.p())
+            if not (math.isfinite(p) and float(L.se) > 0):
+                # no spread at all (quantised values): the exact rank test;
+                # none is shown where no candidate run exceeds any baseline
+                # run by the minimum effect (a bound without a variance)
+                t = stats.shift_test_exact(g.base_raw, g.cand_raw[:n], 0.0 if g.pool != sc.name else 0.5)
+                ucb = max(g.cand_raw[:n]) / max(min(g.base_raw), 1e-12)
+                det = sc.min_effect
+                big = t.ratio >= 1 + sc.min_effect
+                regress = t.p < pa and big
+                shown_none = not regress and ucb <= 1 + sc.min_effect
             else:
-                c_sessions = [r.session for r in kc.candidate[:n]]
-                L = stats.look_statistics(blog, stats._logs(sc.candidate[:n], floor), b_sessions, c_sessions,
-                                          rho=rho_look(sc.name, n))
-                e, p = float(L.estimate), float(L.p())
-                if not (math.isfinite(p) and float(L.se) > 0):
-                    # no spread at all (quantised values): the exact rank test;
-                    # none is shown where no candidate run exceeds any baseline
-                    # run by the minimum effect (a bound without a variance)
-                    t = stats.shift_test_exact(sc.baseline, sc.candidate[:n])
-                    ucb = max(sc.candidate[:n]) / max(min(sc.baseline), 1e-9)
-                    det = sc.min_effect
-                    big = t.ratio >= 1 + eff.relative and base_level * (t.ratio - 1) >= eff.abs_us
-                    regress = t.p < pa and big
-                    shown_none = not regress and ucb <= 1 + sc.min_effect
-                else:
-                    d = stats.closed_look(L, pa, pb, min_log, planned, final)
-                    lo, hi = float(L.bound(0.975, upper=False)), float(L.bound(0.975))
-                    t = stats.ShiftTest(p=p, ratio=math.exp(e), ratio_low=math.exp(lo),
-                                        ratio_high=math.exp(hi), method=L.method)
-                    ucb, det = math.exp(float(d.upper)), math.expm1(float(d.detectable))
-                    big = e >= min_log
-                    regress, shown_none = bool(d.regress), bool(d.no_regression)
+                d = stats.closed_look(L, pa, pb, min_log, planned, final)
+                lo, hi = float(L.bound(0.975, upper=False)), float(L.bound(0.975))
+                t = stats.ShiftTest(p=p, ratio=math.exp(e), ratio_low=math.exp(lo),
+                                    ratio_high=math.exp(hi),
+                                    method=L.method + (", share past the range" if g.pool != sc.name else ""))
+                ucb, det = math.exp(float(d.upper)), math.expm1(float(d.detectable))
+                big = e >= min_log
+                regress, shown_none = bool(d.regress), bool(d.no_regression)
+            # not gated: no regression of +d or more shown, where d (its
+            # planned effect, or at the cap its own) is above what its class
+            # asks to see. It stops where NO-REGRESSION would have: its runs
+            # exclude all it can see, and more runs would not make it see
+            # the class's limit. Where they do not exclude d it measures on:
+            # a regression of d or more is still there to be found
+            blind = shown_none and not regress and det > sc.limit
             sc.looks.append(Look(runs=n, test=t, big=big, p_adjusted=min(1.0, t.p * policy.alpha / pa),
-                                 upper=ucb, regress=regress, no_regression=shown_none and not regress,
-                                 detectable=det, final=final))
+                                 upper=ucb, regress=regress, no_regression=shown_none and not regress and not blind,
+                                 detectable=det, final=final, blind=blind))
             sc.sync()
     for kc in cmp.keys:
         _decide(kc, policy)
-
-
-def _session_pools(gated: list, name: str, looked: int = 0) -> list[tuple[Any, list[Any]]]:
-    """(logs, sessions) of statistic *name*: every key's baseline, and with
-    *looked* its first *looked* candidate runs as a pool of their own (keys
-    with a censored value on either side left out)."""
-    pools = []
-    for kc, sc, fl, _ in gated:
-        if sc.name != name or any(sc.baseline_censored) or any(sc.candidate_censored[:looked]):
+    # the cure of every statistic not gated: what baseline and cap would
+    # let it see its class's limit (rtlab.verdict.planning.cure)
+    pools = Counter(g.pool for g in entries)
+    for g in entries:
+        if g.kc.outcome != BLIND or not g.sc.blind or not math.isfinite(g.sc.limit):
             continue
-        pools.append((stats._logs(sc.baseline, fl), [r.session for r in kc.baseline]))
+        if g.sc.planned is not None and g.sc.planned <= g.sc.limit:
+            continue  # its baseline serves: the candidate's own spread is what it lacks
+        b_sessions = [r.session for r in g.kc.baseline]
+        s2, by_session = stats.within_variance(g.blog, b_sessions)
+        n_sessions = len(set(b_sessions))
+        g.sc.cure = cure(float(s2), rho_est.get(g.pool), bool(by_session), pools[g.pool], n_sessions,
+                         round(len(g.blog) / max(1, n_sessions)), schedule, policy.alpha / m, policy.beta,
+                         math.log1p(g.sc.min_effect or 0.0), g.sc.limit)
+
+
+def _session_pools(entries: list, pool: str, looked: int = 0) -> list[tuple[Any, list[Any]]]:
+    """(logs, sessions) of session pool *pool*: every key's baseline, and
+    with *looked* its first *looked* candidate runs as a pool of their own."""
+    pools = []
+    for g in entries:
+        if g.pool != pool:
+            continue
+        pools.append((g.blog, [r.session for r in g.kc.baseline]))
         if looked:
-            pools.append((stats._logs(sc.candidate[:looked], fl), [r.session for r in kc.candidate[:looked]]))
+            pools.append((g.clog[:looked], [r.session for r in g.kc.candidate[:looked]]))
     return pools
 
 
@@ -726,8 +931,9 @@ def _decide(kc: KeyComparison, policy: Policy) -> None:
                 s.looks = [lk for lk in s.looks if lk.runs <= n]
                 s.sync()
             return
-        if not kc.reasons and all(lk is not None and lk.no_regression for lk in at):
-            kc.outcome, kc.decided_at = NO_REGRESSION, n
+        if not kc.reasons and all(lk is not None and (lk.no_regression or lk.blind) for lk in at):
+            kc.outcome = BLIND if any(lk.blind for lk in at if lk is not None) else NO_REGRESSION
+            kc.decided_at = n
             for s in gating:
                 s.looks = [lk for lk in s.looks if lk.runs <= n]
                 s.sync()
@@ -735,10 +941,6 @@ def _decide(kc: KeyComparison, policy: Policy) -> None:
     kc.outcome = UNDECIDED
     if kc.reasons or not gating:
         return
-    censored = [s.name for s in gating if s.any_censored]
-    if censored:
-        kc.reasons.append(f"{', '.join(censored)} beyond the histogram range in some run: "
-                          f"a censored statistic cannot show that nothing regressed")
     last = max(runs)
     if kc.n_candidate < policy.schedule()[-1]:
         kc.more = True

@@ -1,8 +1,9 @@
 """The long-term series of a store, read with the Grafana dashboards' own
 queries (rtlab.store.dashboard): per board × variant × suite × load, the max
-and the p99.9 per commit or per day, the budgets, the change points `rtlab
-regressions` annotated, and the recent runs' histograms. rtlab.report.history
-draws them (`rtlab history --html`).
+and the p99.9 per commit or per day, the budgets, what the regression verdict
+could see (each key's detectable effect and its class's limit), the change
+points `rtlab regressions` annotated, and the recent runs' histograms.
+rtlab.report.history draws them (`rtlab history --html`).
 """
 from __future__ import annotations
 
@@ -47,7 +48,9 @@ class History:
         for board in self.boards():
             vals = {"board": board, "variant": self.variant}
             for prefix, attr, budget_attr in (("Max latency per commit", "max", "budget_max"),
-                                              ("p99.9 latency per commit", "p999", "budget_p999")):
+                                              ("p99.9 latency per commit", "p999", "budget_p999"),
+                                              ("What the regression verdict can see", "detectable",
+                                               "detectable_limit")):
                 value_q, budget_q = self.regressions.panel_queries(prefix)
                 for s in series(self._query(self.regressions.fill(value_q, self.window, vals))):
                     plot = self._plot(board, s.get("tags") or {})

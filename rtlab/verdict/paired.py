@@ -51,7 +51,7 @@ from scipy import stats as sps
 
 from ..core.model import MeasurementKey, RunResult
 from ..plan.policy import MinEffect, Policy
-from .compare import (NO_REGRESSION, REGRESSION, UNDECIDED, CampaignOutcome, Replicate, parameter_differences,
+from .compare import (BLIND, NO_REGRESSION, REGRESSION, UNDECIDED, CampaignOutcome, Replicate, parameter_differences,
                       side_from_runs)
 from .stats import RUN_STATISTICS, detectable_log
 
@@ -93,8 +93,9 @@ class PairedKey:
     def outcome(self) -> str:
         if any(s.outcome == REGRESSION for s in self.stats):
             return REGRESSION
-        if not self.reasons and self.stats and all(s.outcome == NO_REGRESSION for s in self.stats):
-            return NO_REGRESSION
+        if not self.reasons and self.stats and all(s.outcome in (NO_REGRESSION, BLIND) for s in self.stats):
+            # a statistic that sees only more than its class's limit is not gated
+            return BLIND if any(s.outcome == BLIND for s in self.stats) else NO_REGRESSION
         return UNDECIDED
 
     def line(self) -> str:
@@ -155,7 +156,7 @@ def compare_paired(baseline: list[RunResult], candidate: list[RunResult],
         cmp.problems.append(f"runs of different campaigns: {', '.join(sorted(campaigns))}")
     order = list(zip(base.runs, cand.runs))
     keys = sorted(set(base.keys) | set(cand.keys) | set(base.dropped) | set(cand.dropped), key=lambda k: k.label())
-    tests: list[tuple[PairedStat, float, MinEffect]] = []
+    tests: list[tuple[PairedStat, float, MinEffect, float]] = []
     for key in (k for k in keys if k.board != "*"):
         pk = PairedKey(key=key)
         cmp.keys.append(pk)
@@ -184,14 +185,15 @@ def compare_paired(baseline: list[RunResult], candidate: list[RunResult],
             if censored:
                 ps.why = f"censored or unknowable (beyond the histogram) in {', '.join(censored)}"
                 continue
-            tests.append((ps, floor, policy.effect_for(pk.budget_class, name)))
+            tests.append((ps, floor, policy.effect_for(pk.budget_class, name), policy.limit_for(pk.budget_class)))
     cmp.alpha_per_test = policy.alpha / max(1, len(tests))
-    for ps, floor, effect in tests:
-        _judge(ps, floor, effect, cmp.alpha_per_test, policy.beta)
+    for ps, floor, effect, limit in tests:
+        _judge(ps, floor, effect, cmp.alpha_per_test, policy.beta, limit)
     return cmp
 
 
-def _judge(ps: PairedStat, floor: float, effect: MinEffect, alpha: float, beta: float) -> None:
+def _judge(ps: PairedStat, floor: float, effect: MinEffect, alpha: float, beta: float,
+           limit: float = math.inf) -> None:
     """The closed rule of rtlab.verdict.stats.closed_look at one look, the
     session's pairs (its cap): REGRESSION where the lower bound is above 1
     and the estimate at least the minimum effect, else NO-REGRESSION: no
@@ -218,6 +220,11 @@ def _judge(ps: PairedStat, floor: float, effect: MinEffect, alpha: float, beta: 
     if ps.lower > 1 and mean >= min_log:
         ps.outcome = REGRESSION
         ps.why = f"(+{(ps.ratio - 1) * 100:.0f} %, {base_gm:.0f} -> {base_gm * ps.ratio:.0f} us)"
+    elif ps.detectable > limit:
+        # it can only show no regression larger than its class asks to see
+        ps.outcome = BLIND
+        ps.why = (f"(not gated: {n} pairs see only +{ps.detectable * 100:.0f} % or more, its class's limit "
+                  f"+{limit * 100:.0f} %: more pairs (RTLAB_PAIRS))")
     else:
         ps.outcome = NO_REGRESSION
         ps.why = (f"(no regression of +{ps.detectable * 100:.0f} % or more: {n} pairs see that; "

@@ -2,7 +2,9 @@
 checkpoint made with other parameters, a corrupt or type-confused one, a run
 still measuring, a budgets.yaml linked out, an unbounded job.json or run.json
 are refused before anything boots (exit 2, the file and key named), and what
-was measured stays as it was."""
+was measured stays as it was. `rtlab gate` and `rtlab report` of the broken-off
+run refuse a corrupt or type-confused checkpoint the same way (issue 47: a
+string `segments` ended in "internal error: AttributeError")."""
 import hashlib
 import json
 import os
@@ -11,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import rtlab
+from .conftest import rtlab, rtlab_inproc
 
 PARAMS = {"interval_us": 1000, "duration_s": 30, "checkpoint_s": 5, "histogram_us": 2000, "priority": 90}
 
@@ -49,9 +51,11 @@ def state_for(tmp_path: Path, params: dict) -> dict:
 BUDGETS = "budgets:\n  local: {'*': {'*': {'*': {max_us: 10000000}}}}\n"
 
 
-def broken_off_run(tmp_path: Path, state) -> Path:
+def broken_off_run(tmp_path: Path, state, spec: bool = False) -> Path:
     """A run directory as a killed `rtlab run` of PARAMS leaves it: campaign
-    and budgets kept, job-spec, two segments and the checkpoint *state*."""
+    and budgets kept, two segments and the checkpoint *state*; with *spec*
+    the job spec and the soak's exit record too (what `rtlab gate` and
+    `rtlab report` rebuild a killed run from: rtlab.run.recover)."""
     d = tmp_path / "results" / "20261128T000000Z"
     m = d / "local" / "host" / "cyclictest-soak@idle"
     for i in range(2):
@@ -61,6 +65,14 @@ def broken_off_run(tmp_path: Path, state) -> Path:
     (d / "budgets.yaml").write_text(BUDGETS)
     (d / "local" / "host" / "events.jsonl").write_text('{"event": "measuring"}\n')
     (m / "checkpoint.json").write_text(state if isinstance(state, str) else json.dumps(state))
+    if spec:
+        from rtlab.plan.campaign import load_campaign
+        from rtlab.run.results import JobSpec
+        (job,) = load_campaign(d / "campaign.yaml", budgets=d / "budgets.yaml").jobs()
+        JobSpec(job_dir=d / "local" / "host", board=job.board, variant=job.variant, boot_args="",
+                suites=list(job.suites)).write()
+        (m / "exit.json").write_text(json.dumps({"exit_code": 0, "elapsed_s": 10, "segments": 2,
+                                                 "checkpointed": True}) + "\n")
     return d
 
 
@@ -124,6 +136,33 @@ def test_a_corrupt_or_type_confused_checkpoint_is_refused_and_kept(tmp_path, cha
     d = broken_off_run(tmp_path, state)
     before = digests(d)
     refused(resume(d), d, before, "checkpoint.json", why)
+
+
+@pytest.mark.parametrize("command", ["gate", "report"])
+@pytest.mark.parametrize("change,why", [CORRUPT[k] for k in ("segments a string", "a thread's cycles a string",
+                                                             "a list, not an object", "truncated")],
+                         ids=["segments a string", "cycles a string", "a list", "truncated"])
+def test_gate_and_report_refuse_a_corrupt_checkpoint_as_resume_does(tmp_path, capsys, command, change, why):
+    state = change if isinstance(change, str) else {**state_for(tmp_path, PARAMS), **change}
+    d = broken_off_run(tmp_path, state, spec=True)
+    before = digests(d)
+    rc, err = rtlab_inproc(command, d, capsys=capsys)
+    err = err.strip()
+    assert rc == 2, err
+    assert len(err.splitlines()) == 1 and "internal error" not in err and "Traceback" not in err, err
+    assert "checkpoint.json" in err and why in err, err
+    assert digests(d) == before and not (d / "run.json").exists()
+
+
+@pytest.mark.parametrize("command", ["gate", "report"])
+def test_gate_and_report_still_judge_a_sound_checkpoint(tmp_path, capsys, command):
+    """The refusals above are the checkpoint's: the same broken-off run with
+    this run's own checkpoint is judged (incomplete: never PASS)."""
+    d = broken_off_run(tmp_path, state_for(tmp_path, PARAMS), spec=True)
+    rc, err = rtlab_inproc(command, d, capsys=capsys)
+    out = capsys.readouterr().out
+    assert rc == (2 if command == "gate" else 0), err
+    assert "PASS" not in out.split("verdict")[-1] and "internal error" not in err, out + err
 
 
 def test_a_run_still_measuring_is_not_resumed(tmp_path):

@@ -157,10 +157,56 @@ def publish_history(outputs: list[ToolOutput], url: str, database: str, tmp: Pat
             for m in run.measurements():
                 judge(m, budget)
     cfg = StoreConfig(url=url, database=database, spool_dir=str(tmp / "spool")).normalized()
+    verdicts = regression_verdicts(h["runs"])
     for run in h["runs"]:
         d = tmp / "results" / run.run_id
         d.mkdir(parents=True, exist_ok=True)
         (d / "run.json").write_text(json.dumps(run.to_json()))
+        if run.run_id in verdicts:  # what `rtlab run --repeat-until-decided` leaves beside it
+            (d / "compare.json").write_text(json.dumps(verdicts[run.run_id]))
         rep = publish_run(d, progress=lambda s: None, config=cfg)
         assert rep.ok, rep.errors
+    h["verdicts"] = verdicts
     return h
+
+
+#: the local board's commits are judged against their 3 predecessors (6
+#: runs, 3 sessions) by the regression verdict, 2 runs each at one look
+VERDICT_POLICY_LOOKS = (2,)
+
+
+def regression_verdicts(runs: list[RunResult]) -> dict[str, dict]:
+    """Run id -> the compare.json of its commit's regression verdict (the
+    production comparison), for the local board's commits from the fourth
+    on: what the store's ``detectable`` field and the dashboards' panel of
+    what the verdict can see are drawn from."""
+    from rtlab.plan.policy import Policy
+    from rtlab.verdict.compare import compare_runs
+
+    import dataclasses
+
+    def one_range(r: RunResult) -> RunResult:
+        """The run with its histograms' range the history's widest: scaled()
+        scales the range with the latencies, which would make every pair of
+        runs differently made (a run parameter) for the verdict."""
+        c = RunResult.from_json(r.to_json())
+        for m in c.measurements():
+            for t in m.output.threads:
+                if t.histogram is not None:
+                    t.histogram = dataclasses.replace(t.histogram, size=widest)
+        return c
+    widest = max((t.histogram.size or 0) for r in runs for m in r.measurements() for t in m.output.threads
+                 if t.histogram is not None)
+    local = [one_range(r) for r in runs if r.jobs[0].board == "local"]
+    by_sha: dict[str, list[RunResult]] = {}
+    for r in local:
+        by_sha.setdefault(r.commit["sha"], []).append(r)
+    shas = list(by_sha)
+    policy = Policy(min_runs=2, looks=VERDICT_POLICY_LOOKS, source="regression_history")
+    out = {}
+    for i in range(3, len(shas)):
+        base = [r for sha in shas[i - 3:i] for r in by_sha[sha]]
+        doc = compare_runs(base, by_sha[shas[i]], policy).to_json()
+        for r in by_sha[shas[i]]:
+            out[r.run_id] = doc
+    return out

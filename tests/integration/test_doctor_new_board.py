@@ -19,7 +19,10 @@ suites:
     loads: [idle]
     params: {duration_s: 2, interval_us: 10000, histogram_us: 20000}
 """
-BUDGET = 'budgets:\n  qemu-big:\n    "*":\n      cyclictest:\n        "*": {max_us: 200000}\n'
+#: an emulated board gates its max, as qemu-tcg does (docs/adding-a-board.md):
+#: gating p99.9 would ask for a histogram up to the 200 ms max
+BUDGET = ('budgets:\n  qemu-big:\n    "*":\n      cyclictest:\n        "*": {max_us: 200000}\n'
+          'regression:\n  statistics: {"*": [p99, p99.9], qemu-big: [max]}\n')
 
 
 def test_a_new_qemu_board_from_the_docs_passes_doctor_and_runs(tmp_path):

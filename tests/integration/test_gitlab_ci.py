@@ -440,8 +440,16 @@ def test_kernel_merge_request_gets_the_verdict_against_its_target(kernel_project
                                  "mr", tmp_path, store, KERNEL_MR_IID="7", KERNEL_TARGET_BRANCH="main",
                                  KERNEL_MR_SOURCE_BRANCH="fix-timers")
     v = verdict_ran(proj, logs, "kernel merge request !7 into main", main_runs, repeats=5)
-    # the shipped defaults on an unchanged commit: every key NO-REGRESSION, green
-    assert v["outcome"] == "no-regression" and "gate exit 0" in logs["gate"], [k["line"] for k in v["keys"]]
+    # the shipped defaults on an unchanged commit: every key NO-REGRESSION,
+    # green; or, where TCG's max spread puts what a key can see above the
+    # class's +1000 % (a store baseline of few sessions), not gated: the gate
+    # exits 3 and the pipeline passes with warnings (allow_failure), never red
+    assert v["outcome"] in ("no-regression", "blind"), [k["line"] for k in v["keys"]]
+    if v["outcome"] == "blind":
+        assert "gate exit 3" in logs["gate"] and r.returncode == 0, logs["gate"][-3000:] + r.stdout[-3000:]
+        assert any(ln.startswith("gate: not gated: ") for ln in gate_lines(logs)), gate_lines(logs)
+    else:
+        assert "gate exit 0" in logs["gate"] and r.returncode == 0, [k["line"] for k in v["keys"]]
     # the operator's RTLAB_GATE_BUDGETS sets budgets only: the lab's policy holds
     assert "has no regression: section: the lab's default.yaml: regression" in v["policy_source"], v["policy_source"]
     # filed under its own branch: a merge request never feeds its target's baseline

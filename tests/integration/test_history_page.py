@@ -197,6 +197,20 @@ def test_page_numbers_are_the_dashboard_panels(store, page):
             assert {r[0]: float(r[3]) for r in shown} == got["p999"], key
             checked += 1
     assert checked == 2
+    # what the regression verdict could see per commit (the local board's
+    # commits from the fourth on carry one): the page's column is the
+    # dashboard panel's detectable effect, and its class's limit is drawn
+    (det_panel,) = [p for p in DASH["panels"] if p["title"].startswith("What the regression verdict can see")]
+    (a,) = [t for t in det_panel["targets"] if t["refId"] == "A"]
+    sees: dict[str, float] = {}
+    for s in series(client.query(grafana(a["query"], "local"), epoch="s")):
+        for when, v in s["values"]:
+            sees[titles[when]] = max(sees.get(titles[when], v), v)
+    shown = {r[0]: float(r[4]) for r in tables.tables["local/rt/cyclictest/idle"] if r[4]}
+    assert shown == sees and len(sees) == len(store["shas"]) - 3, (shown, sees)
+    assert all(v > 0 for v in sees.values())
+    assert len(re.findall(r'class="detectable-point"', page.read_text())) == len(sees)
+    assert re.search(r'class="detectable-limit" data-value="1\.0"', page.read_text())
     # the budget lines are the panels' budget targets (B), their latest value
     layout_budget = re.findall(r'class="budget-max" data-value="([0-9.e+]+)"', page.read_text())
     (b,) = [t for t in max_panel["targets"] if t["refId"] == "B"]

@@ -1,15 +1,17 @@
 """`rtlab run --repeat-until-decided` on the local board (issue #23 item 2):
-real cyclictest runs, a baseline from another `rtlab run`. Keys already
-decided use no more board time: the second batch measures only the key the
-first look left undecided.
+real cyclictest runs, a baseline from other `rtlab run`s, each candidate
+measured until decided, a batch per look.
 
-Which key decides is made certain, not left to a loaded host's spread: the
-policy's minimum effect is x51, so a key whose p99 and p99.9 lie inside the
-histogram is shown unchanged at the first look (its upper bound is far
-below x51 at any spread this host has); the other key's histogram is 2 us
-wide, so its p99 is censored in every run, and a censored statistic can
-never show that nothing regressed: more runs, up to the last look, then
-UNDECIDED (exit 2)."""
+test_a_key_censored_in_every_run_decides_by_its_share_at_the_first_look:
+a key whose histogram is 2 us wide censors p99 and p99.9 in every run; it
+is judged by its share of samples past the range (every sample, in every
+run), which shows that nothing regressed at the first look instead of
+measuring to the cap and ending UNDECIDED (issue 47). Which keys decide is
+made certain, not left to a loaded host's spread: the policy's minimum
+effect is x51.
+
+test_separate_sessions_a_seen_regression_is_red_and_nothing_is_green_unseen:
+the closed design as CI meets it (its own docstring)."""
 import json
 import textwrap
 
@@ -56,10 +58,11 @@ def measured_suites(run_dir) -> set:
 
 
 # make test-long: make test proves measuring until decided with
-# test_separate_sessions_unchanged_is_green_and_an_injected_regression_red (below)
-# and the job script's choices in tests/unit/test_ci_until_decided.py
+# test_separate_sessions_a_seen_regression_is_red_and_nothing_is_green_unseen (below),
+# the censored share with tests/unit/test_verdict_local_recorded.py, and the
+# batches' choice of keys with tests/unit/test_repeat_until_decided.py
 @pytest.mark.long
-def test_only_undecided_keys_are_measured_again(tmp_path, campaign):
+def test_a_key_censored_in_every_run_decides_by_its_share_at_the_first_look(tmp_path, campaign):
     from pathlib import Path
     c = campaign(["local"], budgets=textwrap.dedent(BUDGETS), suites=SUITES)
     base = rtlab("run", "--campaign", c, "--results", tmp_path / "base", "--no-publish", "--repeat", "4",
@@ -69,32 +72,23 @@ def test_only_undecided_keys_are_measured_again(tmp_path, campaign):
                 "--repeat-until-decided", "--baseline", base_dir, timeout=1800)
     out = res.stdout + res.stderr
     dirs = [Path(d) for d in results_of(res)]
-    # the narrow key is undecided at the last look: exit 2, named
-    assert res.returncode == 2, out
-    assert f"{NARROW}: " in out and "not decided at the maximum of 6 candidate runs" in out, out
-    assert len(dirs) >= 2, out
-    first, later = dirs[0], dirs[1:]
-    assert measured_suites(first) == {"wide", "narrow"}
-    if valid(first, "wide") >= 3:
-        # decided at the first look: never measured again
-        for d in later:
-            assert measured_suites(d) == {"narrow"}, d
     verdict = json.loads((dirs[-1] / "compare.json").read_text())
     keys = {k["label"]: k for k in verdict["keys"]}
-    assert keys[WIDE]["outcome"] == "no-regression"
-    assert keys[NARROW]["outcome"] == "undecided" and keys[NARROW]["n_candidate"] >= 6
-    # every batch and every look recorded, in each batch's run dir
+    # both keys decided at the first look: one batch, no more board time
+    assert res.returncode in (0, 3) and len(dirs) == 1, out
+    assert measured_suites(dirs[0]) == {"wide", "narrow"}
+    if valid(dirs[0], "narrow") >= 3:
+        narrow = keys[NARROW]
+        assert narrow["outcome"] in ("no-regression", "blind") and narrow["decided_at"] == 3, narrow
+        judged = {s["statistic"]: s for s in narrow["statistics"] if s["gates"]}
+        # every sample past the 2 us range, in every run: censored, judged by the share
+        assert all(s["share_past_us"] == 2 and all(s["candidate_censored"]) for s in judged.values()), judged
+        assert "past its range: share" in narrow["line"] and "cannot show" not in out
     assert [b["run_dir"] for b in verdict["batches"]] == [str(d) for d in dirs]
-    assert verdict["batches"][0]["keys"] == sorted([NARROW, WIDE])
-    assert verdict["batches"][1]["keys"] == [NARROW] or valid(first, "wide") < 3
-    looks = [lk["runs"] for s in keys[NARROW]["statistics"] if s["gates"] for lk in s["looks"]]
-    assert 3 in looks and 6 in looks
-    assert json.loads((first / "compare.json").read_text()) == verdict
-    assert f"batch 2: {dirs[1].name}: " in out
 
 
 # make test-long: make test proves measuring until decided with
-# test_separate_sessions_unchanged_is_green_and_an_injected_regression_red (below)
+# test_separate_sessions_a_seen_regression_is_red_and_nothing_is_green_unseen (below)
 # and the job script's choices in tests/unit/test_ci_until_decided.py
 @pytest.mark.long
 def test_a_store_that_is_down_still_gets_the_first_look_measured(tmp_path, campaign):
@@ -121,12 +115,14 @@ def test_a_store_that_is_down_still_gets_the_first_look_measured(tmp_path, campa
 
 #: the closed design on the local board, as CI meets it: separate sessions
 #: on both sides, each candidate measured until decided. alpha 1 % so the
-#: unchanged case does not flap; looks at 3 and 6 (the cap: every key decided)
+#: unchanged case does not flap; looks at 3 and 6 (the cap: every key
+#: decided); p99 gates (p99.9 is shown: on this machine it needs more runs
+#: than this test spends to see +100 %); the class's limit +100 % (default)
 CLOSED = """
     budgets:
       local: {"*": {"*": {"*": {max_us: 10000000}}}}
     regression:
-      statistics: [p99, p99.9]
+      statistics: [p99]
       alpha: 0.01
       min_runs: 3
       looks: [3, 6]
@@ -135,9 +131,44 @@ ONE = """
     - name: cyclictest
       params: {interval_us: 1000, duration_s: 2, histogram_us: 20000}
 """
+#: the injected regression: a SCHED_FIFO spin per CPU (bench/stealer.py) of
+#: SPIN_US, sleeping SPIN_PERIOD_MS between; a wake-up landing in a spin
+#: waits for it, so the candidate's p99 is at least ~SPIN_US
+SPIN_US, SPIN_MAX_US, SPIN_PERIOD_MS = 1500, 3000, 4
 
 
-def test_separate_sessions_unchanged_is_green_and_an_injected_regression_red(tmp_path, campaign):
+def p99_level(run_dirs) -> float:
+    """The baseline's p99 as the verdict levels it: the geometric mean of its runs'."""
+    import math
+
+    from rtlab.verdict.compare import load_runs, side_from_runs
+    (reps,) = side_from_runs(load_runs(run_dirs)).keys.values()
+    return math.exp(sum(math.log(max(r.values["p99"], 0.5)) for r in reps) / len(reps))
+
+
+def test_separate_sessions_a_seen_regression_is_red_and_nothing_is_green_unseen(tmp_path, campaign):
+    """How this holds on the noisiest days (p99 moving x2-x6 between
+    sessions, x6 within one): by asking first what the key can see.
+
+    The baseline is 4 separate `rtlab run --repeat 3` sessions; `rtlab
+    baseline plan` says, before any candidate runs, the smallest regression
+    its p99 finds with probability 0.95 by the cap (d) and whether that is
+    within the class's limit (+100 %):
+
+    - not blind (d <= +100 %: a quiet or ordinary day): the unchanged
+      candidate is NO-REGRESSION (0), or not gated (3) where its own runs
+      spread wider at the cap; the injected spin is sized to put the
+      candidate's p99 at least twice beyond d (checked before measuring:
+      its p99 is at least the spin's length) and must be REGRESSION (1);
+    - blind (d above it: the sessions differ so much that 4 of them and 2
+      candidate batches cannot bound their share of the variance): the
+      unchanged candidate must be not gated (BLIND, 3) and the regression
+      either found (1) or not gated (3), never green; its line leads with
+      what is not gated and the lab's cure.
+
+    A x9.5 regression shown NO-REGRESSION (issue 48: upper bound +5294 %
+    under its own detectable +7307 %) fails either way. Board time: ~36 s
+    of cyclictest (12 baseline runs, up to 6 per candidate)."""
     import sys
     from pathlib import Path
 
@@ -147,24 +178,48 @@ def test_separate_sessions_unchanged_is_green_and_an_injected_regression_red(tmp
 
     c = campaign(["local"], budgets=textwrap.dedent(CLOSED), suites=ONE)
     base = []
-    for i in range(3):  # three baseline sessions: three separate invocations
+    for i in range(4):  # four baseline sessions: four separate invocations
         res = rtlab("run", "--campaign", c, "--results", tmp_path / f"b{i}", "--no-publish", "--repeat", "3",
                     timeout=900)
         base += results_of(res)
-    assert len(base) == 3
+    assert len(base) == 4
+    plan = rtlab("baseline", "plan", "--baseline", *base, "--json", tmp_path / "plan.json", timeout=300)
+    assert plan.returncode == 0, plan.stdout + plan.stderr
+    (kp,) = json.loads((tmp_path / "plan.json").read_text())["keys"]
+    (p99,) = kp["statistics"]
+    d, limit, blind = p99["detectable"], kp["limit"], kp["flagged"]
+    assert p99["name"] == "p99" and limit == 1.0 and blind == (d > limit), kp
+    if blind:  # the plan names the cure
+        assert "FLAGGED: above the class's limit +100 %: not gated. Cure: p99: " in plan.stdout, plan.stdout
+
     same = rtlab("run", "--campaign", c, "--results", tmp_path / "same", "--no-publish",
                  "--repeat-until-decided", "--baseline", *base, timeout=1800)
     out = same.stdout + same.stderr
-    assert same.returncode == 0, out
     verdict = json.loads((Path(results_of(same)[-1]) / "compare.json").read_text())
     (key,) = verdict["keys"]
-    assert key["outcome"] == "no-regression" and " sees +" in key["line"] and key["decided_by"], key
-    # the injected regression (1500 us of SCHED_FIFO spin every 4 ms per CPU)
-    with stealing(spin_us=1500, period_ms=4):
+    assert same.returncode in (0, 3) and key["outcome"] in ("no-regression", "blind"), out
+    assert key["decided_by"] and " sees +" in key["line"], key
+    if blind:  # it cannot be green: it could not have seen what its class asks
+        assert same.returncode == 3 and key["outcome"] == "blind", out
+    if same.returncode == 3:
+        assert key["line"].startswith("local/host/cyclictest/idle: p99 not gated: sees only +"), key
+        assert "verdict: budgets PASS over " in out and "regression verdict BLIND (exit 3)" in out, out
+
+    # the injected regression, sized from what the key sees: twice beyond it
+    need = 2 * p99_level(base) * (1 + d)
+    spin_us = int(min(SPIN_MAX_US, max(SPIN_US, need)))
+    sized = not blind and spin_us >= need
+    with stealing(spin_us=spin_us, period_ms=SPIN_PERIOD_MS):
         worse = rtlab("run", "--campaign", c, "--results", tmp_path / "worse", "--no-publish",
                       "--repeat-until-decided", "--baseline", *base, timeout=1800)
     out = worse.stdout + worse.stderr
-    assert worse.returncode == 1, out
     verdict = json.loads((Path(results_of(worse)[-1]) / "compare.json").read_text())
     (key,) = verdict["keys"]
-    assert key["outcome"] == "regression" and key["line"].endswith(": REGRESSION"), key
+    print(f"baseline p99 {p99_level(base):.0f} us, sees {d:+.0%} ({'blind' if blind else 'not blind'}); "
+          f"unchanged exit {same.returncode}; spin {spin_us} us, exit {worse.returncode}: {key['line']}")
+    if sized:  # a key that sees it: found
+        assert worse.returncode == 1, out
+        assert key["outcome"] == "regression" and key["line"].endswith(": REGRESSION"), key
+    else:  # never green
+        assert worse.returncode in (1, 3) and key["outcome"] in ("regression", "blind"), out
+        assert key["outcome"] == "regression" or key["not_gated"], key

@@ -77,3 +77,38 @@ def test_too_few_runs_cannot_be_planned(tmp_path, capsys):
     few = baseline(tmp_path / "f", 0.1, n=2)
     assert main(["baseline", "plan", "--baseline", *map(str, few)]) == 2
     assert "cannot be judged: 2 valid baseline runs, need 3" in capsys.readouterr().out
+
+
+def test_a_flagged_key_gets_its_cure_printed(tmp_path, capsys):
+    # 4 noisy runs: the key sees far more than its class's +60 %; the plan
+    # names the baseline that would let it see that
+    noisy = baseline(tmp_path / "n", 0.6, n=4)
+    assert main(["baseline", "plan", "--baseline", *map(str, noisy), "--json", str(tmp_path / "n.json")]) == 0
+    out = capsys.readouterr().out
+    line = next(ln for ln in out.splitlines() if "cyclictest" in ln)
+    assert "FLAGGED: above the class's limit +60 %: not gated. Cure: p99: a baseline of " in line, line
+    assert "runs (now 4)" in line and line.endswith("to see +60 %"), line
+    (k,) = json.loads((tmp_path / "n.json").read_text())["keys"]
+    cure = k["statistics"][0]["cure"]
+    assert cure["reached"] and cure["runs"] == 1 and cure["sessions"] > 4 and cure["detectable"] <= 0.6
+
+
+def test_the_cure_is_a_baseline_that_sees_the_limit():
+    # a key whose sessions hold half its variance, a baseline of 3 x 3: the
+    # cure's baseline (and cap), simulated with the same variance, sees the
+    # class's limit at its median; the baseline it has does not
+    import math
+    from rtlab.plan.policy import Policy
+    from rtlab.verdict.cure import cure, schedule_to
+    from rtlab.verdict.simulate import Scenario, simulate
+    pol = Policy(statistics=("p99",))
+    sd, rho = 0.4, 1.0   # within-session sd of the log; sessions as much again
+    c = cure(sd ** 2, rho, True, 4, 3, 3, pol.schedule(), pol.alpha / 4, pol.beta, math.log1p(0.2), 1.0)
+    assert c.reached and c.sessions > 3 and c.detectable <= 1.0, c
+    total = (sd * math.sqrt(1 + rho),)
+    now = simulate(Scenario(keys=4, pool=(3, 3), sd=total, tau_share=rho / (1 + rho), policy=pol), 200, 1)
+    cured = simulate(Scenario(keys=4, pool=(c.sessions, c.runs), sd=total, tau_share=rho / (1 + rho),
+                              policy=Policy(statistics=("p99",), looks=schedule_to(pol.schedule(), c.cap))),
+                     200, 2)
+    assert np.nanmedian(now.detectable) > 1.0
+    assert np.nanmedian(cured.detectable) <= 1.0, (c, np.nanmedian(cured.detectable))

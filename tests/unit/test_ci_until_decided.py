@@ -143,3 +143,47 @@ def test_a_kernel_push_measures_until_decided_not_its_rtlab_repeat(tmp_path):
     assert res.returncode == 0, res.stderr
     assert calls[0].endswith("--repeat-until-decided --baseline-store --branch rt/next --last 5"), calls
     assert "--repeat 3" not in calls[0]
+
+
+def run_gate_job(tmp_path, gate_exit, with_results=True):
+    """The gate job's script, `rtlab` a recorder whose gate exits *gate_exit*."""
+    ci = yaml.safe_load((ROOT / ".gitlab-ci.yml").read_text())
+    script = "\n".join(ci["gate"]["script"])
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    venv = tmp_path / "home" / ".venv" / "bin"
+    venv.mkdir(parents=True)
+    (venv / "rtlab").write_text(RECORDER)
+    (venv / "rtlab").chmod(0o755)
+    (tmp_path / "home" / "ci").mkdir()
+    (tmp_path / "home" / "ci" / "verdict.sh").write_text((ROOT / "ci" / "verdict.sh").read_text())
+    d = tmp_path / "results" / "qemu-aarch64" / "rt"
+    d.mkdir(parents=True)
+    (d / "exit-code").write_text("0\n")
+    if with_results:
+        (d / "b1").mkdir()
+        (d / "b1" / "run.json").write_text("{}")
+    env = {"PATH": os.environ["PATH"], "LOG": str(tmp_path / "log"), "GATE_EXIT": str(gate_exit),
+           "RESULTS_DIR": str(tmp_path / "x"), **{k: v for k, v in ci["variables"].items() if isinstance(v, str)},
+           "RTLAB_HOME": str(tmp_path / "home"), "KERNEL_REPO": "/repo", "KERNEL_SHA": "c" * 40,
+           "KERNEL_BRANCH": "main"}
+    res = subprocess.run(["bash", "-e", "-c", script], cwd=tmp_path, env=env, capture_output=True, text=True,
+                         timeout=60)
+    return res, ci["gate"]
+
+
+def test_the_gate_job_passes_with_warnings_for_keys_not_gated(tmp_path):
+    # rtlab gate exit 3 (budgets held, nothing regressed, a key not gated):
+    # the job exits 3, which GitLab shows as passed with warnings
+    res, job = run_gate_job(tmp_path / "a", 3)
+    assert res.returncode == 3, res.stdout + res.stderr
+    assert "gate exit 3 (0 pass, 1 a budget broke or a key regressed, 2 infra or undecided, " \
+           "3 passed with keys not gated)" in res.stdout
+    assert job["allow_failure"] == {"exit_codes": [3]}
+    # 1 and 2 stay failures; a test job without results is infra, whatever passed
+    for rc in (0, 1, 2):
+        assert run_gate_job(tmp_path / f"r{rc}", rc)[0].returncode == rc
+    res, _ = run_gate_job(tmp_path / "m", 3, with_results=False)
+    assert res.returncode == 2 and "no results" in res.stdout, res.stdout + res.stderr
+    # the test jobs allow it too (and exit 1, never 2: that is retried)
+    ci = yaml.safe_load((ROOT / ".gitlab-ci.yml").read_text())
+    assert ci["test"]["allow_failure"] == {"exit_codes": [1, 3]} and ci["test"]["retry"]["exit_codes"] == [2]

@@ -9,7 +9,7 @@ compare_runs."""
 
 import numpy as np
 
-from rtlab.verdict.compare import NO_REGRESSION, REGRESSION, UNDECIDED, compare_runs
+from rtlab.verdict.compare import BLIND, NO_REGRESSION, REGRESSION, UNDECIDED, compare_runs
 from rtlab.core.model import MeasurementKey
 from rtlab.plan.policy import Policy
 from rtlab.verdict.simulate import Scenario, simulate as run_simulation
@@ -152,6 +152,60 @@ def test_simulated_rule_is_the_shipped_rule():
         for i, r in enumerate(base):
             r.jobs[0].repeat = i
         cmp = compare_runs(base, cand, Policy(looks=(5, 10)))
-        got = [{REGRESSION: 1, NO_REGRESSION: 2, UNDECIDED: 0}[k.outcome] for k in
+        got = [{REGRESSION: 1, NO_REGRESSION: 2, UNDECIDED: 0, BLIND: 3}[k.outcome] for k in
                sorted(cmp.keys, key=lambda k: int(k.key.suite[1:]))]
         assert got == list(out[ci]), (got, list(out[ci]), cmp.lines())
+
+
+def test_simulated_share_rule_is_the_shipped_rule():
+    # a censored p99.9 judged by its share past the range: simulated counts
+    # (Poisson around a log-normal rate, 1000 samples a run) through
+    # compare_runs as histograms with that many overflows: same outcomes
+    from rtlab.core.model import Histogram
+    pol = Policy(looks=(5, 10), statistics=("p99.9",))
+    sc = Scenario(keys=6, sd=(0.6,), share=0.005, cycles=1000, ratio=3.0, policy=pol)
+    sim, (B, C, bs, cs) = run_simulation(sc, 3, 9, data=True)
+    mk = [MeasurementKey("b", "v", f"s{i}", "idle") for i in range(6)]
+    for ci in range(3):
+        def side(prefix, X, sess):
+            rs = []
+            for j in range(X.shape[-1]):
+                r = run(f"{prefix}{sess[j]}", 24, keys=mk)
+                for k, m in enumerate(r.measurements()):
+                    over = int(round(np.exp(X[ci, k, 0, j]) * 1000 - 0.5))  # stats.share_logs, inverted
+                    t = m.output.threads[0]
+                    t.histogram = Histogram(counts={10: 1000 - over}, bucket_us=1.0, size=200, overflows=over)
+                    t.max_us = 400.0 if over else 10.0
+                rs.append(r)
+            return rs
+        base, cand = side("b", B, bs), side("c", C, cs)
+        for i, r in enumerate(base):
+            r.jobs[0].repeat = i
+        cmp = compare_runs(base, cand, pol)
+        got = [{REGRESSION: 1, NO_REGRESSION: 2, UNDECIDED: 0, BLIND: 3}[k.outcome] for k in
+               sorted(cmp.keys, key=lambda k: int(k.key.suite[1:]))]
+        assert all(s.share_past_us == 200 for k in cmp.keys for s in k.stats if s.gates), cmp.lines()
+        assert got == list(sim.outcome[ci]), (got, list(sim.outcome[ci]), cmp.lines())
+    assert (sim.outcome[:, 0] == 1).any() and not (sim.outcome[:, 0] == 2).any()  # x3 on key 0: never green
+
+
+def test_censored_share_false_alarms_and_power():
+    # the share past the range as the local board gives it (a 3 s run at
+    # 1 ms: 3000 samples; the log rate's run-to-run sd 0.6): within alpha
+    # when nothing changed, every comparable key decided; x3 found
+    for share in (0.001, 0.01):
+        sim = run_simulation(Scenario(share=share, sd=(0.6,), policy=Policy(statistics=("p99.9",))), 200, 11)
+        assert sim.false_alarm_rate() <= 0.05 and sim.decided_share() == 1.0, (share, sim.false_alarm_rate())
+        found = run_simulation(Scenario(share=share, sd=(0.6,), ratio=3.0, policy=Policy(statistics=("p99.9",))),
+                               200, 12)
+        assert found.power() >= 0.9, (share, found.power())
+
+
+def test_a_key_above_its_limit_is_not_gated_and_never_green():
+    # 1 key against 2 sessions of 4 runs, half the variance in sessions: it
+    # can show only large effects; where that is above the class's limit
+    # (+100 %) it is BLIND (3), never NO-REGRESSION (2), and no false alarm
+    sim = run_simulation(Scenario(keys=1, pool=(2, 4), tau_share=0.5), 300, 13)
+    assert sim.decided_share() == 1.0 and sim.false_alarm_rate() <= 0.05
+    assert not (np.isin(sim.outcome, (2,)) & (sim.detectable > 1.0)).any()
+    assert sim.blind_share() > 0.3

@@ -13,7 +13,7 @@ from rtlab.core.model import (JobResult, Measurement, MeasurementKey, RunResult,
                               Verdict)
 from rtlab.plan.campaign import load_campaign
 from rtlab.plan.policy import Policy
-from rtlab.verdict.compare import NO_REGRESSION, REGRESSION, UNDECIDED, Comparison, KeyComparison, compare_runs
+from rtlab.verdict.compare import BLIND, NO_REGRESSION, REGRESSION, UNDECIDED, Comparison, KeyComparison, compare_runs
 from rtlab.verdict.sequential import KeyedCampaign, measure_until_decided, narrow, repeats_needed
 
 from test_compare import hist
@@ -169,9 +169,13 @@ def test_an_undecided_key_gets_more_runs_until_the_last_look(campaign):
                         cand_sd={"steady": 0.02, "noisy": 2.0, "worse": 0.02})
     out = {k.key: k for k in cmp.keys}
     assert out[NOISY].outcome != UNDECIDED and out[NOISY].n_candidate == 6, out[NOISY].line()
-    assert out[NOISY].decided_at == 6 and "the last look: the bounds meet" in out[NOISY].decided_by
+    # ... decided there: shown unchanged where the bounds meet below its
+    # class's limit; here its own spread (x7 per run) puts what it can see
+    # far above it: not gated (exit 3), never green
+    assert out[NOISY].decided_at == 6
+    assert out[NOISY].outcome == BLIND and "look 2 (6 runs): not gated: p99: upper bound" in out[NOISY].decided_by
     assert [b["repeats"] for b in cmp.batches] == [3, 3] and len(dirs) == 2
-    assert cmp.exit_code in (0, 1)
+    assert cmp.exit_code == 3
 
 
 def test_repeats_lost_to_infra_are_measured_again_and_a_dead_lab_stops_the_loop(campaign):
@@ -216,3 +220,19 @@ def test_the_first_batch_is_the_first_look_and_no_baseline_stops_there(campaign)
                                       progress=lambda s: None)
     assert len(board.batches) == 1 and {r for _, _, r in board.batches[0]} == {1, 2, 3, 4, 5}
     assert [b["repeats"] for b in cmp.batches] == [5] and cmp.outcome == UNDECIDED
+
+
+def test_a_key_that_cannot_see_its_classs_limit_gets_no_more_runs(campaign):
+    # the noisy key spreads x20 per run in its baseline and its candidate
+    # alike: it sees far more than the class's +100 %; its first look's
+    # runs exclude all it can see, so it is not gated there (BLIND), says
+    # why, and is never measured again. The steady keys decide at the first
+    # look too: one batch, exit 3
+    board = SimulatedBoard(seed=9)
+    board.SD = {"steady": 0.02, "noisy": 3.0, "worse": 0.02}
+    cmp, dirs = measure(campaign, board)
+    out = {k.key: k for k in cmp.keys}
+    assert out[NOISY].outcome == BLIND and out[NOISY].decided_at == 5 and len(board.batches) == 1
+    assert "look 1 (5 runs): not gated: p99: upper bound" in out[NOISY].decided_by
+    assert "more runs would not make it see the limit" in out[NOISY].decided_by
+    assert out[STEADY].outcome == NO_REGRESSION and cmp.exit_code == 3

@@ -32,7 +32,7 @@ def test_checkpoint_is_written_atomically_and_merged(tmp_path):
     st = state_with(2, maxes={1: 80})
     soak.save(tmp_path, st)
     assert not list(tmp_path.glob(".*tmp"))  # the temporary file was renamed over
-    back = soak.read_checkpoint(tmp_path)
+    back = soak.load_checked_state(tmp_path / soak.CHECKPOINT_FILE)
     (t,) = back["threads"]
     assert t["cycles"] == 2000 and t["max_us"] == 80
     assert t["histogram"]["counts"] == {"5": 1998, "50": 1, "80": 1}

@@ -89,7 +89,8 @@ def test_spacechain_single_and_multi_core_with_the_reports_hackbench():
     entry = next(e for e in c.suites if e.loads == ("hackbench",))
     # the real single-core board gets the report's -g 15 (the load would scale
     # it to 4); the TCG twin keeps the load's own scaling (one group per CPU)
-    assert entry.overrides == {"am335x-bbb": {"load_opts": {"hackbench": {"groups": 15}}}}
+    assert entry.overrides == {"am335x-bbb": {"load_opts": {"hackbench": {"groups": 15}}},
+                               "local": {"histogram_us": 20000}}
     single = next(b for b in c.boards if b.cpus == 1)
     assert single.budget_class == "qemu-tcg" and not entry.params_for(single)["load_opts"]
 
