@@ -341,6 +341,22 @@ def _run_board_tests(job: Job, rd: ResultsDir, job_dir: Path, spec_path: Path, l
     return collect_suites(job, job_dir, events, result)
 
 
+def arm_spikes(job: Job, budgets) -> Job:
+    """The job with every suite run that can record its late samples' times
+    told from where (SuiteRun.spike_us: under the lowest limit its budget
+    sets), on boards that run on this host: the gate holds those samples
+    against the host's stalls (rtlab.core.hostattr). Elsewhere (a rack, a
+    LAVA lab) this host's stalls are not the board's: nothing to record."""
+    if not job.board.on_this_host:
+        return job
+
+    def lookup(name, load):
+        return budgets.lookup(job.board.budget_class, job.variant.name, name, load)
+    runs = tuple(dataclasses.replace(r, spike_us=SUITES[r.suite].spike_threshold(r.name, r.load, lookup))
+                 if SUITES[r.suite].records_spikes else r for r in job.suites)
+    return dataclasses.replace(job, suites=runs)
+
+
 def cured_by_measuring_again(m: Measurement) -> bool:
     """INFRA with a cause a fresh attempt can cure (InfraCause: the host's
     steal explains the breach, the tool lost its own start-up race, or it
@@ -558,6 +574,7 @@ def run_campaign(campaign: Campaign, *, results_root: Path = RESULTS_DIR,
     # stop and trace at the budget (rtlab.judge.evidence), per board
     armed = sorted({j.board.name for j in jobs if arms(j, evidence, campaign.evidence)})
     jobs = [arm_job(j, budgets) if j.board.name in armed else j for j in jobs]
+    jobs = [arm_spikes(j, budgets) for j in jobs]
     progress(f"run {run_id}: {len(jobs)} jobs, campaign {campaign.name} -> {run_dir}"
              + (f", evidence armed on {', '.join(armed)}" if armed else ""))
 
