@@ -61,6 +61,25 @@ LOAD_DIR_FILES = ("samples.txt", "cmd.sh", "cmd.log", "died")
 CONSOLE_NICE = -20
 
 
+#: the longest a load runs when nothing tells it how long its measurement is
+STRESS_NG_TIMEOUT_S = 30 * 86400
+#: a load's own deadline past its measurement's duration bound: it ends by
+#: itself even when nothing of the job is left to stop it (the runner and its
+#: keeper both SIGKILLed), so the next run never measures under it
+LOAD_DEADLINE_MARGIN_S = 600
+
+
+def load_deadline_s(env: "LoadEnv") -> int:
+    """How long a load of the suite run *env* carries may live: twice its
+    duration bound (``env.duration_s``: Suite.duration_s, what the console
+    waits for) plus LOAD_DEADLINE_MARGIN_S; STRESS_NG_TIMEOUT_S where no
+    duration is known. Its script, its sampler and stress-ng's --timeout
+    each keep it (BoardLoad.script)."""
+    if env.duration_s is None:
+        return STRESS_NG_TIMEOUT_S
+    return min(STRESS_NG_TIMEOUT_S, int(2 * env.duration_s) + LOAD_DEADLINE_MARGIN_S)
+
+
 class LoadDied(Exception):
     """The load did not run for the whole measurement: infra."""
 
@@ -394,9 +413,16 @@ class BoardLoad(Load):
         return f"{job_workdir()}/loads/{env.run.id}/{self.name}"
 
     def script(self, env: LoadEnv) -> str:
+        # its own deadline (load_deadline_s): the session killed whole when it
+        # is reached, whatever is left to stop it; the sampler reads the same
+        # deadline (board uptime, in "deadline") and ends by it too
+        limit = load_deadline_s(env)
         lines = [f"# rtlab load {self.name} (generated): started with setsid, so $$ is the",
                  "# session and process group of everything below",
-                 "echo $$ > sid"]
+                 "echo $$ > sid",
+                 f"read -r up _ < /proc/uptime; echo $((${{up%.*}} + {limit})) > deadline",
+                 f"(sleep {limit} && echo 'load deadline of {limit} s reached: the session killed' > died "
+                 "&& kill -KILL 0) > /dev/null 2>&1 &"]
         for name, cmd in self.commands(env):
             lines.append(f"taskset -c {env.cpulist} {cmd} &")
             lines.append(f"echo \"{name} $!\" >> parts")

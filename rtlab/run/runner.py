@@ -266,8 +266,12 @@ def _run_board_tests(job: Job, rd: ResultsDir, job_dir: Path, spec_path: Path, l
     events: list[dict] = []
     pos = 0
     # the job's keeper holds the board with us and ends the job if we die (joblife)
+    # on a locked board, a record of the job beside the lock: a job whose runner
+    # and keeper both die is ended by whoever takes the board next (joblife.take_over)
+    record = (joblife.record_path(board.name), {"run_id": rd.run_id, "job": job.id, "workdir": workdir,
+                                                "job_dir": str(job_dir)}) if lock_fd is not None else None
     with open(job_dir / "pytest.log", "w") as log, joblife.job_keeper(
-            lock_fd, salvage=(workdir, job_dir) if board.kind == "local" else None) as keeper:
+            lock_fd, salvage=(workdir, job_dir) if board.kind == "local" else None, record=record) as keeper:
         env[joblife.JOB_TOKEN_ENV] = keeper.token
         children_before = joblife.my_children()
         t_spawn = time.monotonic()

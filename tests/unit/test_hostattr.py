@@ -132,12 +132,10 @@ def test_a_stall_of_every_cpu_at_once_is_the_hosts(tmp_path):
     assert m.verdict == Verdict.FAIL, m.reasons
 
 
-def spikes_on(cpu_of_thread, *samples):
-    """(thread, latency, wake-up µs) from (thread, latency µs, wake-up s)."""
-    return [(t, lat, int(w * 1e6)) for t, lat, w in samples]
+LOCAL = BoardClock()
 
 
-def one_breach(stalls: HostStalls, clock=BoardClock(), wake_s=100.030, cpu=0) -> Measurement:
+def one_breach(stalls: HostStalls, clock=LOCAL, wake_s=100.030, cpu=0) -> Measurement:
     """A 25 ms sample on *cpu* woken at *wake_s* (host clock), 9,999 quiet ones."""
     m = meas(thread({10: 9999}, size=2000, overflows=1, max_us=25000, cpu=cpu))
     m.host_noise = {"window_s": 10.0, "tick_ms": 10.0, "stall": {"stall_ms": 0.0, "trusted": True}}

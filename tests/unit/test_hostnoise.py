@@ -14,7 +14,7 @@ from rtlab.core import hostnoise
 from rtlab.plan.budgets import Budget, load_budgets
 from rtlab.errors import InputError
 from rtlab.judge.gate import judge, judge_run
-from rtlab.core.model import InfraCause, JobResult, RunResult, Verdict
+from rtlab.core.model import JobResult, RunResult, Verdict
 
 from test_gate import _run_with, meas, thread
 
