@@ -309,8 +309,12 @@ def killed_run(run_dir) -> Optional[RunResult]:
     pid = started.get("pid")
     running = isinstance(pid, int) and pid > 0 and started.get("pid_start") is not None \
         and process_start(pid) == started.get("pid_start")
-    files = sorted(str(p.relative_to(d)) for p in d.rglob("*") if p.is_file() and not p.is_symlink()
-                   and p.name != RUN_STARTED)
+    # what the tools and the job wrote, shallowest first (the job's own logs
+    # before a load's many files); not scratch (dot files: the stall witness's)
+    files = [str(f) for f in sorted((p.relative_to(d) for p in d.rglob("*") if p.is_file() and not p.is_symlink()
+                                     and p.name != RUN_STARTED),
+                                    key=lambda f: (len(f.parts), str(f)))
+             if not any(part.startswith(".") for part in f.parts)]
     shown = ", ".join(files[:20]) + (f" and {len(files) - 20} more" if len(files) > 20 else "")
     why = (f"run not finished: its runner (pid {pid}) still runs" if running else
            f"run killed: no run.json (started {started.get('started', '?')} by pid {pid or '?'})")
