@@ -238,30 +238,56 @@ def stalls_of(noise: Optional[dict[str, Any]], timeline: Optional[dict[str, Any]
         return None
 
 
+class Placer:
+    """Late samples held against the host's stalls, a batch at a time (a
+    soak's segments one by one: memory stays that of one segment's samples);
+    :meth:`result` the measurement's HostDelays."""
+
+    def __init__(self, from_us: float, thread_cpu: dict[int, Optional[int]], stalls: HostStalls, clock: BoardClock,
+                 range_us: Optional[float] = None):
+        self.out = HostDelays(from_us=from_us, recorded=0, total=0, range_us=range_us, clock=clock.how)
+        self.thread_cpu, self.stalls, self.clock = thread_cpu, stalls, clock
+        self.per_cpu: dict[Optional[int], Stalls] = {}
+        self.beyond: list[float] = []
+        self.beyond_seen = 0
+
+    def add(self, spikes: Sequence[tuple[int, int, int]], total: int) -> None:
+        """One run's recorded spikes (thread, latency µs, wake-up µs on the
+        board's clock) and how many it counted."""
+        out, u, range_us = self.out, self.clock.uncertainty_s, self.out.range_us
+        out.recorded += len(spikes)
+        out.total += max(total, len(spikes))
+        for thread, lat, wake in spikes:
+            if range_us is not None and lat >= range_us:
+                self.beyond_seen += 1
+                self.beyond.append(float(lat))
+                if len(self.beyond) > 2 * MAX_SPIKES:  # the largest kept
+                    self.beyond = sorted(self.beyond)[-MAX_SPIKES:]
+            if lat <= 0:
+                continue
+            cpu = None if self.clock.guest else self.thread_cpu.get(thread)
+            st = self.per_cpu.get(cpu)
+            if st is None:
+                st = self.per_cpu[cpu] = self.stalls.on(cpu)
+            w = wake / 1e6 - self.clock.offset_s
+            d = w - lat / 1e6
+            covered, by_machine = st.cover(d - u, w + u)
+            host_us = min(float(lat), round(covered * 1e6, 1))
+            if host_us > 0:
+                kind = "machine" if by_machine >= covered - 1e-9 else "steal"
+                out.delayed.append(DelayedSample(thread, float(lat), host_us, kind))
+
+    def result(self) -> HostDelays:
+        self.out.beyond_us = sorted(self.beyond)[-MAX_SPIKES:]
+        self.out.beyond_dropped = self.beyond_seen - len(self.out.beyond_us)
+        return self.out
+
+
 def delays(spikes: Sequence[tuple[int, int, int]], total: int, from_us: float,
            thread_cpu: dict[int, Optional[int]], stalls: HostStalls, clock: BoardClock,
            range_us: Optional[float] = None) -> HostDelays:
     """Every recorded spike (thread, latency µs, wake-up µs on the board's
-    clock) held against the host's stalls on its thread's CPU."""
-    out = HostDelays(from_us=from_us, recorded=len(spikes), total=max(total, len(spikes)), range_us=range_us,
-                     clock=clock.how)
-    per_cpu: dict[Optional[int], Stalls] = {}
-    u = clock.uncertainty_s
-    for thread, lat, wake in spikes:
-        if range_us is not None and lat >= range_us:
-            out.beyond_us.append(float(lat))
-        if lat <= 0:
-            continue
-        cpu = None if clock.guest else thread_cpu.get(thread)
-        st = per_cpu.get(cpu)
-        if st is None:
-            st = per_cpu[cpu] = stalls.on(cpu)
-        w = wake / 1e6 - clock.offset_s
-        d = w - lat / 1e6
-        covered, by_machine = st.cover(d - u, w + u)
-        host_us = min(float(lat), round(covered * 1e6, 1))
-        if host_us > 0:
-            kind = "machine" if by_machine >= covered - 1e-9 else "steal"
-            out.delayed.append(DelayedSample(thread, float(lat), host_us, kind))
-    out.beyond_us.sort()
-    return out
+    clock) of one run held against the host's stalls on its thread's CPU."""
+    placer = Placer(from_us, thread_cpu, stalls, clock, range_us)
+    placer.add(spikes, total)
+    return placer.result()

@@ -354,6 +354,8 @@ class HostDelays:
     delayed: list[DelayedSample] = field(default_factory=list)
     range_us: Optional[float] = None
     beyond_us: list[float] = field(default_factory=list)
+    #: recorded samples beyond the range not kept in beyond_us (only the largest are)
+    beyond_dropped: int = 0
     #: how the samples' times were put on the host's clock
     clock: str = ""
 
@@ -370,11 +372,14 @@ class HostDelays:
         if self.recorded < self.total or threshold_us <= self.from_us or self.range_us is None \
                 or threshold_us < self.range_us:
             return None
+        if self.beyond_dropped and (not self.beyond_us or threshold_us <= self.beyond_us[0]):
+            return None  # some of those under the threshold's reach were not kept
         return sum(1 for x in self.beyond_us if x >= threshold_us)
 
     def to_json(self) -> dict[str, Any]:
         return {"from_us": self.from_us, "recorded": self.recorded, "total": self.total, "clock": self.clock,
                 "range_us": self.range_us, "beyond_us": self.beyond_us,
+                **({"beyond_dropped": self.beyond_dropped} if self.beyond_dropped else {}),
                 "delayed": [[d.thread, d.latency_us, d.host_us, d.kind] for d in self.delayed]}
 
     @classmethod
@@ -382,7 +387,8 @@ class HostDelays:
         return cls(from_us=float(d["from_us"]), recorded=int(d["recorded"]), total=int(d["total"]),
                    clock=str(d.get("clock") or ""),
                    range_us=float(d["range_us"]) if d.get("range_us") is not None else None,
-                   beyond_us=[float(x) for x in d.get("beyond_us") or []],
+                   beyond_us=sorted(float(x) for x in d.get("beyond_us") or []),
+                   beyond_dropped=int(d.get("beyond_dropped") or 0),
                    delayed=[DelayedSample(int(t), float(lat), float(h), str(k))
                             for t, lat, h, k in d.get("delayed") or []])
 

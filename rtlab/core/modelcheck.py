@@ -247,6 +247,7 @@ def host_delays(d: Doc) -> None:
     d.field("clock", string)
     d.field("range_us", number(0))
     d.field("beyond_us", lambda x: x.items(number(0)))
+    d.field("beyond_dropped", integer(0))
     d.field("delayed", lambda x: x.items(_delayed))
     v = d.obj()
     if v["recorded"] > v["total"]:

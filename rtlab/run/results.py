@@ -269,20 +269,17 @@ def host_delays(suite: Suite, run: SuiteRun, host_dir: Path, noise: Optional[dic
     clock = hostattr.BoardClock.from_json((noise or {}).get("board_clock"))
     if stalls is None or clock is None:
         return None
-    spikes: list[tuple[int, int, int]] = []
-    total = 0
-    try:
-        for path in suite.spike_outputs(host_dir):
-            found, n = rttext.spikes(read_text_bounded(path, SPIKES_MAX_BYTES))
-            spikes += found
-            total += n
-    except InputError:
-        return None
     allt = out.combined()
     h = allt.histogram if allt is not None else None
     top = h.size * h.bucket_us if h is not None and h.size else None
-    return hostattr.delays(spikes, total, float(run.spike_us), {t.thread: t.cpu for t in out.threads}, stalls,
-                           clock, range_us=top)
+    placer = hostattr.Placer(float(run.spike_us), {t.thread: t.cpu for t in out.threads}, stalls, clock,
+                             range_us=top)
+    try:  # one run's file at a time (a soak's segments): memory stays that of one
+        for path in suite.spike_outputs(host_dir):
+            placer.add(*rttext.spikes(read_text_bounded(path, SPIKES_MAX_BYTES)))
+    except InputError:
+        return None
+    return placer.result()
 
 
 def recorded_nothing(outs) -> bool:

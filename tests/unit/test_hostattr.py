@@ -281,3 +281,18 @@ def test_the_spike_lines_are_read_and_do_not_disturb_the_text_parser():
     js = parse_file(FIX / "spin-every-cpu" / "cyclictest.json", tool="cyclictest")
     assert [t.max_us for t in out.threads] == [t.max_us for t in js.threads]
     assert [t.cycles for t in out.threads] == [t.cycles for t in js.threads]
+
+
+def test_a_soaks_samples_are_placed_a_run_at_a_time_and_kept_bounded(monkeypatch):
+    """A 12 h soak's 720 segments: each segment's spikes placed, then let
+    go; of the samples beyond the histogram only the largest MAX_SPIKES are
+    kept, and a count that would need a dropped one is unknown, not guessed."""
+    monkeypatch.setattr(hostattr, "MAX_SPIKES", 10)
+    stalls = HostStalls.from_timeline(timeline(cpu0=[(100.0, 101.0, 0)], cpu1=[(100.0, 101.0, 0)]), True, 10.0)
+    placer = hostattr.Placer(299.0, {0: 0}, stalls, BoardClock(), range_us=2000.0)
+    for seg in range(30):
+        placer.add([(0, 3000 + seg, int((200 + seg) * 1e6)), (0, 400, int(100.5 * 1e6))], 2)
+    hd = placer.result()
+    assert hd.recorded == hd.total == 60 and len(hd.delayed) == 30  # the ones inside the stall
+    assert hd.beyond_us == [3000.0 + s for s in range(20, 30)] and hd.beyond_dropped == 20
+    assert hd.at_or_above(3025) == 5 and hd.at_or_above(3005) is None
