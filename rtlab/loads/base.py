@@ -364,9 +364,11 @@ class BoardLoad(Load):
     files: ClassVar[tuple[str, ...]] = ()
     #: how long a start may take (s): QEMU TCG forks slowly
     ready_timeout_s: ClassVar[float] = 60.0
-    #: longest cmd.sh (gzip + base64) sent in the launch line; longer ones are
-    #: written first with put_file (a console line editor mangles long lines)
-    inline_script_max: ClassVar[int] = 900
+    #: longest launch line with cmd.sh in it (gzip + base64); a longer script
+    #: is written first with put_file: busybox's line editor (QEMU boards)
+    #: cuts a console line past 1024 characters, the shell's prompt and the
+    #: driver's marker included, and the cut line hangs the console
+    launch_line_max: ClassVar[int] = 900
     #: its commands depend on the board's memory or /tmp space (a LAVA job,
     #: rendered before the board runs, needs them from the board description)
     scales_with_memory: ClassVar[bool] = False
@@ -452,19 +454,19 @@ class BoardLoad(Load):
         try:
             text = self.script(env)
             packed = base64.b64encode(gzip.compress(text.encode(), mtime=0)).decode()
+            def launch(fresh_dir: str, write: str) -> str:
+                return (f"{fresh_dir} && ( cd {d} && {write} "
+                        f"&& (setsid sh ./cmd.sh > cmd.log 2>&1 < /dev/null &) "
+                        f"&& (setsid taskset -c {env.cpulist} sh {handle['helper']} sample {d} "
+                        f"> /dev/null 2>&1 < /dev/null &) ) && echo LAUNCHED")
             fresh_dir = f"rm -rf {d} && mkdir -p {d}"
-            if len(packed) > self.inline_script_max:  # one console line stays short
+            line = launch(fresh_dir, f"printf %s {packed} | base64 -d | gunzip > cmd.sh")
+            if len(line) > self.launch_line_max:  # one console line stays short
                 sh.check(fresh_dir)
                 put_file(sh, f"{d}/cmd.sh", text.encode())
-                fresh_dir, write = "true", ":"  # the directory holds cmd.sh now
-            else:
-                write = f"printf %s {packed} | base64 -d | gunzip > cmd.sh"
+                line = launch("true", ":")  # the directory holds cmd.sh now
             nparts = len(self.commands(env))
-            out = self._run(env, handle, (
-                f"{fresh_dir} && ( cd {d} && {write} "
-                f"&& (setsid sh ./cmd.sh > cmd.log 2>&1 < /dev/null &) "
-                f"&& (setsid taskset -c {env.cpulist} sh {handle['helper']} sample {d} "
-                f"> /dev/null 2>&1 < /dev/null &) ) && echo LAUNCHED"), what="launch")
+            out = self._run(env, handle, line, what="launch")
             if "LAUNCHED" not in [l.strip() for l in out]:
                 raise LoadDied(f"load {self.name} could not be launched: {' | '.join(out[-3:])}")
             deadline = time.monotonic() + self.ready_timeout_s
