@@ -12,7 +12,7 @@ import json
 import time
 
 from rtlab.judge import evidence
-from rtlab.core import hostnoise
+from rtlab.core import hostattr, hostnoise
 from rtlab.report import snapshot
 from rtlab.loads import LOADS
 from rtlab.run.results import tool_exit_problem
@@ -52,13 +52,21 @@ def test_suite(request, suite_run, job, job_dir, board_shell, target):
         try:
             # an external probe armed around the run (irq-response); the host's
             # steal and stalls while the tool runs (rtlab.core.hostnoise): host-noise.json
+            guest = job.board.on_this_host and job.board.kind != "local"
             with suite.host_side(target, suite_run, host_dir), \
-                    hostnoise.watching(host_dir, witness=job.board.kind in ("local", "qemu"),
-                                       rt_load=any(p.realtime_threads for p in load.parts())):
+                    hostnoise.watching(host_dir, witness=job.board.on_this_host, guest=guest,
+                                       rt_load=any(p.realtime_threads for p in load.parts())) as watch:
+                # a guest's clock against the host's, before and after the tool
+                # (rtlab.core.hostattr): where its late samples fall among the host's stalls
+                anchors = [hostattr.clock_anchor(board_shell)] if guest else []
                 # the tool's run; a soak's checkpoints are events (rtlab.soak.checkpoint)
                 rc = suite.run_on_board(board_shell, suite_run, host_dir, argv, board=job.board,
                                         on_checkpoint=lambda st: emit(request.config,
                                                                       **checkpoint_event(suite_run, st)))
+                if guest:
+                    anchors.append(hostattr.clock_anchor(board_shell))
+                    watch.board_clock = hostattr.anchored([a for a in anchors if a is not None],
+                                                          hostattr.UPTIME_RESOLUTION_S)
         finally:
             if traced:
                 evidence.stop_tracing(board_shell)

@@ -18,35 +18,25 @@ beside the raw outputs as ``host-noise.json`` before anything is judged::
      "burst_ms": 20, "burst_cpu": "cpu0",     # most stolen from one CPU within BURST_WINDOW_S
      "max_gap_ms": 23.1}                      # the monitor's longest oversleep
 
-How a stall of the machine is told from a latency of its kernel (the local
-board: the host IS the board): a kernel latency (a preempt-off section, an
-interrupt storm, a lock) delays cyclictest and the monitor alike, but the
-vCPU keeps running, so ``steal`` stays put. Only the hypervisor taking the
-vCPU away raises ``steal``. The gap alone cannot tell the two apart on the
-local board (it is recorded for people); steal can, so only steal decides.
+With a board on this host (the local board, a QEMU board), the per-CPU
+stall witness watches too (rtlab.core.stallwitness): ``stall`` in
+host-noise.json (its summary) and the timeline of the host's stalls in
+``host-stalls.json``, with ``board_clock``, how the board's clock maps onto
+the host's. Which late samples those stalls explain, by time and on their
+CPU, is rtlab.core.hostattr's to say; the gate (rtlab.judge.gate) turns a
+breach into INFRA only when the samples the host delayed are the whole of
+it. The steal read here is for people (report, store): a share of the
+window stolen says nothing about which samples it delayed, and steal on a
+VM rises with the guest's own CPU use.
 
-The gate (rtlab.judge.gate.judge) makes a breached ``max`` INFRA ("host stole N
-ms"), never PASS and never FAIL, when one CPU lost at least the budget file's
-``host_noise: steal_infra_ms`` (default :data:`DEFAULT_STEAL_INFRA_MS`)
-within :data:`BURST_WINDOW_S` during the measurement, and the steal explains
-the breach (the max minus the most that can have been stolen is under the
-budget): a 400 ms latency is never blamed on 20 ms of steal. A breached
-percentile p is the host's when the CPUs were stolen from for at least the
-(100 - p) % of the window the breach needs (a wake-up due while its vCPU is
-stolen is late; measured here under load average 23: 190 ms of 5.2 s per CPU,
-3.6 %, and p99 395 us against 300 us). Every breach of the measurement must
-be explained, else it is FAIL. The runner runs a job whose breach was stolen
-again (rtlab.run.runner, :data:`RETRIES`).
-
-``steal`` counts in USER_HZ ticks (10 ms here), so one reading is exact to a
-tick: the default threshold is two ticks within a quarter second, which the
-steady steal of this VM (~2 ms/s per CPU) cannot reach; a single burst that
-long can.
+The runner measures a measurement whose breach the host explains again
+(rtlab.run.runner, :data:`RETRIES`).
 """
 from __future__ import annotations
 
 import json
 import os
+import stat
 import threading
 import time
 from collections import deque
@@ -56,18 +46,16 @@ from .fsutil import read_json
 
 HOST_NOISE_FILE = "host-noise.json"
 PROC_STAT = "/proc/stat"
-#: another file in /proc/stat's format instead (tests: steal cannot be made on demand)
-STAT_ENV = "RTLAB_HOST_STAT"
 #: seconds between /proc/stat readings
 SAMPLE_S = 0.05
 #: the steal of one CPU is summed over windows this long for the burst
 BURST_WINDOW_S = 0.25
-#: the gate's default: a breach is the host's when one CPU lost this much within BURST_WINDOW_S
+#: the budget file's default (host_noise.steal_infra_ms): the shortest stall
+#: of the host that excuses a breached max of a tool that gives no sample
+#: times (the stall must also explain it: max - stall under the budget)
 DEFAULT_STEAL_INFRA_MS = 20.0
 #: how often the runner runs a job again whose breach the host stole (then it stays INFRA)
 RETRIES = 2
-#: the reason's first words: what the runner looks for to retry
-STOLE = "host stole"
 #: /proc/stat cpu line: user nice system idle iowait irq softirq steal ...
 STEAL_COLUMN = 7
 
@@ -156,7 +144,9 @@ class Monitor:
     """Samples host steal and stalls on a thread of its own while a tool runs."""
 
     def __init__(self, stat_path: Optional[str] = None, period_s: float = SAMPLE_S):
-        self.stat_path = stat_path or os.environ.get(STAT_ENV) or PROC_STAT
+        # tests point PROC_STAT at a file of its format, in their own process
+        # (monkeypatch): nothing a run is given (its environment) can
+        self.stat_path = stat_path or PROC_STAT
         self.period_s = period_s
         self.summary = NoiseSummary()
         self._stop = threading.Event()
@@ -164,9 +154,16 @@ class Monitor:
         self.error: Optional[str] = None
 
     def _read(self) -> None:
+        from .stallwitness import STAT_MAX_BYTES
         try:
-            with open(self.stat_path) as f:
-                self.summary.add(time.monotonic(), parse_steal(f.read()))
+            if not self.stat_path.startswith("/proc/") and not stat.S_ISREG(os.stat(self.stat_path).st_mode):
+                raise OSError("not a regular file")  # a FIFO would block, a device never end
+            fd = os.open(self.stat_path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+            try:
+                text = os.read(fd, STAT_MAX_BYTES).decode(errors="replace")
+            finally:
+                os.close(fd)
+            self.summary.add(time.monotonic(), parse_steal(text))
         except OSError as e:  # a host without /proc/stat: said, never a verdict
             self.error = f"{self.stat_path}: {e}"
 
@@ -197,39 +194,52 @@ class Monitor:
 
 
 class watching:
-    """``with watching(host_dir):`` the tool's run, host-noise.json after it.
+    """``with watching(host_dir) as w:`` the tool's run, host-noise.json after it.
 
     *witness*: the board runs on this host (the local board, a QEMU board),
-    so a stall of the whole machine delays it: the per-CPU samplers of
-    rtlab.core.stallwitness watch too (``stall`` in host-noise.json).
-    *rt_load*: the load runs real-time threads that can starve them: the
-    witness is then recorded as not trusted."""
+    so a stall of the host delays it: the per-CPU samplers of
+    rtlab.core.stallwitness watch too (``stall`` in host-noise.json, the
+    timeline in host-stalls.json, their scratch files in *host_dir*).
+    *rt_load*: the load runs real-time threads that can starve them all: the
+    whole-machine reading is then not trusted. ``w.board_clock`` (set by the
+    caller before the end, rtlab.core.hostattr.BoardClock): how the board's
+    clock maps onto the host's: the host's own by default, none for a
+    *guest* (a QEMU board) whose clock could not be anchored."""
 
-    def __init__(self, host_dir: Path, witness: bool = False, rt_load: bool = False):
+    def __init__(self, host_dir: Path, witness: bool = False, rt_load: bool = False, guest: bool = False):
         self.path = Path(host_dir) / HOST_NOISE_FILE
         self.monitor = Monitor()
         self.rt_load = rt_load
+        self.guest = guest
         self.witnesses = None
+        self.board_clock = None
         if witness:
             from .stallwitness import Witnesses
-            self.witnesses = Witnesses()
+            self.witnesses = Witnesses(scratch=Path(host_dir))
 
-    def __enter__(self) -> Monitor:
+    def __enter__(self) -> "watching":
+        self.path.parent.mkdir(parents=True, exist_ok=True)
         if self.witnesses is not None:
             self.witnesses.start()
-        return self.monitor.start()
+        self.monitor.start()
+        return self
 
     def __exit__(self, *exc) -> None:
-        from .stallwitness import injected
+        from . import hostattr
         out = self.monitor.stop()
         if self.witnesses is not None:
-            stall = self.witnesses.stop()
-            stall = injected() or stall
+            stall, timeline = self.witnesses.stop()
             if self.rt_load:
                 stall = {**stall, "trusted": False,
                          "why_not": "the load runs real-time threads of its own, which can stop every sampler"}
+            stalls = hostattr.HostStalls.from_timeline(timeline, stall.get("trusted") is True,
+                                                       float(out.get("tick_ms") or 10.0))
+            stall["steal_gap_ms"] = {c: round(max((b - a for a, b in iv), default=0.0) * 1000, 1)
+                                     for c, iv in stalls.steal.items()}
             out["stall"] = stall
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+            clock = self.board_clock if self.board_clock is not None or self.guest else hostattr.BoardClock()
+            out["board_clock"] = clock.to_json() if clock is not None else None
+            hostattr.write_timeline(self.path.parent, timeline)
         self.path.write_text(json.dumps(out, indent=1) + "\n")
 
 
@@ -242,92 +252,7 @@ def load(host_dir: Path) -> Optional[dict[str, Any]]:
     return d if isinstance(d, dict) else None
 
 
-def stolen_share(noise: dict[str, Any]) -> float:
-    """The share of the window the hypervisor held the host's CPUs (their mean)."""
-    steal = [float(v) for v in (noise.get("steal_ms") or {}).values()]
-    window_ms = float(noise.get("window_s") or 0) * 1000
-    return sum(steal) / len(steal) / window_ms if steal and window_ms > 0 else 0.0
-
-
-def stolen_breach(noise: Optional[dict[str, Any]], threshold_ms: float, *,
-                  max_us: Optional[float] = None, budget_max_us: Optional[float] = None,
-                  share_over: Optional[float] = None,
-                  percentiles: tuple[str, ...] = (),
-                  late: Optional[dict[str, Optional[float]]] = None) -> Optional[str]:
-    """The INFRA reason when the host's steal explains every breach, else None.
-
-    A periodic wake-up is late by a stall only when it falls due inside it:
-    a stall of S ms makes at most S / interval samples late, so the steal
-    can have delayed at most the most stolen CPU's share of the window (a
-    tick more than read) of the samples. A breach is the host's only when
-    the samples left after taking that many away no longer break it.
-
-    A breached max (*max_us* over *budget_max_us*): one CPU lost at least
-    *threshold_ms* within BURST_WINDOW_S, the max minus the most that can
-    have been stolen there is under the budget, and no more of the samples
-    reached the budget (*share_over*) than the steal can have delayed (a
-    max budget most samples break is the kernel's whatever the host
-    stole). A breached percentile p (in *percentiles*): the CPUs were
-    stolen from for at least the (100 - p) % of the window the breach
-    needs above the budget, and the samples at or over p's budget (*late*
-    [p], where known) less those the steal can have delayed are fewer than
-    (100 - p) %: a thread of the kernel's own delaying 13 % of the wake-ups
-    breaks a p99 budget whatever 2 % of steal did."""
-    if not noise or (max_us is None and not percentiles):
-        return None
-    try:
-        burst, tick = float(noise.get("burst_ms") or 0), float(noise.get("tick_ms") or 10)
-        share = stolen_share(noise)
-        window = float(noise.get("window_s") or 0)
-    except (TypeError, ValueError):
-        return None
-    total = max((float(v) for v in (noise.get("steal_ms") or {}).values()), default=0.0)
-    most = (total + tick) / (window * 1000) if window > 0 else 1.0  # of the samples, delayed at most
-    why = []
-    if max_us is not None and budget_max_us is not None:
-        # the most that can have been stolen in that window: a tick more than read
-        if burst < threshold_ms or max_us - (burst + tick) * 1000 >= budget_max_us:
-            return None
-        if share_over is not None and share_over > most:
-            return None
-        why.append(f"{STOLE} {burst:g} ms from {noise.get('burst_cpu') or 'a CPU'} within {BURST_WINDOW_S:g} s")
-    for p in percentiles:
-        need = (100 - float(p)) / 100
-        if share < need:
-            return None
-        over = (late or {}).get(p)
-        if over is not None and over - most >= need:
-            return None
-        why.append(f"{STOLE} {share:.1%} of the CPUs' time ({total:g} ms of {window:g} s on the most stolen), "
-                   f"p{p} needs {need:.1%} of the samples late")
-    return ("; ".join(dict.fromkeys(why)) + " during the measurement: a stall of the machine "
-            "(hypervisor steal), not a latency of the kernel")
-
-
-#: the reason's first words for a whole-machine stall the witness saw
+#: the reason's first words for a breach steal on the samples' own CPU explains
+STOLE = "host stole"
+#: the reason's first words for a breach a stall of every CPU at once explains
 STALLED = "host stalled"
-
-
-def stalled_breach(noise: Optional[dict[str, Any]], threshold_ms: float, *, max_us: float,
-                   budget_max_us: float, share_over: Optional[float] = None) -> Optional[str]:
-    """The INFRA reason when a breached max is a stall of the whole machine
-    that steal does not show (rtlab.core.stallwitness): every CPU's sampler
-    stopped at once for at least *threshold_ms*, the stall explains the
-    breach (the max minus the stall is under the budget), and no more
-    samples reached the budget (*share_over*) than the stall can have
-    delayed. None where the witness is absent, not trusted (a real-time
-    load, no SCHED_FIFO) or does not explain it: the breach is the kernel's."""
-    stall = (noise or {}).get("stall")
-    if not isinstance(stall, dict) or stall.get("trusted") is not True:
-        return None
-    try:
-        ms = float(stall.get("stall_ms") or 0)
-        window = float((noise or {}).get("window_s") or 0)
-    except (TypeError, ValueError):
-        return None
-    if ms < threshold_ms or max_us - ms * 1000 >= budget_max_us:
-        return None
-    if share_over is not None and window > 0 and share_over > ms / (window * 1000) + 0.001:
-        return None
-    return (f"{STALLED} {ms:g} ms on every CPU at once ({stall.get('witness') or 'per-CPU samplers'}) during "
-            f"the measurement, with no steal to show for it: a stall of the machine, not a latency of the kernel")

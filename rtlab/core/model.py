@@ -321,6 +321,78 @@ class MeasurementKey:
         return f"{self.board}/{self.variant}/{self.suite}/{self.load}"
 
 
+@dataclass(frozen=True)
+class DelayedSample:
+    """One late sample whose delay a stall of the host covers, at least in
+    part (rtlab.core.hostattr): the thread, its latency, the part of that
+    latency the host's stalls on its CPU cover (µs) and which stalls:
+    ``machine`` (every CPU stopped at once) or ``steal`` (its own CPU stolen)."""
+
+    thread: int
+    latency_us: float
+    host_us: float
+    kind: str = "machine"
+
+    def explained_below(self, threshold_us: float) -> bool:
+        """Whether, without the host's part, this sample stays under *threshold_us*."""
+        return self.latency_us >= threshold_us and self.latency_us - self.host_us < threshold_us
+
+
+@dataclass
+class HostDelays:
+    """The samples' own times held against the host's stalls
+    (rtlab.core.hostattr): every recorded sample over ``from_us`` is
+    placed by its wake-up time on its CPU; ``delayed`` lists those a stall
+    of the host covers. A sample over ``from_us`` that was not recorded
+    (``recorded < total``: the tool's list was full) is never the host's.
+    ``beyond_us``: the latencies of the recorded samples at or over
+    ``range_us`` (the histogram's range), which the histogram only counts."""
+
+    from_us: float
+    recorded: int
+    total: int
+    delayed: list[DelayedSample] = field(default_factory=list)
+    range_us: Optional[float] = None
+    beyond_us: list[float] = field(default_factory=list)
+    #: recorded samples beyond the range not kept in beyond_us (only the largest are)
+    beyond_dropped: int = 0
+    #: how the samples' times were put on the host's clock
+    clock: str = ""
+
+    def excused(self, threshold_us: float) -> tuple[int, set[str]]:
+        """How many samples at or over *threshold_us* the host's stalls bring
+        under it, and by which kinds of stall."""
+        hit = [d for d in self.delayed if d.explained_below(threshold_us)]
+        return len(hit), {d.kind for d in hit}
+
+    def at_or_above(self, threshold_us: float) -> Optional[int]:
+        """Samples at or over *threshold_us* beyond the histogram's range,
+        counted from the recorded ones: None unless every sample over
+        ``from_us`` was recorded and the threshold lies beyond the range."""
+        if self.recorded < self.total or threshold_us <= self.from_us or self.range_us is None \
+                or threshold_us < self.range_us:
+            return None
+        if self.beyond_dropped and (not self.beyond_us or threshold_us <= self.beyond_us[0]):
+            return None  # some of those under the threshold's reach were not kept
+        return sum(1 for x in self.beyond_us if x >= threshold_us)
+
+    def to_json(self) -> dict[str, Any]:
+        return {"from_us": self.from_us, "recorded": self.recorded, "total": self.total, "clock": self.clock,
+                "range_us": self.range_us, "beyond_us": self.beyond_us,
+                **({"beyond_dropped": self.beyond_dropped} if self.beyond_dropped else {}),
+                "delayed": [[d.thread, d.latency_us, d.host_us, d.kind] for d in self.delayed]}
+
+    @classmethod
+    def from_json(cls, d: dict[str, Any]) -> "HostDelays":
+        return cls(from_us=float(d["from_us"]), recorded=int(d["recorded"]), total=int(d["total"]),
+                   clock=str(d.get("clock") or ""),
+                   range_us=float(d["range_us"]) if d.get("range_us") is not None else None,
+                   beyond_us=sorted(float(x) for x in d.get("beyond_us") or []),
+                   beyond_dropped=int(d.get("beyond_dropped") or 0),
+                   delayed=[DelayedSample(int(t), float(lat), float(h), str(k))
+                            for t, lat, h, k in d.get("delayed") or []])
+
+
 @dataclass
 class Measurement:
     """A parsed tool output in its context, plus the gate's judgement."""
@@ -346,6 +418,9 @@ class Measurement:
     host_noise: Optional[dict[str, Any]] = None
     #: with an INFRA verdict: the cause a fresh attempt can cure, None otherwise
     infra_cause: Optional[InfraCause] = None
+    #: the late samples a stall of the host covers, placed by their own
+    #: times (rtlab.core.hostattr); None where the tool gives no sample times
+    host_delays: Optional[HostDelays] = None
 
     def __post_init__(self) -> None:
         if isinstance(self.budget, dict):  # as run.json holds it
@@ -370,6 +445,7 @@ class Measurement:
             **({"params": self.params} if self.params else {}),
             "host_noise": self.host_noise,
             **({"infra_cause": self.infra_cause.value} if self.infra_cause else {}),
+            **({"host_delays": self.host_delays.to_json()} if self.host_delays is not None else {}),
         }
 
     @classmethod
@@ -386,6 +462,7 @@ class Measurement:
             params=dict(d.get("params") or {}),
             host_noise=d.get("host_noise"),
             infra_cause=InfraCause(d["infra_cause"]) if d.get("infra_cause") else None,
+            host_delays=HostDelays.from_json(d["host_delays"]) if d.get("host_delays") else None,
         )
 
 

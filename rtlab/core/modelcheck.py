@@ -233,6 +233,38 @@ def measurement(d: Doc) -> None:
     d.field("share_over_budget", number(0, 1))
     d.field("evidence", obj)
     d.field("infra_cause", _infra_cause)
+    d.field("host_delays", host_delays)
+
+
+#: the kinds of host stall a delayed sample names (rtlab.core.hostattr)
+STALL_KINDS = ("machine", "steal")
+
+
+def host_delays(d: Doc) -> None:
+    d.field("from_us", number(0), required=True)
+    d.field("recorded", integer(0), required=True)
+    d.field("total", integer(0), required=True)
+    d.field("clock", string)
+    d.field("range_us", number(0))
+    d.field("beyond_us", lambda x: x.items(number(0)))
+    d.field("beyond_dropped", integer(0))
+    d.field("delayed", lambda x: x.items(_delayed))
+    v = d.obj()
+    if v["recorded"] > v["total"]:
+        raise d.at("recorded", v["recorded"]).error(f"more samples recorded than counted ({v['total']})")
+
+
+def _delayed(d: Doc) -> None:
+    v = d.value
+    if not isinstance(v, list) or len(v) != 4:
+        raise d.error("must be [thread, latency_us, host_us, kind]")
+    integer(0)(d.at(0, v[0]))
+    number(0)(d.at(1, v[1]))
+    number(0)(d.at(2, v[2]))
+    if v[2] > v[1]:
+        raise d.at(2, v[2]).error(f"the host's part is more than the latency ({v[1]!r})")
+    if v[3] not in STALL_KINDS:
+        raise d.at(3, v[3]).error(f"must be one of {', '.join(STALL_KINDS)}, got {shown(v[3])}")
 
 
 def _infra_cause(d: Doc) -> None:

@@ -7,11 +7,12 @@ never turned into a latency verdict, and a latency verdict never into INFRA.
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from typing import Optional
 
 from ..plan.budgets import Budget, Budgets
-from ..core.hostnoise import DEFAULT_STEAL_INFRA_MS, stalled_breach, stolen_breach
-from ..core.model import PERCENTILES, InfraCause, Measurement, RunResult, ToolOutput, Verdict
+from ..core.hostnoise import DEFAULT_STEAL_INFRA_MS, STALLED, STOLE
+from ..core.model import PERCENTILES, InfraCause, Measurement, RunResult, ThreadResult, ToolOutput, Verdict
 from ..soak.checkpoint import is_soak, judge_soak
 from ..suites import METRICS, Suite
 
@@ -87,9 +88,8 @@ def judge_samples(m: Measurement, budget: Budget | None, *, unbudgeted: bool = F
     (SHOWN: measured, judged against nothing, never a pass, unless the tool's
     own check passed); without that, a measurement with no budget is an error
     naming the key (*where*: the budget file), never a pass.
-    Breaches that hypervisor steal during the measurement explains (a max:
-    at least *steal_infra_ms* from one CPU at once; a percentile: enough of
-    the window stolen; rtlab.core.hostnoise.stolen_breach) are INFRA, neither
+    Breaches that stalls of the host explain, by the late samples' own
+    times on their own CPU (:func:`host_explained`), are INFRA, neither
     PASS nor FAIL."""
     if m.verdict == Verdict.INFRA:  # set by the runner: the lab failed here
         return m
@@ -172,23 +172,12 @@ def judge_samples(m: Measurement, budget: Budget | None, *, unbudgeted: bool = F
             failed = True
             pct_breached.append(p)
             m.reasons.append(f"p{p} {value:g} us >= budget {limit:g} us")
-    if failed and m.host_noise:
-        # the host's doing, not the kernel's: retried (rtlab.run.runner), never a verdict
-        stolen = stolen_breach(m.host_noise, steal_infra_ms,
-                               max_us=allt.max_us if max_breached else None, budget_max_us=budget.max_us,
-                               share_over=m.share_over_budget if max_breached else None,
-                               percentiles=tuple(pct_breached),
-                               late={p: allt.share_at_or_above(budget.percentiles_us[p]) for p in pct_breached})
-        if stolen:
-            m.set_infra([stolen, f"(breaches not judged: {'; '.join(m.reasons)})"], InfraCause.HOST_STEAL)
-            return m
-        # a whole-machine stall with no steal to show for it (a paused VM):
-        # the per-CPU witness explains a breached max, and only a max
-        stalled = stalled_breach(m.host_noise, steal_infra_ms, max_us=allt.max_us, budget_max_us=budget.max_us,
-                                 share_over=m.share_over_budget) \
-            if max_breached and not pct_breached and budget.max_us is not None else None
-        if stalled:
-            m.set_infra([stalled, f"(breaches not judged: {'; '.join(m.reasons)})"], InfraCause.HOST_STALL)
+    if failed and (m.host_delays is not None or m.host_noise):
+        # the host's doing, not the kernel's: measured again (rtlab.run.runner), never a verdict
+        explained = host_explained(m, allt, budget, max_breached, pct_breached, steal_infra_ms)
+        if explained is not None:
+            why, cause = explained
+            m.set_infra([why, f"(breaches not judged: {'; '.join(m.reasons)})"], cause)
             return m
     m.verdict = Verdict.FAIL if failed else Verdict.PASS
     if failed and m.evidence:  # what the trace at the breach says delayed the thread
@@ -196,6 +185,92 @@ def judge_samples(m: Measurement, budget: Budget | None, *, unbudgeted: bool = F
             ("no culprit named" + (f": {m.evidence['why']}" if m.evidence.get("why") else ""))
         m.reasons.append(f"evidence: {summary} (trace: {m.evidence['dir']})")
     return m
+
+
+def _samples_at_or_above(allt: ThreadResult, m: Measurement, threshold_us: float) -> Optional[int]:
+    """Samples of the measurement at or over a threshold: from the histogram
+    where it covers the threshold, else from the recorded late samples where
+    every one over their trigger was recorded; None where neither knows."""
+    if allt.max_us < threshold_us:
+        return 0
+    h = allt.histogram
+    if h is not None and h.covers(threshold_us):
+        return h.count_at_or_above(threshold_us)
+    return m.host_delays.at_or_above(threshold_us) if m.host_delays is not None else None
+
+
+def host_explained(m: Measurement, allt: ThreadResult, budget: Budget, max_breached: bool,
+                   pct_breached: list[str], steal_infra_ms: float) -> Optional[tuple[str, InfraCause]]:
+    """The INFRA reason and cause when stalls of the host explain every
+    breach of *m*, else None (the breach is the kernel's).
+
+    With the samples' own times (``m.host_delays``, rtlab.core.hostattr):
+    each breached threshold's samples at or over it, less those a stall of
+    the host on their own CPU brings under it, no longer break it (a max:
+    none left; a percentile p: no more than (100 - p) % of the samples).
+    Steal elsewhere, or a share of the window stolen, excuses nothing.
+
+    Without them (a tool that gives no sample times, an older run): only a
+    breached max, by the longest stall on the worst thread's CPU (a stall of
+    every CPU at once, or that CPU's own steal; a QEMU guest's: only every
+    CPU at once), at least *steal_infra_ms* long, that explains it (the max
+    less the stall is under the budget) with no more samples over the budget
+    than the stalls' share of the window can have delayed."""
+    thresholds: list[tuple[str, float, Optional[str]]] = []
+    if max_breached and budget.max_us is not None:
+        thresholds.append(("max", budget.max_us, None))
+    thresholds += [(f"p{p}", budget.percentiles_us[p], p) for p in pct_breached]
+    hd = m.host_delays
+    if hd is not None:
+        parts, kinds = [], set()
+        for label, limit, p in thresholds:
+            over = _samples_at_or_above(allt, m, limit)
+            if over is None:
+                return None
+            n, k = hd.excused(limit)
+            if p is None:
+                ok = n >= over
+            else:
+                total = allt.histogram.total if allt.histogram is not None else allt.cycles
+                rank = max(1, math.ceil(Fraction(str(p)) * total / 100))
+                ok = over - n <= total - rank  # the sample of p's rank falls under the limit
+            if not ok or n == 0:
+                return None
+            kinds |= k
+            parts.append(f"{label}: {n} of the {over} samples at or over {limit:g} us")
+        steal = "steal" in kinds
+        where = ("their own CPU's steal" + (" or every CPU stopped at once" if "machine" in kinds else "")
+                 if steal else "every CPU stopped at once")
+        return (f"{STOLE if steal else STALLED} ({where}) over the late samples: {'; '.join(parts)} fell inside "
+                f"the host's stalls on their CPU, and without those delays no budget breaks: a stall of the "
+                f"machine, not a latency of the kernel",
+                InfraCause.HOST_STEAL if steal else InfraCause.HOST_STALL)
+    if pct_breached or not max_breached or budget.max_us is None:
+        return None
+    noise = m.host_noise or {}
+    stall = noise.get("stall")
+    if not isinstance(stall, dict):
+        return None
+    try:
+        machine = float(stall.get("stall_ms") or 0) if stall.get("trusted") is True else 0.0
+        clock = noise.get("board_clock") if isinstance(noise.get("board_clock"), dict) else {}
+        worst = m.output.worst()
+        own = (stall.get("steal_gap_ms") or {}).get(f"cpu{worst.cpu}") \
+            if worst is not None and worst.cpu is not None and not clock.get("guest") else None
+        steal_ms = float(own or 0)
+        window = float(noise.get("window_s") or 0)
+    except (TypeError, ValueError, AttributeError):
+        return None
+    best = max(machine, steal_ms)
+    if best < steal_infra_ms or allt.max_us - best * 1000 >= budget.max_us:
+        return None
+    if m.share_over_budget is not None and window > 0 and m.share_over_budget > best / (window * 1000) + 0.001:
+        return None
+    steal = steal_ms > machine
+    what = f"{best:g} ms on cpu{worst.cpu} (its own steal)" if steal else f"{best:g} ms on every CPU at once"
+    return (f"{STOLE if steal else STALLED} {what} during the measurement, enough to explain its max "
+            f"({allt.max_us:g} us): a stall of the machine, not a latency of the kernel",
+            InfraCause.HOST_STEAL if steal else InfraCause.HOST_STALL)
 
 
 def judge_run(run: RunResult, budgets: Budgets) -> RunResult:
@@ -234,8 +309,12 @@ def killed_run(run_dir) -> Optional[RunResult]:
     pid = started.get("pid")
     running = isinstance(pid, int) and pid > 0 and started.get("pid_start") is not None \
         and process_start(pid) == started.get("pid_start")
-    files = sorted(str(p.relative_to(d)) for p in d.rglob("*") if p.is_file() and not p.is_symlink()
-                   and p.name != RUN_STARTED)
+    # what the tools and the job wrote, shallowest first (the job's own logs
+    # before a load's many files); not scratch (dot files: the stall witness's)
+    files = [str(f) for f in sorted((p.relative_to(d) for p in d.rglob("*") if p.is_file() and not p.is_symlink()
+                                     and p.name != RUN_STARTED),
+                                    key=lambda f: (len(f.parts), str(f)))
+             if not any(part.startswith(".") for part in f.parts)]
     shown = ", ".join(files[:20]) + (f" and {len(files) - 20} more" if len(files) > 20 else "")
     why = (f"run not finished: its runner (pid {pid}) still runs" if running else
            f"run killed: no run.json (started {started.get('started', '?')} by pid {pid or '?'})")

@@ -61,6 +61,25 @@ LOAD_DIR_FILES = ("samples.txt", "cmd.sh", "cmd.log", "died")
 CONSOLE_NICE = -20
 
 
+#: the longest a load runs when nothing tells it how long its measurement is
+STRESS_NG_TIMEOUT_S = 30 * 86400
+#: a load's own deadline past its measurement's duration bound: it ends by
+#: itself even when nothing of the job is left to stop it (the runner and its
+#: keeper both SIGKILLed), so the next run never measures under it
+LOAD_DEADLINE_MARGIN_S = 600
+
+
+def load_deadline_s(env: "LoadEnv") -> int:
+    """How long a load of the suite run *env* carries may live: twice its
+    duration bound (``env.duration_s``: Suite.duration_s, what the console
+    waits for) plus LOAD_DEADLINE_MARGIN_S; STRESS_NG_TIMEOUT_S where no
+    duration is known. Its script, its sampler and stress-ng's --timeout
+    each keep it (BoardLoad.script)."""
+    if env.duration_s is None:
+        return STRESS_NG_TIMEOUT_S
+    return min(STRESS_NG_TIMEOUT_S, int(2 * env.duration_s) + LOAD_DEADLINE_MARGIN_S)
+
+
 class LoadDied(Exception):
     """The load did not run for the whole measurement: infra."""
 
@@ -345,9 +364,11 @@ class BoardLoad(Load):
     files: ClassVar[tuple[str, ...]] = ()
     #: how long a start may take (s): QEMU TCG forks slowly
     ready_timeout_s: ClassVar[float] = 60.0
-    #: longest cmd.sh (gzip + base64) sent in the launch line; longer ones are
-    #: written first with put_file (a console line editor mangles long lines)
-    inline_script_max: ClassVar[int] = 900
+    #: longest launch line with cmd.sh in it (gzip + base64); a longer script
+    #: is written first with put_file: busybox's line editor (QEMU boards)
+    #: cuts a console line past 1024 characters, the shell's prompt and the
+    #: driver's marker included, and the cut line hangs the console
+    launch_line_max: ClassVar[int] = 900
     #: its commands depend on the board's memory or /tmp space (a LAVA job,
     #: rendered before the board runs, needs them from the board description)
     scales_with_memory: ClassVar[bool] = False
@@ -394,9 +415,16 @@ class BoardLoad(Load):
         return f"{job_workdir()}/loads/{env.run.id}/{self.name}"
 
     def script(self, env: LoadEnv) -> str:
+        # its own deadline (load_deadline_s): the session killed whole when it
+        # is reached, whatever is left to stop it; the sampler reads the same
+        # deadline (board uptime, in "deadline") and ends by it too
+        limit = load_deadline_s(env)
         lines = [f"# rtlab load {self.name} (generated): started with setsid, so $$ is the",
                  "# session and process group of everything below",
-                 "echo $$ > sid"]
+                 "echo $$ > sid",
+                 f"read -r up _ < /proc/uptime; echo $((${{up%.*}} + {limit})) > deadline",
+                 f"(sleep {limit} && echo 'load deadline of {limit} s reached: the session killed' > died "
+                 "&& kill -KILL 0) > /dev/null 2>&1 &"]
         for name, cmd in self.commands(env):
             lines.append(f"taskset -c {env.cpulist} {cmd} &")
             lines.append(f"echo \"{name} $!\" >> parts")
@@ -426,19 +454,19 @@ class BoardLoad(Load):
         try:
             text = self.script(env)
             packed = base64.b64encode(gzip.compress(text.encode(), mtime=0)).decode()
+            def launch(fresh_dir: str, write: str) -> str:
+                return (f"{fresh_dir} && ( cd {d} && {write} "
+                        f"&& (setsid sh ./cmd.sh > cmd.log 2>&1 < /dev/null &) "
+                        f"&& (setsid taskset -c {env.cpulist} sh {handle['helper']} sample {d} "
+                        f"> /dev/null 2>&1 < /dev/null &) ) && echo LAUNCHED")
             fresh_dir = f"rm -rf {d} && mkdir -p {d}"
-            if len(packed) > self.inline_script_max:  # one console line stays short
+            line = launch(fresh_dir, f"printf %s {packed} | base64 -d | gunzip > cmd.sh")
+            if len(line) > self.launch_line_max:  # one console line stays short
                 sh.check(fresh_dir)
                 put_file(sh, f"{d}/cmd.sh", text.encode())
-                fresh_dir, write = "true", ":"  # the directory holds cmd.sh now
-            else:
-                write = f"printf %s {packed} | base64 -d | gunzip > cmd.sh"
+                line = launch("true", ":")  # the directory holds cmd.sh now
             nparts = len(self.commands(env))
-            out = self._run(env, handle, (
-                f"{fresh_dir} && ( cd {d} && {write} "
-                f"&& (setsid sh ./cmd.sh > cmd.log 2>&1 < /dev/null &) "
-                f"&& (setsid taskset -c {env.cpulist} sh {handle['helper']} sample {d} "
-                f"> /dev/null 2>&1 < /dev/null &) ) && echo LAUNCHED"), what="launch")
+            out = self._run(env, handle, line, what="launch")
             if "LAUNCHED" not in [l.strip() for l in out]:
                 raise LoadDied(f"load {self.name} could not be launched: {' | '.join(out[-3:])}")
             deadline = time.monotonic() + self.ready_timeout_s

@@ -56,33 +56,18 @@ import time
 from typing import Any, Optional
 
 from . import health
-from .base import BoardLoad, Load, LoadDied, LoadEnv
+from .base import (LOAD_DEADLINE_MARGIN_S, STRESS_NG_TIMEOUT_S, BoardLoad, Load, LoadDied,  # noqa: F401
+                   LoadEnv, load_deadline_s)
 
 MiB = 1024 * 1024
-#: stress-ng's --timeout for every stress-ng load: the load is stopped by
-#: rtlab (rtlab-load.sh stop), never by stress-ng, so this only has to outlast
-#: the longest measurement (soaks run for hours). Not ``--timeout 0``
-#: ("forever"): the timer stressor's signal handler checks every 65536
-#: expiries whether the run is older than the timeout, and 0 s always is, so
-#: under ``--timeout 0`` each --timer worker ended itself after 65536 timer
-#: events (3.3 s at 20 kHz, 8.5 s on a loaded board) and the irq load was
-#: reported dead in every suite that outlasted it (stress-ng 0.15,
-#: stress-timer.c, stress_timer_handler)
-STRESS_NG_TIMEOUT_S = 30 * 86400
-#: a load's own deadline past its measurement's duration bound: it ends by
-#: itself even when nothing of the job is left to stop it (the runner and its
-#: keeper both SIGKILLed), so the next run never measures under it
-LOAD_DEADLINE_MARGIN_S = 600
-
-
-def load_deadline_s(env: LoadEnv) -> int:
-    """stress-ng's --timeout for the suite run *env* carries: twice its
-    duration bound (``env.duration_s``: Suite.duration_s, what the console
-    waits for) plus LOAD_DEADLINE_MARGIN_S; STRESS_NG_TIMEOUT_S where no
-    duration is known."""
-    if env.duration_s is None:
-        return STRESS_NG_TIMEOUT_S
-    return min(STRESS_NG_TIMEOUT_S, int(2 * env.duration_s) + LOAD_DEADLINE_MARGIN_S)
+#: stress-ng's --timeout for every stress-ng load: its own deadline
+#: (rtlab.loads.base.load_deadline_s), besides the one every load's script
+#: carries. Not ``--timeout 0`` ("forever"): the timer stressor's signal
+#: handler checks every 65536 expiries whether the run is older than the
+#: timeout, and 0 s always is, so under ``--timeout 0`` each --timer worker
+#: ended itself after 65536 timer events (3.3 s at 20 kHz, 8.5 s on a
+#: loaded board) and the irq load was reported dead in every suite that
+#: outlasted it (stress-ng 0.15, stress-timer.c, stress_timer_handler)
 
 
 class Idle(Load):
@@ -332,7 +317,9 @@ class Network(BoardLoad):
                 s.bind((bind, 0))
                 port = s.getsockname()[1]
             f = open(out, "wb")
-            proc = subprocess.Popen(["iperf3", "-s", "-B", bind, "-p", str(port), "-1", "--json"],
+            # a deadline of its own, as the board's side has (load_deadline_s)
+            proc = subprocess.Popen(["timeout", "-s", "KILL", str(load_deadline_s(env)),
+                                     "iperf3", "-s", "-B", bind, "-p", str(port), "-1", "--json"],
                                     stdout=f, stderr=subprocess.STDOUT, start_new_session=True)
             time.sleep(0.3)
             if proc.poll() is None:

@@ -1,7 +1,8 @@
 # rtlab load helper (rtlab/loads/rtlab-load.sh); dash and busybox ash.
 # Shipped to boards by the labgrid path (put_file over the console) and by
 # LAVA jobs (a heredoc in the test definition): the same file both ways.
-#   sh rtlab-load.sh sample DIR          a sample a second until DIR/stop exists
+#   sh rtlab-load.sh sample DIR          a sample a second until DIR/stop exists, or the
+#                                        load's deadline (DIR/deadline, board uptime)
 #   sh rtlab-load.sh snap DIR            one sample now, dead parts, /proc/stat CPU lines
 #   sh rtlab-load.sh stop DIR SIGNALS    signal the load's session, one signal after another
 what=$1
@@ -39,10 +40,15 @@ parts() {
 case $what in
 sample)
     echo $$ > sampler.pid
+    # a deadline of its own: the load's (its cmd.sh writes it first), else 8 days
+    read -r up _ < /proc/uptime
+    until=$((${up%.*} + 691200))
     while [ ! -e stop ]; do
         measure; parts
         read -r up _ < /proc/uptime
         echo "$up $n $t $a $p" >> samples.txt
+        { read -r dl < deadline; } 2>/dev/null && [ -n "$dl" ] && until=$dl
+        [ "${up%.*}" -ge "$until" ] && break
         sleep 1
     done
     ;;

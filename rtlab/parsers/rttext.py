@@ -124,6 +124,28 @@ def parse(text: str, path, tool: Optional[str], nsecs: Optional[bool] = None) ->
 # cyclictest, signaltest, cyclicdeadline
 
 _T_HEAD = re.compile(r"^T:\s*(\S+)\s*\(\s*([^)]*?)\s*\)(.*)$")
+#: cyclictest --spike: a sample over the trigger, its thread, latency and
+#: wake-up time (µs of the thread's clock, CLOCK_MONOTONIC), printed at the end
+_SPIKE = re.compile(r"^T:\s*(\d+) Spike:\s*(-?\d+): TS:\s*(\d+)$")
+_SPIKES_TOTAL = re.compile(r"^spikes = (\d+)$")
+
+
+def spikes(text: str) -> tuple[list[tuple[int, int, int]], int]:
+    """cyclictest's ``--spike`` records in its stdout: ((thread, latency,
+    wake-up time in µs) of every recorded spike, how many it counted). It
+    counts every spike but records only ``--spike-nodes`` of them."""
+    found: list[tuple[int, int, int]] = []
+    total = 0
+    for line in text.splitlines():
+        s = line.strip()
+        m = _SPIKE.match(s)
+        if m:
+            found.append((int(m.group(1)), int(m.group(2)), int(m.group(3))))
+            continue
+        m = _SPIKES_TOTAL.match(s)
+        if m:
+            total = int(m.group(1))
+    return found, max(total, len(found))
 _T_FIELD = re.compile(r"([A-Za-z]+):(\s*\S*)")
 _REQUIRED_T = ("C", "Min", "Act", "Avg", "Max")
 
@@ -151,7 +173,7 @@ def _cyclic(lines: list[str], path, tool: str, nsecs: Optional[bool], histogram:
     i = 0
     while i < len(lines):
         s = lines[i].strip()
-        if s.startswith("T:"):
+        if s.startswith("T:") and not _SPIKE.match(s):
             f = _t_line(s, i + 1, path)
             tl[f["thread"]] = f  # the live display redraws: last one wins
         elif s == "# Histogram" and histogram:

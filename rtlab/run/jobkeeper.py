@@ -29,15 +29,21 @@ wrote there is copied into the job's results directory before it is removed
 (what reached the disk is kept, as the runner does after a cancel).
 
 Standard library only, started as ``python -I -S jobkeeper.py RUNNER_PID GRACE_S``
-(tens of milliseconds; rtlab is not imported). Lines on stdin::
+(tens of milliseconds; rtlab is not imported; a third argument, the job's
+token, only marks whose keeper it is). Lines on stdin::
 
     exclude PID...        the runner's children that are not this job's
     token TOKEN           RTLAB_JOB_TOKEN in the job's environment
     pid PID               a process of the job (its pytest)
     cgroup PATH           the job's cgroup (rtlab.run.joblife.job_cgroup)
     salvage [WORKDIR, JOBDIR]  (JSON) the local board's work dir and the job dir
+    record [PATH, TOKEN]  (JSON) the board's job record (rtlab.run.joblife.JobKeeper):
+                          removed once the keeper has ended the job of a dead runner
     done                  the runner ended the job: exit (what is left in the
                           job's cgroup is killed first: strays of a job that ended)
+
+A keeper SIGKILLed with its runner leaves the record: whoever takes the
+board next does this keeper's work (rtlab.run.joblife.take_over).
 """
 from __future__ import annotations
 
@@ -105,6 +111,7 @@ class Keeper:
         self.token: bytes = b""
         self.cgroup: str = ""
         self.salvage: list[str] = []
+        self.record: list[str] = []
         #: pid -> start time of every process of the job seen so far
         self.job: dict[int, int] = {}
 
@@ -125,6 +132,8 @@ class Keeper:
             self.cgroup = rest
         elif word == "salvage":
             self.salvage = json.loads(rest)
+        elif word == "record":
+            self.record = json.loads(rest)
         return True
 
     def track(self, final: bool = False) -> None:
@@ -234,6 +243,19 @@ class Keeper:
                     pass
         shutil.rmtree(workdir, ignore_errors=True)
 
+    def drop_record(self) -> None:
+        """The board's job record, if it is still this job's: the job is ended."""
+        if len(self.record) != 2:
+            return
+        path, token = self.record
+        try:
+            with open(path, "rb") as f:
+                rec = json.loads(f.read(65536))
+            if isinstance(rec, dict) and rec.get("token") == token:
+                os.unlink(path)
+        except (OSError, ValueError):
+            pass
+
 
 def main(argv: list[str]) -> int:
     runner, grace_s = int(argv[0]), float(argv[1])
@@ -258,6 +280,7 @@ def main(argv: list[str]) -> int:
         keeper.track()
     keeper.end_job(keeper.grace_s)
     keeper.keep_raw_files()
+    keeper.drop_record()
     return 0
 
 

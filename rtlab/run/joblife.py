@@ -37,8 +37,10 @@ import errno
 import fcntl
 import json
 import os
+import re
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import time
@@ -46,6 +48,7 @@ import uuid
 from pathlib import Path
 from typing import Callable, Iterator, Optional
 
+from ..core.fsutil import read_json, write_replacing
 from ..core.rundir import RUN_STARTED
 from ..errors import InfraError
 
@@ -139,6 +142,13 @@ def board_lock(board, run_id: str, job: str, progress: Callable[[str], None] = p
         if said:
             progress(f"board {board.name}: lock taken after {time.monotonic() - t0:.0f} s")
         try:
+            # a holder that died with its keeper left its job: its keeper's work is ours
+            take_over(board, progress)
+            # and nothing of another dead job may be loading the board's CPUs
+            busy = busy_with_dead_jobs()
+            if busy:
+                raise InfraError(board.name, "CPUs busy before the measurement with what a job whose runner and "
+                                             "keeper are gone left running: " + "; ".join(busy))
             yield fd
         finally:
             os.ftruncate(fd, 0)
@@ -202,17 +212,26 @@ def kill_grace() -> float:
 
 class JobKeeper:
     """The runner's side of a job's keeper (rtlab.run.jobkeeper): started when the
-    job holds its board, told the job's processes, told ``done`` at its end."""
+    job holds its board, told the job's processes, told ``done`` at its end.
 
-    def __init__(self, lock_fd: Optional[int], salvage: Optional[tuple[str, Path]] = None):
+    *record*: (the board's record path, who holds it) for a locked board:
+    written here, removed when the job ended, by the runner or, if the
+    runner died, by the keeper once it ended the job. A record still there
+    when the lock is taken names a job whose runner and keeper both died:
+    :func:`take_over` does the keeper's work then."""
+
+    def __init__(self, lock_fd: Optional[int], salvage: Optional[tuple[str, Path]] = None,
+                 record: Optional[tuple[Path, dict]] = None):
         self.token = uuid.uuid4().hex
         self.cgroup = job_cgroup(self.token)
+        self.record = record[0] if record is not None else None
         script = Path(__file__).resolve().with_name("jobkeeper.py")
         # its own session (the terminal's Ctrl-C is the runner's), no
         # environment or cwd of the run (nothing of the run to find in it),
-        # the lock's descriptor and nothing else
+        # the lock's descriptor and nothing else; the token in its command
+        # line says whose keeper it is (busy_with_dead_jobs)
         self.proc = subprocess.Popen(
-            [sys.executable, "-I", "-S", str(script), str(os.getpid()), f"{kill_grace():g}"],
+            [sys.executable, "-I", "-S", str(script), str(os.getpid()), f"{kill_grace():g}", self.token],
             stdin=subprocess.PIPE, env={}, cwd="/", start_new_session=True,
             pass_fds=(lock_fd,) if lock_fd is not None else ())
         lines = [f"exclude {' '.join(map(str, my_children()))}", f"token {self.token}"]
@@ -220,6 +239,10 @@ class JobKeeper:
             lines.append(f"cgroup {self.cgroup}")
         if salvage is not None:
             lines.append("salvage " + json.dumps([str(salvage[0]), str(salvage[1])]))
+        if record is not None:
+            write_replacing(record[0], json.dumps({**record[1], "token": self.token, "cgroup": self.cgroup,
+                                                   "runner": os.getpid(), "keeper": self.proc.pid}).encode())
+            lines.append("record " + json.dumps([str(record[0]), self.token]))
         self._say(*lines)
 
     def _say(self, *lines: str) -> None:
@@ -241,15 +264,255 @@ class JobKeeper:
         except (OSError, ValueError):
             pass
         self.proc.wait()
+        if self.record is not None:
+            drop_record(self.record, self.token)
 
 
 @contextlib.contextmanager
-def job_keeper(lock_fd: Optional[int], salvage: Optional[tuple[str, Path]] = None) -> Iterator[JobKeeper]:
-    keeper = JobKeeper(lock_fd, salvage)
+def job_keeper(lock_fd: Optional[int], salvage: Optional[tuple[str, Path]] = None,
+               record: Optional[tuple[Path, dict]] = None) -> Iterator[JobKeeper]:
+    keeper = JobKeeper(lock_fd, salvage, record)
     try:
         yield keeper
     finally:
         keeper.done()
+
+
+def record_path(board_name: str) -> Path:
+    """Beside the board's lock: who holds it and what their job is (see JobKeeper)."""
+    return lock_dir() / f"{board_name}.job.json"
+
+
+def drop_record(path: Path, token: str) -> None:
+    """Remove a board's job record if it is still this job's."""
+    try:
+        rec = read_json(path, RECORD_MAX_BYTES, root=path.parent)
+        if isinstance(rec, dict) and rec.get("token") == token:
+            path.unlink()
+    except (OSError, ValueError):
+        pass
+
+
+#: the largest job record read
+RECORD_MAX_BYTES = 64 * 1024
+#: seconds a dead job's processes get to go after SIGKILL before the board is INFRA
+TAKEOVER_TIMEOUT_S = 30.0
+_TOKEN_RE = re.compile(r"^[0-9a-f]{32}$")
+_WORKDIR_RE = re.compile(r"^/tmp/rtlab/jobs/[A-Za-z0-9][A-Za-z0-9._+-]*$")
+
+
+def _checked_record(path: Path) -> Optional[dict]:
+    """The record at *path* if it is one rtlab wrote (a regular file of this
+    user, in the lock directory, each value of the shape rtlab gives it),
+    else None: a record planted to make the next holder kill a cgroup or
+    write files elsewhere is never acted on."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None
+    if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid():
+        return None
+    try:
+        rec = read_json(path, RECORD_MAX_BYTES, root=path.parent)
+    except (OSError, ValueError):
+        return None
+    if not isinstance(rec, dict) or not isinstance(rec.get("token"), str) or not _TOKEN_RE.match(rec["token"]):
+        return None
+    base = _cgroup2_base()
+    cg = rec.get("cgroup")
+    if cg is not None and (base is None or cg != str(base / f"rtlab-job-{rec['token']}")):
+        return None
+    wd = rec.get("workdir")
+    if wd is not None and (not isinstance(wd, str) or not _WORKDIR_RE.match(wd) or ".." in wd):
+        return None
+    return rec
+
+
+def _with_token(token: str) -> list[int]:
+    """Processes whose environment carries the job's token."""
+    want = f"{JOB_TOKEN_ENV}={token}".encode()
+    found = []
+    for name in os.listdir("/proc"):
+        if name.isdigit() and int(name) != os.getpid():
+            try:
+                with open(f"/proc/{name}/environ", "rb") as f:
+                    if want in f.read().split(b"\0"):
+                        found.append(int(name))
+            except OSError:
+                pass
+    return found
+
+
+def _cgroup_procs(cgroup: Optional[str]) -> list[int]:
+    if not cgroup:
+        return []
+    try:
+        return [int(p) for p in Path(cgroup, "cgroup.procs").read_text().split()]
+    except (OSError, ValueError):
+        return []
+
+
+def _comm(pid: int) -> str:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return "?"
+
+
+def _record_processes(rec: dict) -> list[int]:
+    """What a dead job left: its cgroup's processes, those carrying its
+    token, those working in its work dir (the local board's pty shell starts
+    the loads with a clean environment)."""
+    from ..core.procutil import pid_alive, processes_in_dir
+    pids = set(_cgroup_procs(rec.get("cgroup"))) | set(_with_token(rec["token"]))
+    if rec.get("workdir") and Path(rec["workdir"]).is_dir():
+        pids |= set(processes_in_dir(Path(rec["workdir"])))
+    return sorted(p for p in pids if p != os.getpid() and pid_alive(p))
+
+
+def take_over(board, progress: Callable[[str], None] = print, timeout_s: float = TAKEOVER_TIMEOUT_S) -> list[str]:
+    """The keeper's work for a job whose runner and keeper both died while
+    they held *board* (its record still beside the lock): every process of
+    that job ended (its cgroup killed, SIGKILL), its work dir's raw files
+    kept in its job directory, its cgroup removed. InfraError when a process
+    of it outlives *timeout_s*: the board is not given to a new job while a
+    dead one's processes (its load, the load's sampler) live. Returns what
+    was ended ("stress-ng (pid N)")."""
+    path = record_path(board.name)
+    if not os.path.lexists(path):
+        return []
+    rec = _checked_record(path)
+    if rec is None:
+        with contextlib.suppress(OSError):
+            path.unlink()
+        return []
+    who = f"job {rec.get('job', '?')} of run {rec.get('run_id', '?')}"
+    pids = _record_processes(rec)
+    ended = [f"{_comm(p)} (pid {p})" for p in pids]
+    if pids:
+        progress(f"board {board.name}: {who} died with its keeper and left {', '.join(ended[:8])}"
+                 + (f" and {len(ended) - 8} more" if len(ended) > 8 else "") + ": ending them before this job")
+    deadline = time.monotonic() + timeout_s
+    while pids:
+        if rec.get("cgroup"):
+            with contextlib.suppress(OSError):
+                Path(rec["cgroup"], "cgroup.kill").write_text("1")
+        for p in pids:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(p, signal.SIGKILL)
+        time.sleep(0.05)
+        _reap_orphans()
+        pids = _record_processes(rec)
+        if pids and time.monotonic() > deadline:
+            raise InfraError(board.name, f"busy: {who} died with its keeper, and "
+                                         f"{', '.join(f'{_comm(p)} (pid {p})' for p in pids)} outlived SIGKILL "
+                                         f"for {timeout_s:g} s")
+    if rec.get("workdir") and isinstance(rec.get("job_dir"), str):
+        _keep_raw_files(Path(rec["workdir"]), Path(rec["job_dir"]), rec.get("run_id"))
+    if rec.get("cgroup"):
+        for _ in range(100):  # a killed task may be counted a moment after it left (EBUSY)
+            try:
+                os.rmdir(rec["cgroup"])
+                break
+            except FileNotFoundError:
+                break
+            except OSError:
+                time.sleep(0.02)
+    with contextlib.suppress(OSError):
+        path.unlink()
+    return ended
+
+
+def _keep_raw_files(workdir: Path, job_dir: Path, run_id) -> None:
+    """The dead local job's work dir into its job directory, only where that
+    is a job directory of the run the record names, then the work dir gone."""
+    if not workdir.is_dir() or workdir.is_symlink():
+        return
+    if job_dir.is_absolute() and job_dir.is_dir() and not job_dir.is_symlink() and ".." not in job_dir.parts:
+        run_dir = next((d for d in job_dir.parents if (d / RUN_STARTED).is_file()), None)
+        if run_dir is not None and run_dir.name == run_id:
+            for src in sorted(p for p in workdir.iterdir() if p.is_dir() and not p.is_symlink()):
+                _copy_new(src, job_dir / src.name)
+    shutil.rmtree(workdir, ignore_errors=True)
+
+
+def _copy_new(src: Path, dst: Path) -> None:
+    for f in src.rglob("*"):
+        target = dst / f.relative_to(src)
+        if f.is_file() and not f.is_symlink() and not os.path.lexists(target):
+            with contextlib.suppress(OSError):
+                target.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copyfile(f, target)
+
+
+def busy_with_dead_jobs(sample_s: float = 0.5, min_share: float = 0.05) -> list[str]:
+    """Processes of jobs whose runner and keeper are both gone (a job
+    cgroup no keeper watches) that use a CPU: each as "stress-ng (pid N)
+    87 % of a CPU, left in rtlab-job-T". Idle leftovers (a sleeping shell)
+    load nothing and are not named; a machine without job cgroups has
+    nothing to say here. Other users' load is not a job's: on a shared VM
+    it is always there, and it is the host's noise, measured as such."""
+    base = _cgroup2_base()
+    if base is None:
+        return []
+    groups = {}
+    for g in base.glob("rtlab-job-*"):
+        pids = _cgroup_procs(str(g))
+        if pids:
+            groups[g.name[len("rtlab-job-"):]] = (g, pids)
+    if not groups:
+        return []
+    keepers: set[str] = set()
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/cmdline", "rb") as f:
+                    cmd = f.read()
+            except OSError:
+                continue
+            if b"jobkeeper.py" in cmd:
+                keepers.update(t for t in groups if t.encode() in cmd)
+    # a live job's board tests are its runner's child (or the fork server's,
+    # re-parented to the runner): a process of the cgroup whose parent lives
+    # outside it. A dead job's processes are orphans: their parents are init,
+    # or each other
+    dead = {t: v for t, v in groups.items() if t not in keepers and not _started_from_outside(v[1])}
+    if not dead:
+        return []
+    before = {p: _cpu_ticks(p) for _, pids in dead.values() for p in pids}
+    time.sleep(sample_s)
+    hz = os.sysconf("SC_CLK_TCK")
+    out = []
+    for g, pids in dead.values():
+        for p in pids:
+            a, b = before.get(p), _cpu_ticks(p)
+            if a is None or b is None:
+                continue
+            share = (b - a) / hz / sample_s
+            if share >= min_share:
+                out.append(f"{_comm(p)} (pid {p}) {share:.0%} of a CPU, left in {g.name}")
+    return out
+
+
+def _started_from_outside(pids: list[int]) -> bool:
+    """Whether a process of the group has a live parent outside it (not init)."""
+    inside = set(pids)
+    for p in pids:
+        try:
+            ppid = int(Path(f"/proc/{p}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid > 1 and ppid not in inside and Path(f"/proc/{ppid}").exists():
+            return True
+    return False
+
+
+def _cpu_ticks(pid: int) -> Optional[int]:
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return int(fields[11]) + int(fields[12])
+    except (OSError, IndexError, ValueError):
+        return None
 
 
 def mark_run_started(run_dir: Path, run_id: str, campaign: str) -> None:

@@ -36,14 +36,15 @@ from typing import Any, Callable, Optional, Sequence
 
 from ..core import modelcheck
 from ..core.params import ParamError, check_name
-from ..core.fsutil import read_bounded, result_max_bytes, tail_text
+from ..core.fsutil import read_bounded, read_text_bounded, result_max_bytes, tail_text
 from ..targets.boards import Board
 from ..plan.budgets import Budgets
 from ..errors import InputError
-from ..core import hostnoise
+from ..core import hostattr, hostnoise
 from ..judge.evidence import EVIDENCE_DIR, read_analysis
 from ..judge.gate import judge_run, sample_problems
-from ..core.model import InfraCause, JobResult, Measurement, MeasurementKey, RunResult, ToolOutput
+from ..core.model import HostDelays, InfraCause, JobResult, Measurement, MeasurementKey, RunResult, ToolOutput
+from ..parsers import rttext
 from ..report.plot import write_html_report
 from ..suites import Suite, SuiteRun
 from ..suites.board import check_variant, exited
@@ -246,9 +247,39 @@ def collect(job_dir: Path, key: MeasurementKey, suite: Suite, run: SuiteRun, *,
         m.evidence = ev
         m.params = {**run.params, "cpus": list(run.cpus)}  # what the verdict compares alike
         m.host_noise = noise
+        m.host_delays = host_delays(suite, run, host_dir, noise, m.output) if len(ms) == 1 else None
         if reasons:
             m.set_infra(reasons, cause)
     return ms
+
+
+#: the most of a tool's stdout read for its recorded late samples (cyclictest
+#: --spike: hostattr.MAX_SPIKES lines of ~40 bytes, and its summary)
+SPIKES_MAX_BYTES = 16 * 1024 * 1024
+
+
+def host_delays(suite: Suite, run: SuiteRun, host_dir: Path, noise: Optional[dict],
+                out: ToolOutput) -> Optional[HostDelays]:
+    """The run's recorded late samples held against the host's stalls on
+    their CPU (rtlab.core.hostattr), where the tool recorded them and the
+    witness watched; None otherwise (the gate then has no sample times)."""
+    if not suite.records_spikes or run.spike_us is None or not out.threads:
+        return None
+    stalls = hostattr.stalls_of(noise, hostattr.load_timeline(host_dir))
+    clock = hostattr.BoardClock.from_json((noise or {}).get("board_clock"))
+    if stalls is None or clock is None:
+        return None
+    allt = out.combined()
+    h = allt.histogram if allt is not None else None
+    top = h.size * h.bucket_us if h is not None and h.size else None
+    placer = hostattr.Placer(float(run.spike_us), {t.thread: t.cpu for t in out.threads}, stalls, clock,
+                             range_us=top)
+    try:  # one run's file at a time (a soak's segments): memory stays that of one
+        for path in suite.spike_outputs(host_dir):
+            placer.add(*rttext.spikes(read_text_bounded(path, SPIKES_MAX_BYTES)))
+    except InputError:
+        return None
+    return placer.result()
 
 
 def recorded_nothing(outs) -> bool:

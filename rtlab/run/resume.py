@@ -79,8 +79,7 @@ def _check_checkpoints(job_dir: Path, job) -> None:
         if not os.path.lexists(path):
             continue
         state = load_checked_state(path)
-        lengths = suite.segments(run)
-        command = " ".join(suite.segment_command(run, lengths[0], job.board))
+        command = suite.checkpoint_command(run, job.board)
         expected = new_state(int(run.params["duration_s"]), int(run.params["checkpoint_s"]),
                              float(run.params["interval_us"]), command)
         changed = parameter_changes(state, {k: expected[k] for k in PARAMETER_KEYS})
@@ -91,7 +90,7 @@ def _check_checkpoints(job_dir: Path, job) -> None:
 
 def resume_run(run_dir: Path, progress: Callable[[str], None] = print) -> tuple[RunResult, Path]:
     from ..images import ensure_images
-    from .runner import build_kernels, run_job, unavailable
+    from .runner import arm_spikes, build_kernels, run_job, unavailable
     from ..suites.rtbench import image_overlays
 
     run_dir = Path(run_dir).absolute()
@@ -116,7 +115,7 @@ def resume_run(run_dir: Path, progress: Callable[[str], None] = print) -> tuple[
         except (ValueError, AttributeError, RecursionError):
             pass
     run = RunResult(run_id=rd.run_id, started=started, campaign=campaign.name, commit=commit)
-    jobs = campaign.jobs()
+    jobs = [arm_spikes(j, budgets) for j in campaign.jobs()]
     for job in jobs:  # every checkpoint to continue checked before anything boots
         jd = rd.job_dir(job.board.name, job.variant.name, job.repeat)
         if _finished(jd) is None:

@@ -285,8 +285,12 @@ def _run_board_tests(job: Job, rd: ResultsDir, job_dir: Path, spec_path: Path, l
     events: list[dict] = []
     pos = 0
     # the job's keeper holds the board with us and ends the job if we die (joblife)
+    # on a locked board, a record of the job beside the lock: a job whose runner
+    # and keeper both die is ended by whoever takes the board next (joblife.take_over)
+    record = (joblife.record_path(board.name), {"run_id": rd.run_id, "job": job.id, "workdir": workdir,
+                                                "job_dir": str(job_dir)}) if lock_fd is not None else None
     with open(job_dir / "pytest.log", "w") as log, joblife.job_keeper(
-            lock_fd, salvage=(workdir, job_dir) if board.kind == "local" else None) as keeper:
+            lock_fd, salvage=(workdir, job_dir) if board.kind == "local" else None, record=record) as keeper:
         env[joblife.JOB_TOKEN_ENV] = keeper.token
         children_before = joblife.my_children()
         t_spawn = time.monotonic()
@@ -358,6 +362,22 @@ def _run_board_tests(job: Job, rd: ResultsDir, job_dir: Path, spec_path: Path, l
             why = f"pytest exited with {proc.returncode} before booting: " + _tail(job_dir / "pytest.log")
         result.infra_error = f"board {board.name}: boot failed: {why}"
     return collect_suites(job, job_dir, events, result)
+
+
+def arm_spikes(job: Job, budgets) -> Job:
+    """The job with every suite run that can record its late samples' times
+    told from where (SuiteRun.spike_us: under the lowest limit its budget
+    sets), on boards that run on this host: the gate holds those samples
+    against the host's stalls (rtlab.core.hostattr). Elsewhere (a rack, a
+    LAVA lab) this host's stalls are not the board's: nothing to record."""
+    if not job.board.on_this_host:
+        return job
+
+    def lookup(name, load):
+        return budgets.lookup(job.board.budget_class, job.variant.name, name, load)
+    runs = tuple(dataclasses.replace(r, spike_us=SUITES[r.suite].spike_threshold(r.name, r.load, lookup))
+                 if SUITES[r.suite].records_spikes else r for r in job.suites)
+    return dataclasses.replace(job, suites=runs)
 
 
 def cured_by_measuring_again(m: Measurement) -> bool:
@@ -577,6 +597,7 @@ def run_campaign(campaign: Campaign, *, results_root: Path = RESULTS_DIR,
     # stop and trace at the budget (rtlab.judge.evidence), per board
     armed = sorted({j.board.name for j in jobs if arms(j, evidence, campaign.evidence)})
     jobs = [arm_job(j, budgets) if j.board.name in armed else j for j in jobs]
+    jobs = [arm_spikes(j, budgets) for j in jobs]
     progress(f"run {run_id}: {len(jobs)} jobs, campaign {campaign.name} -> {run_dir}"
              + (f", evidence armed on {', '.join(armed)}" if armed else ""))
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 
 import contextlib
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, ClassVar, ContextManager, Optional
@@ -69,19 +70,26 @@ class SuiteRun:
     #: evidence armed: where to stop and trace ({"max_us": ..} cyclictest,
     #: {"thread_us", "irq_us"} timerlat; rtlab.judge.evidence), None when not
     evidence: Optional[dict[str, float]] = None
+    #: record every sample over this many µs with its time (cyclictest
+    #: --spike), so the gate can hold the late ones against the host's stalls
+    #: (rtlab.core.hostattr); None: not recorded
+    spike_us: Optional[int] = None
 
     def to_json(self) -> dict:
-        d = {"id": self.id, "name": self.name, "suite": self.suite, "load": self.load,
+        d: dict[str, Any] = {"id": self.id, "name": self.name, "suite": self.suite, "load": self.load,
              "params": self.params, "cpus": list(self.cpus)}
         if self.evidence:
             d["evidence"] = self.evidence
+        if self.spike_us is not None:
+            d["spike_us"] = self.spike_us
         return d
 
     @classmethod
     def from_json(cls, d: dict) -> "SuiteRun":
         return cls(id=d["id"], name=d["name"], suite=d["suite"], load=d["load"],
                    params=d.get("params", {}), cpus=tuple(d.get("cpus", ())),
-                   evidence=d.get("evidence") or None)
+                   evidence=d.get("evidence") or None,
+                   spike_us=int(d["spike_us"]) if d.get("spike_us") is not None else None)
 
 
 #: parameters every suite takes, besides its own (see rtlab.loads)
@@ -217,6 +225,18 @@ class Suite:
     #: evidence armed: the board's tracefs records scheduler/IRQ events while
     #: the tool runs, read when it broke (cyclictest -b; rtla saves its own)
     traces_kernel: ClassVar[bool] = False
+    #: it records its late samples with their times when asked (SuiteRun.spike_us)
+    records_spikes: ClassVar[bool] = False
+
+    def spike_outputs(self, host_dir: Path) -> list[Path]:
+        """The raw files holding the recorded late samples of one run."""
+        return []
+
+    def spike_threshold(self, name: str, load: str, lookup) -> Optional[int]:
+        """The spike trigger for one run: one µs under the lowest threshold
+        its budget sets (a budget breaks at the limit), so every sample that
+        can break one is recorded; None where it records none or has no budget."""
+        return None
 
     def evidence_outputs(self, run: SuiteRun) -> list[str]:
         """Files the tool writes when it stopped at the breach (rtla's saved trace)."""
@@ -401,6 +421,7 @@ class Cyclictest(Suite):
     t_line_shape = staticmethod(lambda names: ("P" in names) == ("I" in names))
     lava_thread_cases = True
     traces_kernel = True
+    records_spikes = True
     defaults = {
         "interval_us": 1000,
         "duration_s": 10,
@@ -429,7 +450,24 @@ class Cyclictest(Suite):
         return ["cyclictest", "-q", "-m", "-p", str(p["priority"]), "-i", str(p["interval_us"]),
                 "-D", str(p["duration_s"]), "-h", str(p["histogram_us"]), "-a", cpus,
                 "-t", str(len(run.cpus)), f"--json={self.json_file}", *self._breaktrace(run),
-                *p["extra_args"]]
+                *self._spikes(run), *p["extra_args"]]
+
+    def _spikes(self, run: SuiteRun) -> list[str]:
+        # every sample over the trigger with its wake-up time, printed at the
+        # end; the list is bounded (--spike-nodes), so is the board's memory
+        if run.spike_us is None:
+            return []
+        from ..core.hostattr import spike_nodes
+        samples = int(float(run.params["duration_s"]) * 1e6 / float(run.params["interval_us"])) * len(run.cpus)
+        return [f"--spike={max(1, int(run.spike_us))}", f"--spike-nodes={spike_nodes(samples)}"]
+
+    def spike_outputs(self, host_dir: Path) -> list[Path]:
+        return [MeasurementDir(host_dir).stdout]
+
+    def spike_threshold(self, name: str, load: str, lookup) -> Optional[int]:
+        b = lookup(name, load)
+        limits = [v for v in ([b.max_us] + list(b.percentiles_us.values())) if v is not None] if b else []
+        return max(1, int(math.ceil(min(limits))) - 1) if limits else None
 
     @staticmethod
     def _breaktrace(run: SuiteRun) -> list[str]:

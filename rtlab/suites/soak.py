@@ -10,6 +10,7 @@ last segment (:meth:`CyclictestSoak.parse_output`).
 """
 from __future__ import annotations
 
+import dataclasses
 import logging
 import os
 import time
@@ -47,8 +48,18 @@ class CyclictestSoak(Cyclictest):
 
     def segment_command(self, run: SuiteRun, seconds: int, board: Optional[Board] = None) -> list[str]:
         seg = SuiteRun(id=run.id, name=run.name, suite=run.suite, load=run.load,
-                       params={**run.params, "duration_s": seconds}, cpus=run.cpus, evidence=run.evidence)
+                       params={**run.params, "duration_s": seconds}, cpus=run.cpus, evidence=run.evidence,
+                       spike_us=run.spike_us)
         return Cyclictest.command(self, seg, board)
+
+    def checkpoint_command(self, run: SuiteRun, board: Optional[Board] = None) -> str:
+        """The command a checkpoint records (one of its parameters, a resume
+        must match it): what makes the samples, without the spike recording
+        (which of its late samples the host delayed, rtlab.core.hostattr)."""
+        return " ".join(self.segment_command(dataclasses.replace(run, spike_us=None), self.segments(run)[0], board))
+
+    def spike_outputs(self, host_dir: Path) -> list[Path]:
+        return sorted(MeasurementDir(p).stdout for p in (host_dir / soak.SEGMENTS_DIR).glob("[0-9]*") if p.is_dir())
 
     def expected_samples(self, run: SuiteRun) -> Optional[int]:
         # completeness is the checkpoint's to say (rtlab.soak.checkpoint.incomplete):
@@ -69,7 +80,7 @@ class CyclictestSoak(Cyclictest):
 
         host_dir.mkdir(parents=True, exist_ok=True)
         lengths = self.segments(run)
-        command = " ".join(self.segment_command(run, lengths[0], board))
+        command = self.checkpoint_command(run, board)
         fresh = soak.new_state(int(run.params["duration_s"]), int(run.params["checkpoint_s"]),
                                float(run.params["interval_us"]), command)
         state = fresh

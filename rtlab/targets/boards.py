@@ -79,6 +79,14 @@ class Board:
         return self.kind == "qemu" or "qemu" in self.features or self.budget_class == "qemu-tcg"
 
     @property
+    def on_this_host(self) -> bool:
+        """It runs on the machine that runs rtlab (the local board is this
+        machine; a QEMU board's vCPUs are threads here): a stall of this
+        host is a stall of the board, which the stall witness watches
+        (rtlab.core.stallwitness). A rack or LAVA board runs elsewhere."""
+        return self.kind in ("local", "qemu")
+
+    @property
     def root_in_ram(self) -> bool:
         """Its root file system is the initramfs rtlab staged, in the guest's
         RAM (the QEMU boards: no disk): whatever a job leaves on it is gone

@@ -1,7 +1,9 @@
-"""Nothing a dead job started lives on (#40): a stress-ng load carries a
-deadline of its own (twice its measurement's duration bound plus a margin),
-so when the runner and its keeper are both SIGKILLed the load still ends,
-instead of running 30 days at 100 % under the next run's measurement."""
+"""Nothing a dead job started lives on (#40, #47): every load carries a
+deadline of its own (twice its measurement's duration bound plus a margin):
+stress-ng's --timeout, and for every load its script kills its own session
+when the deadline comes, and its sampler ends by it. When the runner and its
+keeper are both SIGKILLed the load still ends, instead of running 30 days
+at 100 % under the next run's measurement."""
 import os
 import signal
 import subprocess
@@ -11,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from rtlab.loads import LOADS, LoadEnv
-from rtlab.loads import catalog
+from rtlab.loads import base, catalog
+from rtlab.loads.base import HELPER, BoardLoad
 from rtlab.loads.catalog import StressNg
 from rtlab.suites import SUITES, SuiteRun
 
@@ -35,7 +38,7 @@ def test_every_stress_ng_load_has_a_deadline_of_its_measurement(tmp_path, load):
 def test_an_orphaned_load_ends_by_its_own_deadline(tmp_path, monkeypatch):
     """The load's real command, its shell SIGKILLed (no runner, no keeper
     left to stop it): stress-ng ends by itself at its deadline."""
-    monkeypatch.setattr(catalog, "LOAD_DEADLINE_MARGIN_S", 2)
+    monkeypatch.setattr(base, "LOAD_DEADLINE_MARGIN_S", 2)
     (_, cmd), = LOADS["cpu"].commands(env_for(tmp_path, 1))
     assert " --timeout 4 " in cmd, cmd
     marker = f"RTLAB_LOAD_DEADLINE_TEST={tmp_path}"
@@ -75,3 +78,64 @@ def test_an_orphaned_load_ends_by_its_own_deadline(tmp_path, monkeypatch):
                         os.kill(int(p.name), signal.SIGKILL)
                 except OSError:
                     pass
+
+
+@pytest.mark.parametrize("load", sorted(n for n, v in LOADS.items() if isinstance(v, BoardLoad)))
+def test_every_board_load_kills_its_own_session_at_its_deadline(tmp_path, load):
+    env = env_for(tmp_path, 10, load)
+    env.port = 5201  # the network load's server port, known once its host side started
+    script = LOADS[load].script(env)
+    limit = base.load_deadline_s(env)
+    assert 2 * 10 <= limit <= 2 * 10 + base.LOAD_DEADLINE_MARGIN_S
+    assert f"(sleep {limit} && echo" in script and "kill -KILL 0" in script, script
+    assert f"+ {limit})) > deadline" in script, script
+
+
+def _with_marker(marker: str) -> list[int]:
+    out = []
+    for p in Path("/proc").iterdir():
+        if p.name.isdigit():
+            try:
+                if marker.encode() in (p / "environ").read_bytes() and (p / "stat").read_text().split()[2] != "Z":
+                    out.append(int(p.name))
+            except OSError:
+                pass
+    return out
+
+
+def test_an_orphaned_load_and_its_sampler_end_by_the_loads_deadline(tmp_path, monkeypatch):
+    """The hackbench load (an endless loop, no deadline of its own) and the
+    load's sampler shell, launched as the board tests launch them (each under
+    setsid), then left alone: no stop file, no runner, no keeper. Both end
+    by the load's deadline, within seconds of it."""
+    monkeypatch.setattr(base, "LOAD_DEADLINE_MARGIN_S", 2)
+    env = env_for(tmp_path, 1, "hackbench")
+    env.opts = {"groups": 1}
+    limit = base.load_deadline_s(env)
+    assert limit == 4
+    d = tmp_path / "load"
+    d.mkdir()
+    (d / "cmd.sh").write_text(LOADS["hackbench"].script(env))
+    helper = tmp_path / "rtlab-load.sh"
+    helper.write_text(HELPER)
+    marker = f"RTLAB_LOAD_DEADLINE_TEST={tmp_path}"
+    launch = (f"export {marker}; cd {d} && (setsid sh ./cmd.sh > cmd.log 2>&1 < /dev/null &) "
+              f"&& (setsid sh {helper} sample {d} > /dev/null 2>&1 < /dev/null &)")
+    subprocess.run(["sh", "-c", launch], check=True)
+    t0 = time.monotonic()
+    try:
+        time.sleep(1.0)
+        assert len(_with_marker(marker)) >= 3, "the load and its sampler did not start"
+        while _with_marker(marker) and time.monotonic() - t0 < limit + 15:
+            time.sleep(0.2)
+        left = _with_marker(marker)
+        took = time.monotonic() - t0
+    finally:
+        for pid in _with_marker(marker):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+    assert not left and took < limit + 5, f"still running {took:.0f} s after a launch with a {limit} s deadline: {left}"
+    assert "load deadline of 4 s reached" in (d / "died").read_text()
+    assert (d / "samples.txt").read_text().count("\n") >= 2  # it sampled until then

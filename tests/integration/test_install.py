@@ -55,8 +55,8 @@ def test_pip_installed_rtlab_runs_the_local_board_outside_the_checkout(tmp_path)
     # the installed default campaign and budgets, only the local board
     res = subprocess.run([str(venv / "bin" / "rtlab"), "run", "--board", "local", "--no-publish"],
                          cwd=where, capture_output=True, text=True, timeout=600)
-    # 1: this loaded host broke a budget; 2 only when the hypervisor stole the
-    # time of both tries (a verdict the gate must give, measured on a CI VM):
+    # 1: this loaded host broke a budget; 2 only when the host's stalls
+    # explained the breach in every try (a verdict the gate must give, measured on a CI VM):
     # the installed rtlab still measured, which is what this test is about
     assert res.returncode in (0, 1, 2), res.stdout + res.stderr
     run_dir = Path(res.stdout.split("results: ")[-1].split()[0])
@@ -67,7 +67,7 @@ def test_pip_installed_rtlab_runs_the_local_board_outside_the_checkout(tmp_path)
     (m,) = job["measurements"]
     assert m["output"]["threads"], m
     if m["verdict"] == "infra":
-        assert res.returncode == 2 and m["reasons"][0].startswith(hostnoise.STOLE), m
+        assert res.returncode == 2 and m["reasons"][0].startswith((hostnoise.STOLE, hostnoise.STALLED)), m
     else:
         assert m["verdict"] in ("pass", "fail") and res.returncode in (0, 1), (m, res.returncode)
     assert all(t["cycles"] > 0 for t in m["output"]["threads"])

@@ -50,7 +50,7 @@ def test_cpu_load_runs_for_the_whole_window(tmp_path):
 def test_a_long_load_script_is_written_first_and_still_runs(tmp_path, monkeypatch):
     """cmd.sh too long for one console line (memory on a many-CPU board) goes
     over put_file before the launch; the launch must not wipe it."""
-    monkeypatch.setattr(type(LOADS["cpu"]), "inline_script_max", 0)
+    monkeypatch.setattr(type(LOADS["cpu"]), "launch_line_max", 0)
     run_under("cpu", tmp_path, 1, cpu={"settle_s": 0.2})
     s = summary(tmp_path, "cpu")
     assert s["problems"] == [] and s["window"]["cpu_s"] > 0
