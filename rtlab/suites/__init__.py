@@ -17,8 +17,6 @@ parser if the output format is new, a campaign entry and a test.
 """
 from __future__ import annotations
 
-import math
-
 import contextlib
 import math
 from dataclasses import dataclass, field

@@ -153,6 +153,7 @@ FOREIGN = {
     "--builtin-schema": "check-jsonschema", "--check": "cli_reference", "--write": "cli_reference",
     "--non-interactive": "gitlab-runner", "--url": "gitlab-runner", "--token": "gitlab-runner",
     "--executor": "gitlab-runner", "--description": "gitlab-runner",
+    "--spike": "cyclictest", "--spike-nodes": "cyclictest",
 }
 SHELL_END = re.compile(r"\s(?:\||;|&&|\|\||#|>|2>)\s|\)")
 OPTION = re.compile(r"(?<![\w-])(--?[a-zA-Z][\w-]*)")
