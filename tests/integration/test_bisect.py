@@ -171,7 +171,9 @@ def test_bisect_names_the_latency_bug_on_qemu_aarch64(history, stores, tmp_path)
         elif st["verdict"] == "good":
             assert st["commit"] not in after_bug
     culprit, parent = rep["confirm"]["culprit"], rep["confirm"]["parent"]
-    assert culprit["outcome"] == "regression" and parent["outcome"] == "no-regression"
+    # the parent shows no regression of what it can see: decided, or not gated
+    # where TCG's max spreads past the class's limit (blind: never "regression")
+    assert culprit["outcome"] == "regression" and parent["outcome"] in ("no-regression", "blind")
     mx = culprit["attempts"][-1]["numbers"]["max"]
     # the 400 ms section in every run of the culprit (a good run under TCG
     # can stall that long too, once in a while: the verdict is the test's)

@@ -53,7 +53,7 @@ def test_the_budget_bootstrap_of_the_page_runs_as_written(tmp_path):
         suites:
           - name: cyclictest
             loads: [idle]
-            params: {interval_us: 1000, duration_s: 1, priority: 90, histogram_us: 2000}
+            params: {interval_us: 1000, duration_s: 1, priority: 90}
     """))
     env = {**os.environ, "RTLAB_HOME": str(tree), "RTLAB_ENV_PATH": str(boards),
            "RTLAB_STATE_DIR": str(tmp_path / "state"), "BOARD": "lab-host",

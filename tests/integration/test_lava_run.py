@@ -32,7 +32,7 @@ def jobs(tmp_path_factory):
         variants: [rt, rt-iso]
         suites:
           - name: cyclictest
-            params: {{interval_us: 1000, duration_s: 3, histogram_us: 2000}}
+            params: {{interval_us: 1000, duration_s: 3}}
             overrides: {{qemu-tcg: {{histogram_us: 50000}}}}
     """))
     res = rtlab("lava", "render", "--campaign", c, "--out", d / "jobs")
@@ -160,12 +160,12 @@ def test_loads_run_inside_the_lava_job_and_a_dead_load_is_infra(tmp_path):
         suites:
           - name: cyclictest
             loads: [cpu]
-            params: {{interval_us: 1000, duration_s: 4, histogram_us: 2000}}
+            params: {{interval_us: 1000, duration_s: 4}}
             overrides: {{qemu-tcg: {{histogram_us: 50000}}}}
           - name: cyclictest-dies
             suite: cyclictest
             loads: [cpu]
-            params: {{interval_us: 1000, duration_s: 4, histogram_us: 2000,
+            params: {{interval_us: 1000, duration_s: 4,
                       load_opts: {{cpu: {{die_after_s: 1}}}}}}
             overrides: {{qemu-tcg: {{histogram_us: 50000}}}}
     """))
