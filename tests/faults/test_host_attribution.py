@@ -42,7 +42,7 @@ def campaign(tmp_path: Path, budgets: str) -> Path:
         suites:
           - name: cyclictest
             loads: [idle]
-            params: {{interval_us: 1000, duration_s: 5, priority: 90, histogram_us: 2000}}
+            params: {{interval_us: 1000, duration_s: 5, priority: 90}}
     """))
     return c
 

@@ -151,7 +151,7 @@ def test_only_the_stalled_measurement_is_measured_again(tmp_path, campaign):
     judged PASS and its raw files stay in the job directory."""
     p = start(campaign(["local"], budgets=TIGHT_CYCLICTEST_ONLY, suites="""
             - name: cyclictest
-              params: {interval_us: 1000, duration_s: 2, histogram_us: 2000}
+              params: {interval_us: 1000, duration_s: 2}
             - name: signaltest
               params: {duration_s: 2}
         """), tmp_path / "r")
