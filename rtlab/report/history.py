@@ -18,7 +18,7 @@ import time
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 from ..core.model import Histogram
 from .plot import COLOURS, _fmt, _nice_ticks, _svg_open, histogram_svg
@@ -79,6 +79,26 @@ def rfc3339(t: float) -> str:
 
 
 # -- drawing ------------------------------------------------------------------------------------
+def _time_frame(out: list[str], left: float, top: float, pw: float, ph: float, t_lo: float, t_hi: float,
+                y_hi: float, ticks: int, label: Callable[[float], str]
+                ) -> tuple[Callable[[float], float], Callable[[float], float]]:
+    """A plot's frame and value grid (0 .. *y_hi*, *ticks* lines labelled by
+    *label*) appended to *out*; returns the time and value to x and y maps."""
+    span = max(t_hi - t_lo, 1.0)
+
+    def x(t: float) -> float:
+        return left + pw * (t - t_lo) / span
+
+    def y(v: float) -> float:
+        return top + ph * (1 - min(v, y_hi) / y_hi)
+
+    out.append(f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="#888"/>')
+    for v in _nice_ticks(0, y_hi, ticks):
+        out.append(f'<line x1="{left}" y1="{y(v):.1f}" x2="{left + pw}" y2="{y(v):.1f}" stroke="#eee"/>'
+                   f'<text x="{left - 5}" y="{y(v) + 4:.1f}" text-anchor="end">{label(v)}</text>')
+    return x, y
+
+
 def trend_svg(plot: SeriesPlot, t_lo: float, t_hi: float, per: str = "commit", width: int = 620,
               height: int = 260) -> str:
     """Max and p99.9 over time; the budgets dashed; change points as
@@ -97,18 +117,8 @@ def trend_svg(plot: SeriesPlot, t_lo: float, t_hi: float, per: str = "commit", w
         if b is not None and b <= 2 * y_hi:  # a far-away budget would squash the data
             y_hi = max(y_hi, b)
     y_hi *= 1.08
+    x, y = _time_frame(out, left, top, pw, ph, t_lo, t_hi, y_hi, 5, _fmt)
     span = max(t_hi - t_lo, 1.0)
-
-    def x(t: float) -> float:
-        return left + pw * (t - t_lo) / span
-
-    def y(v: float) -> float:
-        return top + ph * (1 - min(v, y_hi) / y_hi)
-
-    out.append(f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="#888"/>')
-    for v in _nice_ticks(0, y_hi, 5):
-        out.append(f'<line x1="{left}" y1="{y(v):.1f}" x2="{left + pw}" y2="{y(v):.1f}" stroke="#eee"/>'
-                   f'<text x="{left - 5}" y="{y(v) + 4:.1f}" text-anchor="end">{_fmt(v)}</text>')
     day = 86400.0
     step = day * max(1, math.ceil(span / day / 8))
     t = math.ceil(t_lo / day) * day
@@ -170,18 +180,7 @@ def detectable_svg(plot: SeriesPlot, t_lo: float, t_hi: float, per: str = "commi
         return "\n".join(out)
     y_hi = max([p.value for p in pts] + ([plot.detectable_limit] if plot.detectable_limit is not None else []))
     y_hi = max(y_hi * 1.1, 0.1)
-    span = max(t_hi - t_lo, 1.0)
-
-    def x(t: float) -> float:
-        return left + pw * (t - t_lo) / span
-
-    def y(v: float) -> float:
-        return top + ph * (1 - min(v, y_hi) / y_hi)
-
-    out.append(f'<rect x="{left}" y="{top}" width="{pw}" height="{ph}" fill="none" stroke="#888"/>')
-    for v in _nice_ticks(0, y_hi, 4):
-        out.append(f'<line x1="{left}" y1="{y(v):.1f}" x2="{left + pw}" y2="{y(v):.1f}" stroke="#eee"/>'
-                   f'<text x="{left - 5}" y="{y(v) + 4:.1f}" text-anchor="end">{v * 100:+.0f} %</text>')
+    x, y = _time_frame(out, left, top, pw, ph, t_lo, t_hi, y_hi, 4, lambda v: f"{v * 100:+.0f} %")
     lim = plot.detectable_limit
     if lim is not None:
         out.append(f'<line class="detectable-limit" data-value="{lim!r}" x1="{left}" y1="{y(lim):.1f}" '

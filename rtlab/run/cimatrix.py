@@ -33,7 +33,7 @@ import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import yaml
 
@@ -208,15 +208,20 @@ def _single(campaign: Campaign) -> Campaign:
     return dataclasses.replace(campaign, repeat=1)
 
 
-def gate_jobs(campaign: Campaign) -> tuple[list[Job], list[Excluded]]:
+def _partition(campaign: Campaign, why_not: Callable[[Job], str]) -> tuple[list[Job], list[Excluded]]:
+    """The campaign's jobs (one repeat each) CI runs, and those *why_not* leaves out, with why."""
     jobs, excluded = [], []
     for job in _single(campaign).jobs():
-        why = boots_the_commit(job)
+        why = why_not(job)
         if why:
             excluded.append(Excluded(job.board.name, job.variant.name, why))
         else:
             jobs.append(job)
     return jobs, excluded
+
+
+def gate_jobs(campaign: Campaign) -> tuple[list[Job], list[Excluded]]:
+    return _partition(campaign, boots_the_commit)
 
 
 def report_jobs(campaign: Campaign) -> ReportJobs:
@@ -226,13 +231,7 @@ def report_jobs(campaign: Campaign) -> ReportJobs:
         measured, full = full_length(campaign), True
     except InputError:  # no full_duration_s: its length is the one it says
         measured, full = campaign, False
-    jobs, excluded = [], []
-    for job in _single(measured).jobs():
-        why = runs_as_written(job)
-        if why:
-            excluded.append(Excluded(job.board.name, job.variant.name, why))
-        else:
-            jobs.append(job)
+    jobs, excluded = _partition(measured, runs_as_written)
     if not jobs:
         raise InputError(campaign.path, "no board × variant of the campaign can run: " +
                          "; ".join(e.line() for e in excluded))
