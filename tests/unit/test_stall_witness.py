@@ -61,10 +61,16 @@ def test_real_samplers_see_all_cpus_stopped_at_once_and_not_one(tmp_path):
     assert not w.dir.exists() and list(tmp_path.iterdir()) == []  # its scratch files cleaned up
     assert set(timeline["cpus"]) == {f"cpu{c}" for c in cpus}
     assert timeline["t0"] <= min(g[0] for gs in timeline["cpus"].values() for g in gs)
-    w = Witnesses(cpus, tmp_path).start()
-    _paused(w, {cpus[0]}, 150)
-    got, _ = w.stop()
-    assert got["max_gap_ms"][f"cpu{cpus[0]}"] >= 100 and got["stall_ms"] < 50, got
+    # one CPU stopped: no stall, unless the other one really stopped too in
+    # that window (the machine: a loaded or noisy host, measured again)
+    for _ in range(3):
+        w = Witnesses(cpus, tmp_path).start()
+        _paused(w, {cpus[0]}, 150)
+        got, _ = w.stop()
+        assert got["max_gap_ms"][f"cpu{cpus[0]}"] >= 100, got
+        if got["max_gap_ms"][f"cpu{cpus[1]}"] < 50:
+            break
+    assert got["stall_ms"] < 50, got
 
 
 def stalled(max_us, stall_ms, trusted=True, **extra):
