@@ -77,7 +77,9 @@ def lab_runner() -> Runner:
     """The runner's user and its lab checkout, set up as root (once per session)."""
     LAB.mkdir(parents=True, exist_ok=True)
     home = LAB / "rtlab"
-    subprocess.run(["rsync", "-a", "--delete", "--exclude", "/.venv", "--exclude", "/results", "--exclude", "/.cache",
+    # readable by the runner's user whatever the clone's modes (a clone in a
+    # mode-700 directory, or made under umask 077): the lab's code is no secret
+    subprocess.run(["rsync", "-a", "--chmod=Da+rx,Fa+r", "--delete", "--exclude", "/.venv", "--exclude", "/results", "--exclude", "/.cache",
                     "--exclude", ".pytest_cache", "--exclude", "__pycache__", f"{ROOT}/", f"{home}/"], check=True)
     stamps = home / ".cache" / "stamps"
     stamps.mkdir(parents=True, exist_ok=True)
@@ -88,7 +90,7 @@ def lab_runner() -> Runner:
     assert r.returncode == 0 and "doctor: 0 problems" in r.stdout + r.stderr, \
         f"make runner-setup failed:\n{r.stdout[-4000:]}\n{r.stderr[-4000:]}"
     gcl = LAB / "gitlab-ci-local"
-    subprocess.run(["rsync", "-a", "--delete", f"{_gitlab_ci_local()}/", f"{gcl}/"], check=True)
+    subprocess.run(["rsync", "-a", "--chmod=Da+rx,Fa+r", "--delete", f"{_gitlab_ci_local()}/", f"{gcl}/"], check=True)
     user_home = Path(subprocess.run(["getent", "passwd", USER], capture_output=True, text=True,
                                     check=True).stdout.split(":")[5])
     sessions = user_home / "work"
