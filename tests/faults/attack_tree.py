@@ -23,7 +23,7 @@ from __future__ import annotations
 import subprocess
 import textwrap
 from pathlib import Path
-from typing import Sequence
+from typing import Optional, Sequence
 
 MAKEFILE = r"""
 # not a kernel: the targets rtlab's build drives, each after the attack
@@ -40,7 +40,7 @@ bzImage:
 	@mkdir -p $(O)/arch/x86/boot
 	@__IMAGE__
 kernelrelease:
-	@echo 6.12.0-attack
+	@echo __RELEASE__
 """
 
 IMAGES = {
@@ -49,6 +49,8 @@ IMAGES = {
              "open(sys.argv[1], \"wb\").write(d)' $(O)/arch/x86/boot/bzImage",
     "symlink": "ln -sf __SECRET__ $(O)/arch/x86/boot/bzImage",
     "huge": "truncate -s 10G $(O)/arch/x86/boot/bzImage",
+    # a real kernel the tree carries (Debian's, committed beside the Makefile): it boots
+    "real": "cp $(CURDIR)/real-bzImage $(O)/arch/x86/boot/bzImage",
 }
 
 MERGE_CONFIG = r"""#!/bin/sh
@@ -78,13 +80,14 @@ echo "ATTACK $v left sleep __MARKER__"
 
 
 def make_attack_tree(path: Path, *, targets: Sequence[Path], secret: Path, port: int, marker: str,
-                     image: str = "valid") -> Path:
+                     image: str = "valid", real_image: Optional[Path] = None, release: str = "6.12.0-attack") -> Path:
     """The attacker's tree at *path*, committed: its attack tries to write
     into each of *targets*, read *secret*, connect to 127.0.0.1:*port* and
-    leave a process whose command line holds *marker*."""
+    leave a process whose command line holds *marker*. *image* "real" hands
+    back *real_image* (a kernel of *release*: the tree boots)."""
     path.mkdir(parents=True)
     fill = {"__TARGETS__": " ".join(f"'{t}'" for t in targets), "__SECRET__": str(secret),
-            "__PORT__": str(port), "__MARKER__": marker}
+            "__PORT__": str(port), "__MARKER__": marker, "__RELEASE__": release}
 
     def put(rel: str, text: str, mode: int = 0o644) -> None:
         for k, v in fill.items():
@@ -98,6 +101,8 @@ def make_attack_tree(path: Path, *, targets: Sequence[Path], secret: Path, port:
     put("Kconfig", "# not a kernel\n")
     put("attack.sh", ATTACK, 0o755)
     put("scripts/kconfig/merge_config.sh", MERGE_CONFIG, 0o755)
+    if real_image is not None:
+        (path / "real-bzImage").write_bytes(real_image.read_bytes())
     for args in (["init", "-q", "-b", "main"], ["add", "."],
                  ["-c", "user.name=a", "-c", "user.email=a@a", "commit", "-qm", "attack"]):
         subprocess.run(["git", "-C", str(path), *args], check=True)
