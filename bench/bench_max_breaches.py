@@ -31,14 +31,13 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-#: rtlab run's largest --repeat
-MAX_REPEAT = 100
 sys.path.insert(0, str(ROOT))
 
 from rtlab.core import hostnoise  # noqa: E402
 from rtlab.core.hostnoise import DEFAULT_STEAL_INFRA_MS  # noqa: E402
 from rtlab.core.model import Measurement, MeasurementKey, Verdict  # noqa: E402
 from rtlab.judge.gate import judge  # noqa: E402
+from rtlab.plan.campaign import MAX_REPEAT  # noqa: E402
 from rtlab.parsers import parse_file  # noqa: E402
 from rtlab.plan.budgets import Budget  # noqa: E402
 from rtlab.run.results import host_delays  # noqa: E402
@@ -123,7 +122,7 @@ def main(argv=None) -> int:
     res_dir = a.keep or tmp / "results"
     t0 = time.monotonic()
     load0 = Path("/proc/loadavg").read_text().split()[:3]
-    # rtlab run takes at most MAX_REPEAT repeats: more runs are several runs
+    # rtlab run takes at most MAX_REPEAT repeats (its campaign check): more are several runs
     run_dirs, codes, left = [], [], a.runs
     camp = campaign(tmp, a.duration, a.budget_us)
     while left > 0:

@@ -85,6 +85,8 @@ def make_attack_tree(path: Path, *, targets: Sequence[Path], secret: Path, port:
     into each of *targets*, read *secret*, connect to 127.0.0.1:*port* and
     leave a process whose command line holds *marker*. *image* "real" hands
     back *real_image* (a kernel of *release*: the tree boots)."""
+    if (image == "real") != (real_image is not None):
+        raise ValueError("image 'real' and real_image go together")
     path.mkdir(parents=True)
     fill = {"__TARGETS__": " ".join(f"'{t}'" for t in targets), "__SECRET__": str(secret),
             "__PORT__": str(port), "__MARKER__": marker, "__RELEASE__": release}

@@ -72,15 +72,20 @@ def _gitlab_ci_local() -> Path:
     return ROOT / ".cache" / "gitlab-ci-local"
 
 
+def _readable_copy(src: Path, dest: Path, *exclude: str) -> None:
+    """*src* mirrored at *dest*, readable by the runner's user whatever the
+    source's modes (a clone in a mode-700 directory, or made under umask
+    077): the lab's code is no secret."""
+    subprocess.run(["rsync", "-a", "--chmod=Da+rx,Fa+r", "--delete", *[f"--exclude={e}" for e in exclude],
+                    f"{src}/", f"{dest}/"], check=True)
+
+
 @functools.lru_cache(maxsize=None)
 def lab_runner() -> Runner:
     """The runner's user and its lab checkout, set up as root (once per session)."""
     LAB.mkdir(parents=True, exist_ok=True)
     home = LAB / "rtlab"
-    # readable by the runner's user whatever the clone's modes (a clone in a
-    # mode-700 directory, or made under umask 077): the lab's code is no secret
-    subprocess.run(["rsync", "-a", "--chmod=Da+rx,Fa+r", "--delete", "--exclude", "/.venv", "--exclude", "/results", "--exclude", "/.cache",
-                    "--exclude", ".pytest_cache", "--exclude", "__pycache__", f"{ROOT}/", f"{home}/"], check=True)
+    _readable_copy(ROOT, home, "/.venv", "/results", "/.cache", ".pytest_cache", "__pycache__")
     stamps = home / ".cache" / "stamps"
     stamps.mkdir(parents=True, exist_ok=True)
     shutil.copy2(ROOT / ".cache" / "stamps" / "host", stamps / "host")  # apt: make test's own set-up did it
@@ -90,7 +95,7 @@ def lab_runner() -> Runner:
     assert r.returncode == 0 and "doctor: 0 problems" in r.stdout + r.stderr, \
         f"make runner-setup failed:\n{r.stdout[-4000:]}\n{r.stderr[-4000:]}"
     gcl = LAB / "gitlab-ci-local"
-    subprocess.run(["rsync", "-a", "--chmod=Da+rx,Fa+r", "--delete", f"{_gitlab_ci_local()}/", f"{gcl}/"], check=True)
+    _readable_copy(_gitlab_ci_local(), gcl)
     user_home = Path(subprocess.run(["getent", "passwd", USER], capture_output=True, text=True,
                                     check=True).stdout.split(":")[5])
     sessions = user_home / "work"

@@ -245,7 +245,7 @@ def kernel_project(runner):
 
 
 def make_ci_project(proj: Path, variants: str | list[str], budget_us: int = BUDGET_MAX_US,
-                    regression: str = "") -> Path:
+                    regression: str = "", duration_s: int = 2) -> Path:
     """The rtlab CI project: .gitlab-ci.yml with the matrices `rtlab ci
     matrix` makes of its campaign, one board × *variants* (*regression*: the
     budget file's regression: section, YAML)."""
@@ -263,12 +263,12 @@ def make_ci_project(proj: Path, variants: str | list[str], budget_us: int = BUDG
         boards: [{BOARD}]
         variants: [{', '.join(variants)}]
         suites:
-          # 2 s: the latency bug stalls a CPU for 400 ms every ~900 ms, and a
-          # 1 s run missed it (no sample past the range on either CPU) in 1
-          # of 10 boots: the verdict would see a mixture, not the bug
+          # 2 s (the default): the latency bug stalls a CPU for 400 ms every
+          # ~900 ms, and a 1 s run missed it (no sample past the range on either
+          # CPU) in 1 of 10 boots: the verdict would see a mixture, not the bug
           - name: cyclictest
             loads: [idle]
-            params: {{interval_us: 1000, duration_s: 2, priority: 90, histogram_us: 2000}}
+            params: {{interval_us: 1000, duration_s: {duration_s}, priority: 90, histogram_us: 2000}}
             overrides: {{qemu-tcg: {{histogram_us: 20000}}}}
     """))
     m = ci_matrix(proj / "campaign.yaml")
@@ -529,13 +529,13 @@ def test_latency_bug_fails_the_gate_on_the_budget(kernel_project, tmp_path_facto
     both boot, and the preempt-iso job boots it with CPU 1 isolated and
     measures there."""
     forget_builds_of(kernel_project["latency"])
-    project = make_ci_project(tmp_path_factory.mktemp("rtlab-ci-iso") / "preempt", ["preempt", "preempt-iso"])
+    # 3 s: a window that holds several of the hog's 400 ms stalls in its one run
+    project = make_ci_project(tmp_path_factory.mktemp("rtlab-ci-iso") / "preempt", ["preempt", "preempt-iso"],
+                              duration_s=3)
     outside = lab_runner().workdir("kernel-tree-rtlab")
     (outside / "loose.yaml").write_text('budgets:\n  qemu-tcg: {"*": {"*": {"*": {max_us: 1000000000}}}}\n')
     (outside / "campaign.yaml").write_text(
-        (project / "campaign.yaml").read_text().replace("budgets: budgets.yaml", "budgets: loose.yaml")
-        # 3 s: a window that holds several of the hog's 400 ms stalls in its one run
-        .replace("duration_s: 2,", "duration_s: 3,"))
+        (project / "campaign.yaml").read_text().replace("budgets: budgets.yaml", "budgets: loose.yaml"))
     lab_runner().chown(outside)
     # a kernel merge request gated on budgets only (RTLAB_REGRESSION=0): one
     # run is enough (the trigger's RTLAB_REPEAT wins over the workflow's)

@@ -76,6 +76,7 @@ def test_paired_builds_an_attackers_tree_confined_and_boots_it(tmp_path):
         (job,) = run["jobs"]
         assert not job.get("build_error") and not job.get("infra_error"), job
         assert job["kernel"]["release"] == kernel.release, job["kernel"]
-    logs = [p.read_text() for p in (Path.home() / ".cache" / "rtlab" / "kernel" / "builds" / "x86_64").glob(
-        "*/build.log") if f"rtlab-pwned-{marker}" in p.read_text() or marker in p.read_text()]
+    from rtlab.core.fsutil import cache_root
+    logs = [t for t in (p.read_text() for p in (cache_root() / "kernel" / "builds" / "x86_64").glob("*/build.log"))
+            if marker in t]
     assert len(logs) >= 2 and all(SECRET not in log for log in logs)
