@@ -236,6 +236,7 @@ def baseline_derive(args) -> int:
     side = side_from_runs(load_runs(args.run_dirs))
     derived: dict[str, dict[str, dict[str, str]]] = {}  # variant -> suite -> load -> limits
     too_few = []
+    censored: list[str] = []
     for key, reps in sorted(side.keys.items(), key=lambda kv: kv[0].label()):
         if len(reps) < 3:
             too_few.append(f"{key.label()}: {len(reps)} runs, need 3")
@@ -243,6 +244,15 @@ def baseline_derive(args) -> int:
         limits = {}
         for stat in ("p99", "p99.9", "max"):
             vals = [r.values.get(stat) for r in reps]
+            past = [r.censored[stat] for r in reps if stat in r.censored]
+            if past:
+                # a percentile past the histogram is only "at least the
+                # range": a bound from lower bounds would be a budget the
+                # board does not hold, so none is derived, and the cure named
+                censored.append(f"{key.label()}: {stat} past the {max(past):g} us histogram in {len(past)} of "
+                                f"{len(reps)} runs: not derived; measure again with the suite's histogram_us "
+                                f"above it (docs/adding-a-board.md)")
+                continue
             if any(v is None for v in vals):
                 continue
             limits[stat] = upper_prediction_bound(vals, args.level)
@@ -253,17 +263,21 @@ def baseline_derive(args) -> int:
         else:
             derived.setdefault(key.variant, {}).setdefault(key.suite, {})[key.load] = \
                 f"{text}   # {len(reps)} runs of {key.board}"
-    for line in too_few:
-        print(("# " if args.budget_class else "") + line)
-    if args.budget_class is not None:
-        if not derived:
-            raise InputError("RUN_DIR", "no key has 3 runs: nothing to derive a class from")
-        # indented to sit under the budget file's budgets: (budgets/README.md)
-        print(f"  {args.budget_class}:   # rtlab baseline derive, {args.level:g} prediction bounds: review them")
-        for variant, suites in derived.items():
-            print(f'    "{variant}":')
-            for suite, loads in suites.items():
-                print(f'      "{suite}":')
-                for load, text in loads.items():
-                    print(f'        "{load}": {text}')
+    if args.budget_class is None:
+        for line in too_few + censored:
+            print(line)
+        return 0
+    if not derived:
+        raise InputError("RUN_DIR", "no key has 3 runs: nothing to derive a class from")
+    # indented to sit under the budget file's budgets: (budgets/README.md);
+    # what was left out follows as comments, for the review
+    print(f"  {args.budget_class}:   # rtlab baseline derive, {args.level:g} prediction bounds: review them")
+    for variant, suites in derived.items():
+        print(f'    "{variant}":')
+        for suite, loads in suites.items():
+            print(f'      "{suite}":')
+            for load, text in loads.items():
+                print(f'        "{load}": {text}')
+    for line in too_few + censored:
+        print(f"  # {line}")
     return 0

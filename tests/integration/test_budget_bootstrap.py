@@ -3,7 +3,9 @@ borrow a class, measure, `rtlab baseline derive --class`, review and paste,
 check. The page's ```sh bootstrap``` blocks run here as written, in bash,
 with BOARD, CAMPAIGN and CLASS set: the board is this machine (a copy of
 env/local.yaml under a new name, borrowing qemu-tcg), the campaign a 1 s
-cyclictest, the budget file a copy of the lab's. The one step that is not a
+cyclictest with the 100 ms histogram the page advises (this machine's p99
+lies past 1 ms on a noisy day: 22 ms stalls), the budget file a copy of
+the lab's. The one step that is not a
 command, pasting the reviewed class under `budgets:` and naming it in the
 board's env file, is done here as the page says.
 
@@ -53,7 +55,7 @@ def test_the_budget_bootstrap_of_the_page_runs_as_written(tmp_path):
         suites:
           - name: cyclictest
             loads: [idle]
-            params: {interval_us: 1000, duration_s: 1, priority: 90}
+            params: {interval_us: 1000, duration_s: 1, priority: 90, histogram_us: 100000}
     """))
     env = {**os.environ, "RTLAB_HOME": str(tree), "RTLAB_ENV_PATH": str(boards),
            "RTLAB_STATE_DIR": str(tmp_path / "state"), "BOARD": "lab-host",

@@ -416,3 +416,20 @@ def test_budget_derived_from_repeated_runs(tmp_path, capsys):
     out = capsys.readouterr().out
     assert out.startswith("qemu-aarch64/rt/cyclictest/idle (qemu-tcg, 8 runs): {max_us: ")
     assert '"99": ' in out and '"99.9": ' in out
+
+
+def test_a_budget_is_not_derived_from_a_censored_percentile(tmp_path, capsys):
+    # p99.9 past a 200 us histogram in 3 of 8 runs is only "at least 200 us"
+    # there: a bound from it would be a budget the board does not hold
+    rng = np.random.default_rng(9)
+    rs = runs("b", noisy(rng, 8, 25, sd=0.2))
+    rs = [censor(r) if i < 3 else censor(r, overflows=0) for i, r in enumerate(rs)]
+    for r in rs[:3]:
+        r.jobs[0].measurements[0].output.threads[0].cycles += 5  # the samples past the range
+    dirs = _write(tmp_path, rs)
+    assert main(["baseline", "derive", *dirs, "--class", "new"]) == 0
+    out = capsys.readouterr().out
+    assert out.startswith("  new:")
+    assert '"99": ' in out and '"99.9": ' not in out
+    assert ("  # qemu-aarch64/rt/cyclictest/idle: p99.9 past the 200 us histogram in 3 of 8 runs: not derived; "
+            "measure again with the suite's histogram_us above it") in out
