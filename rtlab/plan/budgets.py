@@ -70,16 +70,25 @@ class Budgets:
         own budget, a higher percentile's, or the max's, the smallest of
         them (:func:`percentile_bound`). None: nothing needs a range (no
         budget, or only a max with no percentile gated, as on qemu-tcg)."""
-        best: Optional[tuple[float, str]] = None
+        needs = self.histogram_needs(budget_class, variant, names, load, gated)
+        return needs[0] if needs else None
+
+    def histogram_needs(self, budget_class: str, variant: str, names: list[str], load: str,
+                        gated: tuple[str, ...]) -> list[tuple[float, str]]:
+        """Every percentile's need of :meth:`histogram_need`, the largest
+        first: where the tool cannot hold the largest (a 10 s max that only
+        catches hangs), the largest it can hold still keeps the percentiles
+        with budgets of their own readable."""
+        needs: list[tuple[float, str]] = []
         for name in names:
             budget = self.lookup(budget_class, variant, name, load)
             if budget is None:
                 continue
             for p in sorted({*budget.percentiles_us, *(g[1:] for g in gated if g != "max")}, key=float):
                 bound = percentile_bound(budget, p)
-                if bound is not None and (best is None or bound[0] > best[0]):
-                    best = (bound[0], f"p{p} of {name} up to {bound[1]} {bound[0]:g} us ({budget.source})")
-        return best
+                if bound is not None:
+                    needs.append((bound[0], f"p{p} of {name} up to {bound[1]} {bound[0]:g} us ({budget.source})"))
+        return sorted(needs, key=lambda n: -n[0])
 
     def check_covers(self, jobs) -> None:
         """Before anything boots: every (board, variant, suite, load) the

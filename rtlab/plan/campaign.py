@@ -290,10 +290,11 @@ def histogram_ranges(path: Path, entries: list[tuple[str, SuiteEntry]], boards: 
     range to them. A campaign may ask for more (its own ``histogram_us``,
     ``entries``), never for less: that is refused here, naming the file and
     the key, before anything boots (a percentile censored below its budget
-    can neither pass the gate nor show that nothing regressed). A budget
-    beyond any range the tool keeps (cyclictest: 1,000,000 buckets) needs
-    nothing: the campaign's range stands, and the regression verdict judges
-    a percentile past it by its share of samples past the range."""
+    can neither pass the gate nor show that nothing regressed). A need
+    beyond any range the tool keeps (cyclictest: 1,000,000 buckets) gives
+    way to the largest need it can hold (a p99 budget under a 10 s max):
+    the regression verdict judges a percentile past that range by its share
+    of samples past it."""
     from .budgets import load_budgets
     from .policy import load_policy
 
@@ -322,16 +323,21 @@ def histogram_ranges(path: Path, entries: list[tuple[str, SuiteEntry]], boards: 
             given = next((k for k in suite.range_params if k in raw), None)
             for v in vs:
                 for load in entry.loads:
-                    need = table.histogram_need(board.budget_class, v.name, suite.measurement_names(entry.name),
-                                                load, gated)
+                    need = None
+                    for n in table.histogram_needs(board.budget_class, v.name, suite.measurement_names(entry.name),
+                                                   load, gated):
+                        try:
+                            suite.with_histogram_range(params, n[0])
+                        except ParamError:
+                            # beyond any range the tool keeps (a 10 s max
+                            # that only catches hangs): a percentile past
+                            # the range is judged by its share; the next
+                            # need down (a percentile's own budget) still
+                            # has to be readable
+                            continue
+                        need = n
+                        break
                     if need is None or have >= need[0]:
-                        continue
-                    try:
-                        suite.with_histogram_range(params, need[0])
-                    except ParamError:
-                        # beyond any range the tool keeps (a 10 s max that
-                        # only catches hangs): the campaign's range stands,
-                        # and a percentile past it is judged by its share
                         continue
                     if given is not None:
                         where = next((f"overrides.{o}" for o in (board.name, board.budget_class)

@@ -75,7 +75,9 @@ def test_a_fifo_spin_on_every_cpu_is_fail_never_infra(tmp_path):
         out, job = finished(p)
     assert p.returncode == 1, out
     (m,) = job["measurements"]
-    assert m["verdict"] == "fail" and m["reasons"][0].startswith("p99 "), m["reasons"]
+    # (a host stall of 20 ms or more in the same run breaks the max too, and
+    # its line comes first: the p99's is the spin's, wherever it stands)
+    assert m["verdict"] == "fail" and any(r.startswith("p99 ") for r in m["reasons"]), m["reasons"]
     assert job["retries"] == [], f"an attempt was judged the host's: {job['retries']}"
     hd = m["host_delays"]  # every late sample recorded and placed; few of them in a stall of the host
     assert hd["recorded"] == hd["total"] > 100 and len(hd["delayed"]) < hd["recorded"] / 4, hd["delayed"][:5]
@@ -113,5 +115,9 @@ def test_a_30_ms_spin_on_one_cpu_is_fail(tmp_path):
         out, job = finished(p)
     assert p.returncode == 1, out
     (m,) = job["measurements"]
-    assert m["verdict"] == "fail" and m["reasons"][0].startswith("max ") and "cpu 0)" in m["reasons"][0], m["reasons"]
+    assert m["verdict"] == "fail" and m["reasons"][0].startswith("max "), m["reasons"]
+    # the spun CPU broke the max (the line names the worst thread: a longer
+    # host stall on the other CPU in the same run would be named instead)
+    (cpu0,) = [t for t in m["output"]["threads"] if t["cpu"] == 0]
+    assert cpu0["max_us"] >= 20000, (cpu0["max_us"], m["reasons"])
     assert job["retries"] == [], job["retries"]

@@ -72,6 +72,7 @@ from rtlab.store.base import rows
 ROOT = Path(__file__).resolve().parents[2]
 BOARD, ARCH = "qemu-aarch64", "aarch64"
 BUDGET_MAX_US = 200_000
+GOOD_BUDGET_MAX_US = 2_000_000
 
 
 def gitlab_ci_local() -> str | None:
@@ -285,7 +286,10 @@ def make_ci_project(proj: Path, variants: str | list[str], budget_us: int = BUDG
 @pytest.fixture(scope="module")
 def ci_projects(tmp_path_factory):
     base = tmp_path_factory.mktemp("rtlab-ci")
-    return {v: make_ci_project(base / v, v) for v in ("preempt", "rt")}
+    # the shipped qemu-tcg budget (2 s): a good kernel's TCG max reached 384
+    # ms on a loaded host, and these projects' pipelines must all pass; the
+    # budget test's project keeps BUDGET_MAX_US, under the bug's 400 ms
+    return {v: make_ci_project(base / v, v, budget_us=GOOD_BUDGET_MAX_US) for v in ("preempt", "rt")}
 
 
 @pytest.fixture(scope="module")

@@ -145,3 +145,26 @@ def test_a_budget_file_without_a_policy_gates_what_the_labs_policy_gates(tmp_pat
     f.write_text("name: c\nbudgets: b.yaml\nboards: [qemu-aarch64]\nvariants: [preempt]\nsuites:\n"
                  "  - name: cyclictest\n    params: {duration_s: 1}\n    overrides: {qemu-tcg: {histogram_us: 20000}}\n")
     assert ranges(f)[("qemu-aarch64/preempt", "cyclictest")] == 20000
+
+
+def test_a_max_beyond_the_tool_leaves_the_largest_need_it_can_hold(tmp_path):
+    # a 10 s max (it catches hangs) bounds p99.9 beyond cyclictest's 1,000,000
+    # buckets; the p99 budget of 1999 us must still be readable: a 1 ms
+    # range would make every p99 past it "unknowable" (INFRA), a noisy day's
+    # local board all day
+    f = campaign(tmp_path, """
+        - name: cyclictest
+          params: {duration_s: 1}
+    """)
+    (tmp_path / "b.yaml").write_text(textwrap.dedent("""
+        budgets:
+          local: {"*": {"*": {"*": {max_us: 10000000, percentiles_us: {"99": 1999}}}}}
+        regression:
+          statistics: {"*": [p99, p99.9]}
+    """))
+    assert ranges(f)[("local/host", "cyclictest")] == 1999
+    # and a campaign asking for less than that is refused
+    f.write_text(f.read_text().replace("{duration_s: 1}", "{duration_s: 1, histogram_us: 1000}"))
+    with pytest.raises(InputError, match=r"a 1000 us histogram cannot hold .*p99 of cyclictest up to "
+                                         r"percentiles_us.99 1999 us"):
+        load_campaign(f)
