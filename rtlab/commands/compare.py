@@ -256,6 +256,10 @@ def baseline_derive(args) -> int:
             if any(v is None for v in vals):
                 continue
             limits[stat] = upper_prediction_bound(vals, args.level)
+        if "max" in limits:
+            # each statistic's bound is its own: a noisy day's p99.9 bound can
+            # lie above the max's, and no percentile of a run exceeds its max
+            limits = {k: min(v, limits["max"]) for k, v in limits.items()}
         pct = ", ".join(f'"{s[1:]}": {v:.0f}' for s, v in limits.items() if s != "max")
         text = f'{{max_us: {limits.get("max", 0):.0f}, percentiles_us: {{{pct}}}}}'
         if args.budget_class is None:

@@ -433,3 +433,18 @@ def test_a_budget_is_not_derived_from_a_censored_percentile(tmp_path, capsys):
     assert '"99": ' in out and '"99.9": ' not in out
     assert ("  # qemu-aarch64/rt/cyclictest/idle: p99.9 past the 200 us histogram in 3 of 8 runs: not derived; "
             "measure again with the suite's histogram_us above it") in out
+
+
+def test_a_derived_percentile_never_exceeds_the_derived_max(tmp_path, capsys):
+    # p99.9 spread over a decade, the max steady just above it: each bound is
+    # its own statistic's, and p99.9's alone would lie far above the max's
+    rng = np.random.default_rng(4)
+    p999 = [float(x) for x in np.round(np.exp(rng.uniform(np.log(100), np.log(1000), 8)))]
+    rs = [run(f"b{i}", 50, p999=v, mx=1100 + i) for i, v in enumerate(p999)]
+    dirs = _write(tmp_path, rs)
+    assert stats.upper_prediction_bound(p999, 0.99) > stats.upper_prediction_bound([1100 + i for i in range(8)], 0.99)
+    assert main(["baseline", "derive", *dirs, "--class", "new"]) == 0
+    import yaml
+    cls = yaml.safe_load("budgets:\n" + capsys.readouterr().out)["budgets"]["new"]
+    limits = cls["rt"]["cyclictest"]["idle"]
+    assert limits["percentiles_us"]["99.9"] == limits["max_us"], limits
