@@ -217,13 +217,40 @@ def baseline_method(args) -> int:
     return 0
 
 
+def derived_limits(label: str, reps: list, level: float) -> tuple[dict[str, float], list[str]]:
+    """One key's budget from its repeated runs: per run-level statistic
+    (p99, p99.9, max) the upper prediction bound at *level*, and a line
+    for each statistic left out because some run censors it."""
+    from ..verdict.stats import upper_prediction_bound
+
+    limits: dict[str, float] = {}
+    left_out = []
+    for stat in ("p99", "p99.9", "max"):
+        past = [r.censored[stat] for r in reps if stat in r.censored]
+        if past:
+            # a percentile past the histogram is only "at least the range":
+            # a bound from lower bounds would be a budget the board does not
+            # hold, so none is derived, and the cure named
+            left_out.append(f"{label}: {stat} past the {max(past):g} us histogram in {len(past)} of {len(reps)} "
+                            f"runs: not derived; measure again with the suite's histogram_us above it "
+                            f"(docs/adding-a-board.md)")
+            continue
+        vals = [r.values.get(stat) for r in reps]
+        if all(v is not None for v in vals):
+            limits[stat] = upper_prediction_bound(vals, level)
+    if "max" in limits:
+        # each statistic's bound is its own: a noisy day's p99.9 bound can lie
+        # above the max's, and no percentile of a run exceeds its max
+        limits = {k: min(v, limits["max"]) for k, v in limits.items()}
+    return limits, left_out
+
+
 def baseline_derive(args) -> int:
     """Budgets with teeth (budgets/README.md): from >= 3 repeated runs of
     an unchanged kernel, per key the upper prediction bound of each run-level
     statistic, printed as a budget entry to paste into the budget file."""
     from ..verdict.compare import load_runs, side_from_runs
     from ..errors import InputError
-    from ..verdict.stats import upper_prediction_bound
 
     if not 0.5 < args.level < 1:
         raise InputError("--level", f"must be in (0.5, 1), got {args.level}")
@@ -241,25 +268,8 @@ def baseline_derive(args) -> int:
         if len(reps) < 3:
             too_few.append(f"{key.label()}: {len(reps)} runs, need 3")
             continue
-        limits = {}
-        for stat in ("p99", "p99.9", "max"):
-            vals = [r.values.get(stat) for r in reps]
-            past = [r.censored[stat] for r in reps if stat in r.censored]
-            if past:
-                # a percentile past the histogram is only "at least the
-                # range": a bound from lower bounds would be a budget the
-                # board does not hold, so none is derived, and the cure named
-                censored.append(f"{key.label()}: {stat} past the {max(past):g} us histogram in {len(past)} of "
-                                f"{len(reps)} runs: not derived; measure again with the suite's histogram_us "
-                                f"above it (docs/adding-a-board.md)")
-                continue
-            if any(v is None for v in vals):
-                continue
-            limits[stat] = upper_prediction_bound(vals, args.level)
-        if "max" in limits:
-            # each statistic's bound is its own: a noisy day's p99.9 bound can
-            # lie above the max's, and no percentile of a run exceeds its max
-            limits = {k: min(v, limits["max"]) for k, v in limits.items()}
+        limits, why_not = derived_limits(key.label(), reps, args.level)
+        censored += why_not
         pct = ", ".join(f'"{s[1:]}": {v:.0f}' for s, v in limits.items() if s != "max")
         text = f'{{max_us: {limits.get("max", 0):.0f}, percentiles_us: {{{pct}}}}}'
         if args.budget_class is None:

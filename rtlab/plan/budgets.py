@@ -61,24 +61,18 @@ class Budgets:
                 return b
         return None
 
-    def histogram_need(self, budget_class: str, variant: str, names: list[str], load: str,
-                       gated: tuple[str, ...]) -> Optional[tuple[float, str]]:
-        """The histogram range (us) a measurement's budgets need, and why:
-        every percentile the gate judges (its ``percentiles_us``) and every
-        percentile the regression verdict gates (*gated*, e.g. p99, p99.9)
-        must be readable up to the most a passing run can have there: its
-        own budget, a higher percentile's, or the max's, the smallest of
-        them (:func:`percentile_bound`). None: nothing needs a range (no
-        budget, or only a max with no percentile gated, as on qemu-tcg)."""
-        needs = self.histogram_needs(budget_class, variant, names, load, gated)
-        return needs[0] if needs else None
-
     def histogram_needs(self, budget_class: str, variant: str, names: list[str], load: str,
                         gated: tuple[str, ...]) -> list[tuple[float, str]]:
-        """Every percentile's need of :meth:`histogram_need`, the largest
-        first: where the tool cannot hold the largest (a 10 s max that only
-        catches hangs), the largest it can hold still keeps the percentiles
-        with budgets of their own readable."""
+        """The histogram ranges (us) a measurement's budgets need, and why,
+        the largest first: every percentile the gate judges (its
+        ``percentiles_us``) and every percentile the regression verdict
+        gates (*gated*, e.g. p99, p99.9) must be readable up to the most a
+        passing run can have there: its own budget, a higher percentile's,
+        or the max's, the smallest of them (:func:`percentile_bound`). Where
+        the tool cannot keep the largest (a 10 s max that only catches
+        hangs), the next ones still keep the percentiles with budgets of
+        their own readable. Empty: nothing needs a range (no budget, or only
+        a max with no percentile gated, as on qemu-tcg)."""
         needs: list[tuple[float, str]] = []
         for name in names:
             budget = self.lookup(budget_class, variant, name, load)

@@ -284,7 +284,7 @@ def load_campaign(path: Optional[Path] = None, *, boards: Optional[list[str]] = 
 
 def histogram_ranges(path: Path, entries: list[tuple[str, SuiteEntry]], boards: list[Board],
                      variants: list[Variant], budgets_path: Path) -> dict[tuple[str, str, str, str], float]:
-    """The histogram range each measurement's budgets need (Budgets.histogram_need:
+    """The histogram range each measurement's budgets need (Budgets.histogram_needs:
     every percentile the gate or the regression verdict judges readable up
     to what a passing run can have there), for the entries that leave the
     range to them. A campaign may ask for more (its own ``histogram_us``,
@@ -323,20 +323,13 @@ def histogram_ranges(path: Path, entries: list[tuple[str, SuiteEntry]], boards: 
             given = next((k for k in suite.range_params if k in raw), None)
             for v in vs:
                 for load in entry.loads:
-                    need = None
-                    for n in table.histogram_needs(board.budget_class, v.name, suite.measurement_names(entry.name),
-                                                   load, gated):
-                        try:
-                            suite.with_histogram_range(params, n[0])
-                        except ParamError:
-                            # beyond any range the tool keeps (a 10 s max
-                            # that only catches hangs): a percentile past
-                            # the range is judged by its share; the next
-                            # need down (a percentile's own budget) still
-                            # has to be readable
-                            continue
-                        need = n
-                        break
+                    # the largest need the tool can keep: past a 10 s max
+                    # that only catches hangs, a percentile's own budget
+                    # still has to be readable (one past the range is
+                    # judged by its share)
+                    need = next((n for n in table.histogram_needs(board.budget_class, v.name,
+                                                                  suite.measurement_names(entry.name), load, gated)
+                                 if suite.holds_range(params, n[0])), None)
                     if need is None or have >= need[0]:
                         continue
                     if given is not None:

@@ -321,6 +321,15 @@ class Suite:
         where the tool cannot keep that much."""
         return params
 
+    def holds_range(self, params: dict[str, Any], range_us: float) -> bool:
+        """Whether the tool can keep a histogram of *range_us* (from
+        *params*): :meth:`with_histogram_range` without a ParamError."""
+        try:
+            self.with_histogram_range(params, range_us)
+        except ParamError:
+            return False
+        return True
+
     def measurement_names(self, name: str) -> list[str]:
         """The budget keys of a campaign entry named *name* (see ``parts``)."""
         return [f"{name}-{p}" if p else name for p in self.parts]

@@ -92,6 +92,7 @@ def test_the_budget_bootstrap_of_the_page_runs_as_written(tmp_path):
     # and the measuring histogram out: the class's budgets set the range now
     # (a noisy day's derived p99.9 or max lies past 100 ms: kept, refused)
     camp = (lab / "campaign.yaml").read_text()
+    assert ", histogram_us: 100000" in camp  # (else the step below would check nothing new)
     (lab / "campaign.yaml").write_text(camp.replace(", histogram_us: 100000", ""))
     # 5. check: the class covers the campaign
     r = run(steps[2])

@@ -4,6 +4,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import yaml
 
 from rtlab.verdict import stats
 from rtlab.cli import main
@@ -444,7 +445,6 @@ def test_a_derived_percentile_never_exceeds_the_derived_max(tmp_path, capsys):
     dirs = _write(tmp_path, rs)
     assert stats.upper_prediction_bound(p999, 0.99) > stats.upper_prediction_bound([1100 + i for i in range(8)], 0.99)
     assert main(["baseline", "derive", *dirs, "--class", "new"]) == 0
-    import yaml
     cls = yaml.safe_load("budgets:\n" + capsys.readouterr().out)["budgets"]["new"]
     limits = cls["rt"]["cyclictest"]["idle"]
     assert limits["percentiles_us"]["99.9"] == limits["max_us"], limits
