@@ -72,11 +72,19 @@ stop)
         while :; do
             measure
             [ "$n" -eq 0 ] && break
+            # the parts are gone: on to the next signal now. The rest of the
+            # session (cmd.sh, the deadline's sleep) started in the background
+            # of a non-interactive shell, so it ignores SIGINT and would hold
+            # the wait to its limit
+            parts
+            if [ "$p" -gt 0 ] && [ "$a" -eq 0 ] && [ "$sig" != "${3##* }" ]; then
+                echo "signal $sig: parts gone"; break
+            fi
             read -r up _ < /proc/uptime
-            [ "${up%.*}" -ge "$limit" ] && break
+            if [ "${up%.*}" -ge "$limit" ]; then echo "signal $sig: limit"; break; fi
             sleep 0.1
         done
-        [ "$n" -eq 0 ] && break
+        if [ "$n" -eq 0 ]; then echo "signal $sig: session gone"; break; fi
     done
     { read -r sp < sampler.pid; } 2>/dev/null && kill "$sp" 2>/dev/null
     echo "stopped $sid left $n"

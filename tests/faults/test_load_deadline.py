@@ -139,3 +139,40 @@ def test_an_orphaned_load_and_its_sampler_end_by_the_loads_deadline(tmp_path, mo
     assert not left and took < limit + 5, f"still running {took:.0f} s after a launch with a {limit} s deadline: {left}"
     assert "load deadline of 4 s reached" in (d / "died").read_text()
     assert (d / "samples.txt").read_text().count("\n") >= 2  # it sampled until then
+
+
+def test_a_stop_goes_on_to_term_once_the_parts_are_gone(tmp_path):
+    """The cpu load (real stress-ng), launched as the board tests launch it,
+    stopped with its signals INT TERM KILL: stress-ng ends on INT and writes
+    its YAML, and the stop goes on to TERM at once. The rest of the session
+    (cmd.sh, the deadline's sleep) ignores SIGINT, being started in the
+    background of a non-interactive shell; a stop that waited for the whole
+    session cost every measurement with a load INT's 5 s limit."""
+    env = env_for(tmp_path, 10, "cpu")
+    d = tmp_path / "load"
+    d.mkdir()
+    (d / "cmd.sh").write_text(LOADS["cpu"].script(env))
+    helper = tmp_path / "rtlab-load.sh"
+    helper.write_text(HELPER)
+    marker = f"RTLAB_LOAD_STOP_TEST={tmp_path}"
+    subprocess.run(["sh", "-c", f"export {marker}; cd {d} && (setsid sh ./cmd.sh > cmd.log 2>&1 < /dev/null &)"],
+                   check=True)
+    try:
+        t0 = time.monotonic()
+        while not (d / "parts").exists() and time.monotonic() - t0 < 20:
+            time.sleep(0.1)
+        time.sleep(1.0)  # stress-ng's worker forked
+        assert len(_with_marker(marker)) >= 4, "the load did not start"
+        out = subprocess.run(["sh", str(helper), "stop", str(d), LOADS["cpu"].stop_signals],
+                             capture_output=True, text=True, timeout=60).stdout.splitlines()
+        left = _with_marker(marker)
+    finally:
+        for pid in _with_marker(marker):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+    assert LOADS["cpu"].stop_signals == "INT TERM KILL"
+    assert out[:2] == ["signal INT: parts gone", "signal TERM: session gone"], out
+    assert out[-1].endswith(" left 0") and not left, (out, left)
+    assert (d / "stress-ng.yaml").read_text().startswith("---"), "stress-ng did not end gracefully"
