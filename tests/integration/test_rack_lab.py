@@ -77,12 +77,14 @@ def lab(tmp_path_factory):
         examples = sync_places(addr, LAB / "examples" / "places.yaml")
         deadline = time.monotonic() + 60
         while True:  # until the exporters' groups are on the coordinator
-            out = subprocess.run([str(BIN / "labgrid-client"), "resources"], env=env,
+            # -vv: unavailable resources too (the USB ones: no hardware here),
+            # else a group of only USB resources never shows and this waits 60 s
+            out = subprocess.run([str(BIN / "labgrid-client"), "-vv", "resources"], env=env,
                                  capture_output=True, text=True).stdout
-            if (all(f"lab1/{p}/" in out for p in places) and all(f"lab2/{p.removeprefix('example-')}/" in out
-                                                                  for p in examples)) \
-                    or time.monotonic() > deadline:
+            if all(f"lab1/{p}/" in out for p in places) and all(f"lab2/{p.removeprefix('example-')}/" in out
+                                                                 for p in examples):
                 break
+            assert time.monotonic() < deadline, f"the exporters' groups never came: {out}"
             time.sleep(1)
         yield addr, env, d
     finally:
