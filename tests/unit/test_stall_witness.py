@@ -60,7 +60,11 @@ def test_real_samplers_see_all_cpus_stopped_at_once_and_not_one(tmp_path):
     assert "SCHED_FIFO 1 sampler pinned to each of 2 CPUs" in got["witness"]
     assert not w.dir.exists() and list(tmp_path.iterdir()) == []  # its scratch files cleaned up
     assert set(timeline["cpus"]) == {f"cpu{c}" for c in cpus}
-    assert timeline["t0"] <= min(g[0] for gs in timeline["cpus"].values() for g in gs)
+    # the pause began after every sampler was watching (t0). Shorter gaps may
+    # begin before t0 on a loaded host: a sampler that was ready first saw them
+    # while another was still starting
+    paused = [g for gs in timeline["cpus"].values() for g in gs if g[1] - g[0] >= 0.1]
+    assert len(paused) >= 2 and all(g[0] >= timeline["t0"] for g in paused), (timeline["t0"], paused)
     # one CPU stopped: no stall, unless the other one really stopped too in
     # that window (the machine: a loaded or noisy host, measured again)
     for _ in range(3):
