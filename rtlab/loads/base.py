@@ -17,7 +17,8 @@ board), one directory per load and suite run,
   and right after the tool: the measurement window.
 * ``rtlab-load.sh stop DIR SIGNALS``: signals the whole session (graceful
   signal first so stress-ng writes its YAML, iperf3 and ping their
-  summaries), SIGKILL last.
+  summaries), SIGKILL last; it goes on to the next signal once the parts
+  have exited (the session's shells ignore SIGINT) or the whole session has.
 
 The lab's own bookkeeping must not starve behind the load it watches: the
 helper runs at nice -20, and so does the console shell while a load runs
