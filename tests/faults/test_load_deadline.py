@@ -8,7 +8,9 @@ import os
 import signal
 import subprocess
 import time
+from contextlib import contextmanager
 from pathlib import Path
+from typing import Iterator
 
 import pytest
 
@@ -103,6 +105,31 @@ def _with_marker(marker: str) -> list[int]:
     return out
 
 
+@contextmanager
+def launched(tmp_path: Path, load: str, env: LoadEnv, sampler: bool = False) -> Iterator[tuple[Path, Path, str]]:
+    """*load*'s script and the helper, launched as the board tests launch
+    them (each under setsid, the sampler too if asked), every process marked:
+    (load dir, helper, marker); whatever is left is SIGKILLed at the end."""
+    d = tmp_path / "load"
+    d.mkdir()
+    (d / "cmd.sh").write_text(LOADS[load].script(env))
+    helper = tmp_path / "rtlab-load.sh"
+    helper.write_text(HELPER)
+    marker = f"RTLAB_LOAD_TEST={tmp_path}"
+    launch = f"export {marker}; cd {d} && (setsid sh ./cmd.sh > cmd.log 2>&1 < /dev/null &)"
+    if sampler:
+        launch += f" && (setsid sh {helper} sample {d} > /dev/null 2>&1 < /dev/null &)"
+    subprocess.run(["sh", "-c", launch], check=True)
+    try:
+        yield d, helper, marker
+    finally:
+        for pid in _with_marker(marker):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+
+
 def test_an_orphaned_load_and_its_sampler_end_by_the_loads_deadline(tmp_path, monkeypatch):
     """The hackbench load (an endless loop, no deadline of its own) and the
     load's sampler shell, launched as the board tests launch them (each under
@@ -113,29 +140,14 @@ def test_an_orphaned_load_and_its_sampler_end_by_the_loads_deadline(tmp_path, mo
     env.opts = {"groups": 1}
     limit = base.load_deadline_s(env)
     assert limit == 4
-    d = tmp_path / "load"
-    d.mkdir()
-    (d / "cmd.sh").write_text(LOADS["hackbench"].script(env))
-    helper = tmp_path / "rtlab-load.sh"
-    helper.write_text(HELPER)
-    marker = f"RTLAB_LOAD_DEADLINE_TEST={tmp_path}"
-    launch = (f"export {marker}; cd {d} && (setsid sh ./cmd.sh > cmd.log 2>&1 < /dev/null &) "
-              f"&& (setsid sh {helper} sample {d} > /dev/null 2>&1 < /dev/null &)")
-    subprocess.run(["sh", "-c", launch], check=True)
-    t0 = time.monotonic()
-    try:
+    with launched(tmp_path, "hackbench", env, sampler=True) as (d, _, marker):
+        t0 = time.monotonic()
         time.sleep(1.0)
         assert len(_with_marker(marker)) >= 3, "the load and its sampler did not start"
         while _with_marker(marker) and time.monotonic() - t0 < limit + 15:
             time.sleep(0.2)
         left = _with_marker(marker)
         took = time.monotonic() - t0
-    finally:
-        for pid in _with_marker(marker):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
     assert not left and took < limit + 5, f"still running {took:.0f} s after a launch with a {limit} s deadline: {left}"
     assert "load deadline of 4 s reached" in (d / "died").read_text()
     assert (d / "samples.txt").read_text().count("\n") >= 2  # it sampled until then
@@ -148,16 +160,7 @@ def test_a_stop_goes_on_to_term_once_the_parts_are_gone(tmp_path):
     (cmd.sh, the deadline's sleep) ignores SIGINT, being started in the
     background of a non-interactive shell; a stop that waited for the whole
     session cost every measurement with a load INT's 5 s limit."""
-    env = env_for(tmp_path, 10, "cpu")
-    d = tmp_path / "load"
-    d.mkdir()
-    (d / "cmd.sh").write_text(LOADS["cpu"].script(env))
-    helper = tmp_path / "rtlab-load.sh"
-    helper.write_text(HELPER)
-    marker = f"RTLAB_LOAD_STOP_TEST={tmp_path}"
-    subprocess.run(["sh", "-c", f"export {marker}; cd {d} && (setsid sh ./cmd.sh > cmd.log 2>&1 < /dev/null &)"],
-                   check=True)
-    try:
+    with launched(tmp_path, "cpu", env_for(tmp_path, 10, "cpu")) as (d, helper, marker):
         t0 = time.monotonic()
         while not (d / "parts").exists() and time.monotonic() - t0 < 20:
             time.sleep(0.1)
@@ -166,12 +169,6 @@ def test_a_stop_goes_on_to_term_once_the_parts_are_gone(tmp_path):
         out = subprocess.run(["sh", str(helper), "stop", str(d), LOADS["cpu"].stop_signals],
                              capture_output=True, text=True, timeout=60).stdout.splitlines()
         left = _with_marker(marker)
-    finally:
-        for pid in _with_marker(marker):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
     assert LOADS["cpu"].stop_signals == "INT TERM KILL"
     assert out[:2] == ["signal INT: parts gone", "signal TERM: session gone"], out
     assert out[-1].endswith(" left 0") and not left, (out, left)
