@@ -60,20 +60,24 @@ run: images
 	  *) echo "rtlab run: exit $$rc (infra error or bad input)";; esac; exit $$rc
 
 # make test: the default selection (pyproject.toml: not rack, not long) in
-# three phases (tests/conftest.py; docs/testing.md), each writing
+# four phases (tests/conftest.py; docs/testing.md), each writing
 # results/pytest/<phase>.xml (make test-durations) and <phase>.load:
-#   parallel       tests/unit, tests/faults and tests marked light on both
-#                  cores (pytest-xdist --dist loadfile: a file on one worker)
-#   one-at-a-time  the other integration tests, one at a time
+#   parallel       tests/unit, tests/faults and tests marked light on
+#                  TEST_WORKERS workers (pytest-xdist --dist loadfile: a
+#                  file on one worker)
+#   two-at-a-time  the other integration tests (QEMU boots, builds, LAVA,
+#                  the rack): two files at a time
+#   one-at-a-time  tests marked guest_verdict (a statistical verdict on a
+#                  QEMU guest's latency), one at a time
 #   alone          tests marked serial (latency on this machine), last
 # Every phase runs even if one fails; the exit code is 1 if any did.
-TEST_PHASES := parallel one-at-a-time alone
+TEST_PHASES := parallel two-at-a-time one-at-a-time alone
 TEST_XML := results/pytest
 TEST_WORKERS ?= 2
 test: images $(GCL) pythons
 	@mkdir -p $(TEST_XML); rm -f $(TEST_XML)/*.xml $(TEST_XML)/*.load; rc=0; \
 	for phase in $(TEST_PHASES); do \
-	  if [ $$phase = parallel ]; then xdist="-n $(TEST_WORKERS) --dist loadfile"; else xdist=""; fi; \
+	  case $$phase in parallel) xdist="-n $(TEST_WORKERS) --dist loadfile";; two-at-a-time) xdist="-n 2 --dist loadfile";; *) xdist="";; esac; \
 	  echo "make test: phase $$phase"; cat /proc/loadavg > $(TEST_XML)/$$phase.load; \
 	  $(PY) -m pytest --phase $$phase $$xdist --junitxml=$(TEST_XML)/$$phase.xml $(PYTEST_ARGS); r=$$?; \
 	  cat /proc/loadavg >> $(TEST_XML)/$$phase.load; \

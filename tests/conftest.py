@@ -10,9 +10,17 @@ selection (`-m 'not rack and not long'`, pyproject.toml) runs in exactly one.
                     marked `light` (they boot nothing, build nothing and
                     judge no latency of this machine: a real influxd, a
                     labgrid coordinator, Chromium)
-    one-at-a-time   every other test (tests/integration, ...): one at a time,
-                    nothing of the suite beside it (QEMU under TCG, kernel
-                    builds and pipelines take both cores)
+    two-at-a-time   every other test (tests/integration, ...): QEMU boots,
+                    kernel builds, the LAVA server, the rack's namespaces,
+                    two files at a time (`-n 2 --dist loadfile`). Each must
+                    hold beside one other such test, as on a loaded machine:
+                    its deadlines, and budgets that only catch a hang under
+                    TCG
+    one-at-a-time   tests marked `guest_verdict`: their outcome is a
+                    statistical verdict on a QEMU guest's latency (bisect,
+                    paired boots, the pipelines' gates), and a second guest
+                    beside them is emulation noise they would have to
+                    outvote: one at a time, nothing of the suite beside them
     alone           tests marked `serial`: latency measured on this machine
                     (the local board), last, nothing beside them
 
@@ -24,7 +32,9 @@ from typing import Optional
 
 import pytest
 
-PHASES = ("parallel", "one-at-a-time", "alone")
+PHASES = ("parallel", "two-at-a-time", "one-at-a-time", "alone")
+#: the phases that hold no test of PARALLEL's directories
+HEAVY = ("two-at-a-time", "one-at-a-time")
 TESTS = Path(__file__).resolve().parent
 #: the directories whose tests all run in the parallel phase
 PARALLEL = (TESTS / "unit", TESTS / "faults")
@@ -43,11 +53,11 @@ def parallel_dir(path) -> Optional[Path]:
 
 def pytest_ignore_collect(collection_path, config):
     """Not even collected where a phase can hold none of them (seconds of
-    imports): no test of PARALLEL's directories runs one at a time. (The
+    imports): no test of PARALLEL's directories runs in a HEAVY phase. (The
     parallel phase collects everything: `light` tests are anywhere.)"""
     phase = config.getoption("--phase")
     path = Path(collection_path).resolve()
-    if phase == "one-at-a-time" and parallel_dir(path) is not None:
+    if phase in HEAVY and parallel_dir(path) is not None:
         return True
     return None
 
@@ -58,7 +68,9 @@ def phase_of(item) -> str:
         return "alone"
     if parallel_dir(item.fspath) is not None or item.get_closest_marker("light"):
         return "parallel"
-    return "one-at-a-time"
+    if item.get_closest_marker("guest_verdict"):
+        return "one-at-a-time"
+    return "two-at-a-time"
 
 
 @pytest.hookimpl(trylast=True)  # after -m and -k: what they deselected stays deselected

@@ -13,6 +13,11 @@ import pytest
 from conftest import rtlab
 from kernel_project import make_kernel_project
 
+# the verdict is a t interval over 4 pairs of alternate boots' latency: a
+# second guest beside them is emulation noise they would have to outvote
+# (tests/conftest.py)
+pytestmark = pytest.mark.guest_verdict
+
 PAIRS = 4  # one baseline boot can stall for hundreds of ms under TCG: 4 pairs still decide
 
 
