@@ -64,9 +64,10 @@ run: images
 # results/pytest/<phase>.xml (make test-durations) and <phase>.load:
 #   parallel       tests/unit, tests/faults and tests marked light on
 #                  TEST_WORKERS workers (pytest-xdist --dist loadfile: a
-#                  file on one worker)
+#                  file on one worker; files with a test marked
+#                  over_a_minute first, tests/conftest.py)
 #   two-at-a-time  the other integration tests (QEMU boots, builds, LAVA,
-#                  the rack): two files at a time
+#                  the rack): two files at a time, as in parallel
 #   one-at-a-time  tests marked guest_verdict (a statistical verdict on a
 #                  QEMU guest's latency), one at a time
 #   alone          tests marked serial (latency on this machine), last
@@ -77,7 +78,7 @@ TEST_WORKERS ?= 2
 test: images $(GCL) pythons
 	@mkdir -p $(TEST_XML); rm -f $(TEST_XML)/*.xml $(TEST_XML)/*.load; rc=0; \
 	for phase in $(TEST_PHASES); do \
-	  case $$phase in parallel) xdist="-n $(TEST_WORKERS) --dist loadfile";; two-at-a-time) xdist="-n 2 --dist loadfile";; *) xdist="";; esac; \
+	  case $$phase in parallel) xdist="-n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder";; two-at-a-time) xdist="-n 2 --dist loadfile --no-loadscope-reorder";; *) xdist="";; esac; \
 	  echo "make test: phase $$phase"; cat /proc/loadavg > $(TEST_XML)/$$phase.load; \
 	  $(PY) -m pytest --phase $$phase $$xdist --junitxml=$(TEST_XML)/$$phase.xml $(PYTEST_ARGS); r=$$?; \
 	  cat /proc/loadavg >> $(TEST_XML)/$$phase.load; \

@@ -35,6 +35,8 @@ import pytest
 PHASES = ("parallel", "two-at-a-time", "one-at-a-time", "alone")
 #: the phases that hold no test of PARALLEL's directories
 HEAVY = ("two-at-a-time", "one-at-a-time")
+#: the phases whose files share the machine (pytest-xdist, two workers)
+SHARED = ("parallel", "two-at-a-time")
 TESTS = Path(__file__).resolve().parent
 #: the directories whose tests all run in the parallel phase
 PARALLEL = (TESTS / "unit", TESTS / "faults")
@@ -82,3 +84,21 @@ def pytest_collection_modifyitems(config, items):
     if len(keep) != len(items):
         config.hook.pytest_deselected(items=[i for i in items if phase_of(i) != phase])
         items[:] = keep
+    if phase in SHARED:
+        items[:] = longest_files_first(items)
+
+
+def longest_files_first(items: list) -> list:
+    """*items* with the files that hold a test marked `over_a_minute` first,
+    then the files of more tests (pytest-xdist's own order, which make test
+    turns off: --no-loadscope-reorder). A worker takes a file at a time, and
+    a long one taken last keeps the phase waiting on it alone, the other
+    worker idle: longest first, the short ones fill in at the end."""
+    files: dict[str, list] = {}
+    for item in items:
+        files.setdefault(str(item.fspath), []).append(item)
+
+    def weight(tests: list) -> tuple[bool, int]:
+        return (not any(t.get_closest_marker("over_a_minute") for t in tests), -len(tests))
+
+    return [item for tests in sorted(files.values(), key=weight) for item in tests]

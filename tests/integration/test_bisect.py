@@ -150,6 +150,7 @@ suites:
 """
 
 
+@pytest.mark.over_a_minute
 def test_bisect_names_the_latency_bug_on_qemu_aarch64(history, stores, tmp_path):
     tree = history["tree"]
     before = tree_fingerprint(tree)

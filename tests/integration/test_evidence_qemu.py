@@ -8,6 +8,7 @@ the same boot writes no evidence. The job's system snapshot is checked too."""
 import json
 import xml.etree.ElementTree as ET
 
+import pytest
 import yaml
 
 from conftest import rtlab
@@ -16,6 +17,7 @@ from test_suites_programme import run_dir_of
 HOG = {"fifo-hog": {"priority": 98, "burst_ms": 3000, "load_pct": 75}}
 
 
+@pytest.mark.over_a_minute
 def test_breach_fails_with_evidence_naming_the_hog(tmp_path):
     (tmp_path / "budgets.yaml").write_text(yaml.safe_dump(
         {"budgets": {"qemu-tcg": {"*": {"*": {"*": {"max_us": 2000000}}}}}}))

@@ -465,6 +465,7 @@ def test_kernel_push_gets_the_verdict_against_its_branch(kernel_project, ci_proj
     assert v["_run"]["run_id"] in stored_runs(store, "main") and seed_runs < stored_runs(store, "main")
 
 
+@pytest.mark.over_a_minute
 def test_kernel_merge_request_gets_the_verdict_against_its_target(kernel_project, ci_projects, store, seeded,
                                                                   tmp_path):
     main_runs = stored_runs(store, "main")
@@ -489,6 +490,7 @@ def test_kernel_merge_request_gets_the_verdict_against_its_target(kernel_project
     assert stored_runs(store, "main") == main_runs and v["_run"]["run_id"] in stored_runs(store, "fix-timers")
 
 
+@pytest.mark.over_a_minute
 def test_rtlab_merge_request_gets_the_verdict_against_its_target(ci_projects, store, seeded, tmp_path):
     main_runs = stored_runs(store, "main")
     # rtlab's own merge request: the pinned Debian source is the kernel under test
@@ -529,6 +531,7 @@ def forget_builds_of(commit: str) -> None:
             continue
 
 
+@pytest.mark.over_a_minute
 def test_latency_bug_fails_the_gate_on_the_budget(kernel_project, tmp_path_factory, tmp_path):
     """A kernel merge request of the latency-bug commit, triggered with a
     campaign from outside the lab's repository (as the merge request could

@@ -79,6 +79,7 @@ def built(source, tmp_path_factory):
     return tmp, bk, lines
 
 
+@pytest.mark.over_a_minute
 def test_build_aarch64_preempt_dynamic(source, built):
     tmp, built, lines = built
     assert not built.cached

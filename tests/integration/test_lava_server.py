@@ -115,6 +115,7 @@ def _measurement(run_dir: Path) -> tuple[dict, dict]:
     return job, m
 
 
+@pytest.mark.over_a_minute
 def test_server_job_equals_lava_run(lab, jobs, artifacts, tmp_path):
     lab_, st = lab
     # the health checks (an rtlab boot job per board) passed: the device is Good

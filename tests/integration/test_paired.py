@@ -59,6 +59,7 @@ def head(path) -> str:
                           check=True).stdout.strip()
 
 
+@pytest.mark.over_a_minute
 def test_alternate_boots_name_the_latency_bug_and_put_the_tree_back(tree, tmp_path):
     path = tree["_path"]
     before = head(path)

@@ -188,6 +188,7 @@ def test_a_coordinator_restart_keeps_holders_on_their_places(lab, form):
     assert waiter.returncode == 0
 
 
+@pytest.mark.over_a_minute
 @SHORT_AND_FULL
 def test_aging_lets_a_low_priority_job_past_a_stream_of_high_priority_ones(lab, form):
     with Coordinator(lab.addr) as c:

@@ -274,6 +274,7 @@ suites:
 """
 
 
+@pytest.mark.over_a_minute
 def test_rtlab_run_on_a_runner_host_stages_over_ssh_and_boots_boards_of_both_exporter_hosts(tmp_path):
     (tmp_path / "budgets.yaml").write_text('budgets:\n  qemu-tcg: {"*": {"*": {"*": {max_us: 10000000}}}}\n')
     camp = tmp_path / "campaign.yaml"

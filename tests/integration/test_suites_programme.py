@@ -87,6 +87,7 @@ def check_load_ran(raw: Path, name: str, cpus):
     return s
 
 
+@pytest.mark.over_a_minute
 def test_every_suite_and_every_load_on_a_qemu_guest(tmp_path):
     """One boot of qemu-x86_64 with PREEMPT_RT and CPU 1 isolated: every suite
     of the programme measures; cyclictest runs under every load, which run on

@@ -146,6 +146,7 @@ def p99_level(run_dirs) -> float:
     return math.exp(sum(math.log(max(r.values["p99"], 0.5)) for r in reps) / len(reps))
 
 
+@pytest.mark.over_a_minute
 def test_separate_sessions_a_seen_regression_is_red_and_nothing_is_green_unseen(tmp_path, campaign):
     """How this holds on the noisiest days (p99 moving x2-x6 between
     sessions, x6 within one): by asking first what the key can see.

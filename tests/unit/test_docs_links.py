@@ -147,6 +147,7 @@ def test_the_front_door_is_small_and_reaches_every_docs_page():
 FOREIGN = {
     "--tracemark": "cyclictest", "--json": "cyclictest", "--fifo": "cyclictest", "--lg-env": "labgrid",
     "--phase": "pytest", "--durations": "pytest", "--dist": "pytest", "--collect-only": "pytest",
+    "--no-loadscope-reorder": "pytest-xdist",
     "--hostname": "exporter", "--dispatcher": "lava-run", "--validate": "lava-run", "--measurement": "lava-test-case",
     "--units": "lava-test-case", "--new-commit": "bench", "--flat": "bench", "--short": "bench", "--runs": "bench",
     "--coordinator": "labgrid", "--bind": "labgrid", "--timeout": "stress-ng", "--mlockall": "cyclictest",
