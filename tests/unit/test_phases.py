@@ -2,6 +2,7 @@
 integration test of the default selection lands in exactly one, by its
 marks, and the Makefile runs each phase as the phase says (two workers, or
 one)."""
+import functools
 import os
 import re
 import subprocess
@@ -13,12 +14,13 @@ sys.path.insert(0, str(ROOT / "tests"))
 from conftest import PHASES  # noqa: E402
 
 
-def collected_in_order(*args: str) -> list[str]:
+@functools.lru_cache(maxsize=None)  # the tests ask for some selections twice: seconds each
+def collected_in_order(*args: str) -> tuple[str, ...]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "PYTEST_XDIST"))}
     res = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
                           *args, "tests/integration"], cwd=ROOT, capture_output=True, text=True, timeout=300, env=env)
     assert res.returncode in (0, 5), res.stdout[-2000:] + res.stderr[-2000:]
-    return [line.strip() for line in res.stdout.splitlines() if "::" in line]
+    return tuple(line.strip() for line in res.stdout.splitlines() if "::" in line)
 
 
 def collected(*args: str) -> set[str]:
