@@ -581,3 +581,20 @@ LAYOUTS = {
 
 def _set_both(out: ToolOutput, threads_metrics) -> None:
     out.threads, out.metrics = threads_metrics
+
+
+def summary_maxima(text: str, path) -> Optional[list[int]]:
+    """The per-thread maxima of cyclictest's closing summary (``# Max
+    Latencies: a b ...``, with -h), in thread order; None where the text has
+    none. The summary is printed once every thread has ended, the JSON
+    before: rtlab.suites.Cyclictest folds these in."""
+    lines = [ln for ln in text.splitlines() if ln.startswith("# Max Latencies:")]
+    if not lines:
+        return None
+    if len(lines) > 1:
+        raise InputError(path, f"{len(lines)} '# Max Latencies:' lines, one expected")
+    fields = lines[0].split(":", 1)[1].split()
+    if not fields or not all(f.isascii() and f.isdigit() and len(f) <= 15 for f in fields):
+        raise InputError(path, f"'# Max Latencies:' holds {lines[0][16:80]!r}, not whole numbers")
+    return [int(f) for f in fields]
+

@@ -207,3 +207,36 @@ def test_no_culprit_says_why():
                              "why": "no kernel trace on this board (tracefs not writable)"})
     assert m.reasons[-1] == ("evidence: no culprit named: no kernel trace on this board (tracefs not writable) "
                              "(trace: cyclictest@idle/evidence)")
+
+
+def test_a_wake_up_after_the_json_was_written_still_fails_the_budget(tmp_path):
+    """A real capture (fixtures/evidence/COMMANDS.md): the FIFO hog held
+    cyclictest's CPU 1 thread past the end of -D, so rt-tests 2.4 wrote its
+    JSON (thread 1: max 1382641 us) before that thread woke 3184845 us late
+    and broke at -b. Only the closing summary printed after the join holds
+    that sample; judged on the JSON alone the 2 s budget passed."""
+    import json
+
+    from rtlab.run.results import collect
+
+    run = run_of("cyclictest", {"max_us": 2000000.0}, duration_s=6, interval_us=10000, histogram_us=20000)
+    src = Path(__file__).resolve().parents[1] / "fixtures" / "evidence"
+    key = MeasurementKey("qemu-aarch64", "rt", "cyclictest", "fifo-hog")
+    summary = (src / "cyclictest-late-wakeup-fifo-hog-aarch64-stdout.txt").read_text()
+    maxima = {}
+    for name, stdout in (("summary", summary), ("none", ""),
+                         ("garbled", summary.replace("# Max Latencies: 10704", "# Max Latencies: 1e4"))):
+        d = tmp_path / name / run.id
+        d.mkdir(parents=True)
+        (d / "cyclictest.json").write_bytes((src / "cyclictest-late-wakeup-fifo-hog-aarch64.json").read_bytes())
+        (d / "exit.json").write_text(json.dumps({"exit_code": 0}))
+        (d / "stdout.txt").write_text(stdout)
+        (m,) = collect(d.parent, key, SUITES["cyclictest"], run)
+        if name == "garbled":  # hostile: named, never guessed around
+            assert any("Max Latencies" in r and "stdout.txt" in r for r in m.reasons), m.reasons
+            continue
+        maxima[name] = [t.max_us for t in m.output.threads]
+        if name == "summary":
+            judged = judge(m, Budget(max_us=2000000.0))
+            assert judged.verdict == Verdict.FAIL, judged.reasons
+    assert maxima == {"summary": [10704.0, 3184845.0], "none": [10704.0, 1382641.0]}
