@@ -583,18 +583,21 @@ def _set_both(out: ToolOutput, threads_metrics) -> None:
     out.threads, out.metrics = threads_metrics
 
 
-def summary_maxima(text: str, path) -> Optional[list[int]]:
-    """The per-thread maxima of cyclictest's closing summary (``# Max
-    Latencies: a b ...``, with -h), in thread order; None where the text has
-    none. The summary is printed once every thread has ended, the JSON
-    before: rtlab.suites.Cyclictest folds these in."""
-    lines = [ln for ln in text.splitlines() if ln.startswith("# Max Latencies:")]
-    if not lines:
-        return None
-    if len(lines) > 1:
-        raise InputError(path, f"{len(lines)} '# Max Latencies:' lines, one expected")
-    fields = lines[0].split(":", 1)[1].split()
-    if not fields or not all(f.isascii() and f.isdigit() and len(f) <= 15 for f in fields):
-        raise InputError(path, f"'# Max Latencies:' holds {lines[0][16:80]!r}, not whole numbers")
-    return [int(f) for f in fields]
 
+def summary_maxima(text: str, path, nsecs: bool = False) -> Optional[list[float]]:
+    """The per-thread maxima (µs, thread order) of the summary that closes
+    cyclictest's -h histogram, read as the histogram layout reads it
+    (_histogram_block: every row and value checked; -H's sum column
+    dropped); None where the text has no histogram. The summary is printed
+    once every thread has ended, the JSON before: rtlab.suites.Cyclictest
+    folds these in."""
+    lines = text.splitlines()
+    start = next((i for i, ln in enumerate(lines) if ln.strip() == "# Histogram"), None)
+    if start is None:
+        return None
+    block, _ = _histogram_block(lines, start, path)
+    if "max" not in block["lines"] or "min" not in block["lines"]:
+        raise InputError(path, f"histogram starting at line {start + 1}: no '# Max Latencies:' line "
+                               f"(output cut short?)")
+    nthreads = len(block["lines"]["min"][1])
+    return [us(v, nsecs) for v in block["lines"]["max"][1][:nthreads]]

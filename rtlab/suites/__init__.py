@@ -471,7 +471,8 @@ class Cyclictest(Suite):
             return out
         from ..parsers import read_text
         from ..parsers.rttext import summary_maxima
-        maxima = summary_maxima(read_text(stdout), stdout)
+        nsecs = bool({"-N", "--nsecs"} & set(run.params.get("extra_args") or ()))
+        maxima = summary_maxima(read_text(stdout), stdout, nsecs)
         if maxima is None:
             return out
         threads = sorted(out.threads, key=lambda t: t.thread)
@@ -479,9 +480,8 @@ class Cyclictest(Suite):
             from ..errors import InputError
             raise InputError(stdout, f"'# Max Latencies:' lists {len(maxima)} threads, "
                                      f"{self.json_file} {len(threads)}")
-        scale = 1000.0 if {"-N", "--nsecs"} & set(run.params.get("extra_args") or ()) else 1.0
         for t, m in zip(threads, maxima):
-            t.max_us = max(t.max_us, m / scale)
+            t.max_us = max(t.max_us, m)
         return out
 
     def _spikes(self, run: SuiteRun) -> list[str]:

@@ -240,3 +240,18 @@ def test_a_wake_up_after_the_json_was_written_still_fails_the_budget(tmp_path):
             judged = judge(m, Budget(max_us=2000000.0))
             assert judged.verdict == Verdict.FAIL, judged.reasons
     assert maxima == {"summary": [10704.0, 3184845.0], "none": [10704.0, 1382641.0]}
+
+
+def test_the_closing_summary_is_read_as_the_histogram_layout_reads_it():
+    """-H adds a sum column to every summary line: the maxima are the
+    threads' only; -N's are nanoseconds (a hand-written two-thread text in
+    the layout of a real `cyclictest -q -h/-H` stdout)."""
+    from rtlab.parsers.rttext import summary_maxima
+
+    text = ("# /dev/cpu_dma_latency set to 0us\n# Histogram\n000001 000002 000001 000003\n"
+            "# Total: 000000002 000000001 000000003\n# Min Latencies: 00001 00001\n"
+            "# Avg Latencies: 00001 00001\n# Max Latencies: 02503 00364 02503\n"
+            "# Histogram Overflows: 00000 00000 00000\n")
+    assert summary_maxima(text, "stdout.txt") == [2503.0, 364.0]
+    assert summary_maxima(text, "stdout.txt", nsecs=True) == [2.503, 0.364]
+    assert summary_maxima("T: 0 ( 1) P:90 I:1000 C: 10 Min: 1 Act: 1 Avg: 1 Max: 9\n", "stdout.txt") is None
