@@ -65,6 +65,9 @@ stop)
     : > stop
     { read -r sid < sid; } 2>/dev/null || exit 0
     for sig in $3; do
+        # were parts alive when this signal went out? If none were, the signal
+        # is for the rest of the session, and the stop waits for it to end
+        parts; before=$a
         kill -"$sig" "-$sid" 2>/dev/null
         # up to 5 s for the graceful signal (stress-ng writes its YAML), 3 s after
         read -r up _ < /proc/uptime
@@ -72,12 +75,12 @@ stop)
         while :; do
             measure
             [ "$n" -eq 0 ] && break
-            # the parts are gone: on to the next signal now. The rest of the
-            # session (cmd.sh, the deadline's sleep) started in the background
-            # of a non-interactive shell, so it ignores SIGINT and would hold
-            # the wait to its limit
+            # this signal ended the parts: on to the next signal now. The rest
+            # of the session (cmd.sh, the deadline's sleep) started in the
+            # background of a non-interactive shell, so it ignores SIGINT and
+            # would hold the wait to its limit
             parts
-            if [ "$p" -gt 0 ] && [ "$a" -eq 0 ] && [ "$sig" != "${3##* }" ]; then
+            if [ "$p" -gt 0 ] && [ "$before" -gt 0 ] && [ "$a" -eq 0 ] && [ "$sig" != "${3##* }" ]; then
                 echo "signal $sig: parts gone"; break
             fi
             read -r up _ < /proc/uptime

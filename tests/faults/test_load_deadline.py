@@ -173,3 +173,41 @@ def test_a_stop_goes_on_to_term_once_the_parts_are_gone(tmp_path):
     assert out[:2] == ["signal INT: parts gone", "signal TERM: session gone"], out
     assert out[-1].endswith(" left 0") and not left, (out, left)
     assert (d / "stress-ng.yaml").read_text().startswith("---"), "stress-ng did not end gracefully"
+
+
+def test_a_signal_sent_after_the_parts_are_gone_is_waited_for(tmp_path):
+    """A signal that goes out when the parts are gone already is for the rest
+    of the session: the stop waits for the session to end by it (up to its
+    limit) rather than going on to the next signal at once. Here the rest
+    ignores HUP and takes a second to end on TERM; its only part, a sleep,
+    ends on HUP. The stop must end it with TERM, never needing KILL: a stop
+    that took "the parts are gone" as leave to go on raced the session's own
+    exit on a loaded machine."""
+    d = tmp_path / "load"
+    d.mkdir()
+    # the part starts before HUP is ignored (it would inherit that); the rest,
+    # a shell waiting and a sleep in a subshell as the deadline's, after it
+    (d / "cmd.sh").write_text("echo $$ > sid\nsleep 100 &\npart=$!\ntrap '' HUP\n"
+                              "trap 'sleep 1; exit 0' TERM\n(sleep 100 && :) &\n"
+                              "echo \"sleeper $part\" >> parts\nwait\n")
+    helper = tmp_path / "rtlab-load.sh"
+    helper.write_text(HELPER)
+    marker = f"RTLAB_LOAD_TEST={tmp_path}"
+    subprocess.run(["sh", "-c", f"export {marker}; cd {d} && (setsid sh ./cmd.sh > cmd.log 2>&1 < /dev/null &)"],
+                   check=True)
+    try:
+        t0 = time.monotonic()
+        while not (d / "parts").exists() and time.monotonic() - t0 < 20:
+            time.sleep(0.1)
+        assert (d / "parts").exists(), "the session did not start"
+        out = subprocess.run(["sh", str(helper), "stop", str(d), "HUP TERM KILL"],
+                             capture_output=True, text=True, timeout=60).stdout.splitlines()
+        left = _with_marker(marker)
+    finally:
+        for pid in _with_marker(marker):
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+    assert out[:2] == ["signal HUP: parts gone", "signal TERM: session gone"], out
+    assert out[-1].endswith(" left 0") and not left, (out, left)
