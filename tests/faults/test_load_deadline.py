@@ -195,11 +195,27 @@ def test_a_signal_sent_after_the_parts_are_gone_is_waited_for(tmp_path):
     marker = f"RTLAB_LOAD_TEST={tmp_path}"
     subprocess.run(["sh", "-c", f"export {marker}; cd {d} && (setsid sh ./cmd.sh > cmd.log 2>&1 < /dev/null &)"],
                    check=True)
+    def status(pid: str) -> dict[str, str]:
+        try:
+            return dict(line.split(":\t", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines())
+        except OSError:
+            return {}
+
+    def hup_ignored(st: dict[str, str]) -> bool:
+        return bool(int(st.get("SigIgn", "0"), 16) & (1 << (signal.SIGHUP - 1)))
+
     try:
+        # going: the sleeper is sleep (exec'd, HUP not ignored) and the shell ignores HUP
         t0 = time.monotonic()
-        while not (d / "parts").exists() and time.monotonic() - t0 < 20:
+        sleeper: dict[str, str] = {}
+        while time.monotonic() - t0 < 20:
+            text = (d / "parts").read_text() if (d / "parts").exists() else ""
+            sid = (d / "sid").read_text().strip() if text.endswith("\n") else ""
+            sleeper = status(text.split()[1]) if sid else {}
+            if sleeper.get("Name") == "sleep" and hup_ignored(status(sid)):
+                break
             time.sleep(0.1)
-        assert (d / "parts").exists(), "the session did not start"
+        assert sleeper.get("Name") == "sleep" and not hup_ignored(sleeper), f"the session did not start: {sleeper}"
         out = subprocess.run(["sh", str(helper), "stop", str(d), "HUP TERM KILL"],
                              capture_output=True, text=True, timeout=60).stdout.splitlines()
         left = _with_marker(marker)
@@ -209,5 +225,6 @@ def test_a_signal_sent_after_the_parts_are_gone_is_waited_for(tmp_path):
                 os.kill(pid, signal.SIGKILL)
             except OSError:
                 pass
-    assert out[:2] == ["signal HUP: parts gone", "signal TERM: session gone"], out
+    assert out[:2] == ["signal HUP: parts gone", "signal TERM: session gone"], \
+        (out, {k: sleeper.get(k) for k in ("State", "SigBlk", "SigIgn", "SigCgt")})
     assert out[-1].endswith(" left 0") and not left, (out, left)
