@@ -193,8 +193,11 @@ def test_a_signal_sent_after_the_parts_are_gone_is_waited_for(tmp_path):
     helper = tmp_path / "rtlab-load.sh"
     helper.write_text(HELPER)
     marker = f"RTLAB_LOAD_TEST={tmp_path}"
+    # HUP back to its default first: a signal ignored when a shell starts stays
+    # ignored in all it runs, and `make test` may be run under nohup
     subprocess.run(["sh", "-c", f"export {marker}; cd {d} && (setsid sh ./cmd.sh > cmd.log 2>&1 < /dev/null &)"],
-                   check=True)
+                   check=True, preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_DFL))
+
     def status(pid: str) -> dict[str, str]:
         try:
             return dict(line.split(":\t", 1) for line in Path(f"/proc/{pid}/status").read_text().splitlines())
