@@ -105,6 +105,14 @@ def _with_marker(marker: str) -> list[int]:
     return out
 
 
+def _kill_marked(marker: str) -> None:
+    for pid in _with_marker(marker):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
 @contextmanager
 def launched(tmp_path: Path, load: str, env: LoadEnv, sampler: bool = False) -> Iterator[tuple[Path, Path, str]]:
     """*load*'s script and the helper, launched as the board tests launch
@@ -123,11 +131,7 @@ def launched(tmp_path: Path, load: str, env: LoadEnv, sampler: bool = False) -> 
     try:
         yield d, helper, marker
     finally:
-        for pid in _with_marker(marker):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
+        _kill_marked(marker)
 
 
 def test_an_orphaned_load_and_its_sampler_end_by_the_loads_deadline(tmp_path, monkeypatch):
@@ -223,11 +227,7 @@ def test_a_signal_sent_after_the_parts_are_gone_is_waited_for(tmp_path):
                              capture_output=True, text=True, timeout=60).stdout.splitlines()
         left = _with_marker(marker)
     finally:
-        for pid in _with_marker(marker):
-            try:
-                os.kill(pid, signal.SIGKILL)
-            except OSError:
-                pass
+        _kill_marked(marker)
     assert out[:2] == ["signal HUP: parts gone", "signal TERM: session gone"], \
         (out, {k: sleeper.get(k) for k in ("State", "SigBlk", "SigIgn", "SigCgt")})
     assert out[-1].endswith(" left 0") and not left, (out, left)
