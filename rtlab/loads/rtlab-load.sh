@@ -80,7 +80,7 @@ stop)
             # background of a non-interactive shell, so it ignores SIGINT and
             # would hold the wait to its limit
             parts
-            if [ "$p" -gt 0 ] && [ "$before" -gt 0 ] && [ "$a" -eq 0 ] && [ "$sig" != "${3##* }" ]; then
+            if [ "$before" -gt 0 ] && [ "$a" -eq 0 ] && [ "$sig" != "${3##* }" ]; then
                 echo "signal $sig: parts gone"; break
             fi
             read -r up _ < /proc/uptime

@@ -29,7 +29,9 @@ from ..loads import LOADS
 from ..loads.health import load_metrics
 from ..core.model import ToolOutput
 from ..core.params import LOAD_OPTION_SPECS, Args, Bool, Cpus, Int, Num, ParamError, Spec, check_mapping  # noqa: F401
-from ..parsers import FormatParser, parse_file, rt_tests
+from ..errors import InputError
+from ..parsers import FormatParser, parse_file, read_text, rt_tests
+from ..parsers.rttext import summary_maxima
 from ..registry import SUITES as _SUITES
 from ..core.fsutil import read_json
 from ..core.rundir import MeasurementDir
@@ -469,15 +471,14 @@ class Cyclictest(Suite):
         stdout = MeasurementDir(host_dir).stdout
         if not stdout.is_file():
             return out
-        from ..parsers import read_text
-        from ..parsers.rttext import summary_maxima
-        nsecs = bool({"-N", "--nsecs"} & set(run.params.get("extra_args") or ()))
+        threads = sorted(out.threads, key=lambda t: t.thread)
+        # the units the JSON states (resolution_in_ns, read into its histograms'
+        # buckets): the summary's own text does not say
+        nsecs = any(t.histogram is not None and t.histogram.bucket_us < 1 for t in threads)
         maxima = summary_maxima(read_text(stdout), stdout, nsecs)
         if maxima is None:
             return out
-        threads = sorted(out.threads, key=lambda t: t.thread)
         if len(maxima) != len(threads):
-            from ..errors import InputError
             raise InputError(stdout, f"'# Max Latencies:' lists {len(maxima)} threads, "
                                      f"{self.json_file} {len(threads)}")
         for t, m in zip(threads, maxima):

@@ -255,3 +255,21 @@ def test_the_closing_summary_is_read_as_the_histogram_layout_reads_it():
     assert summary_maxima(text, "stdout.txt") == [2503.0, 364.0]
     assert summary_maxima(text, "stdout.txt", nsecs=True) == [2.503, 0.364]
     assert summary_maxima("T: 0 ( 1) P:90 I:1000 C: 10 Min: 1 Act: 1 Avg: 1 Max: 9\n", "stdout.txt") is None
+
+
+def test_the_closing_summary_of_a_nanosecond_run_is_read_in_the_units_its_json_states(tmp_path):
+    """A real `cyclictest -N -h 30000` pair (fixtures/rt-tests-2.4/COMMANDS.md)
+    judged with no -N in the run's own arguments: the summary's units come
+    from the JSON (resolution_in_ns), so its maxima, in ns, leave the JSON's
+    maxima as they are instead of raising them a thousandfold."""
+    from rtlab.parsers import parse_file
+
+    src = Path(__file__).resolve().parents[1] / "fixtures" / "rt-tests-2.4"
+    run = run_of("cyclictest")
+    assert "-N" not in SUITES["cyclictest"].command(run)
+    (tmp_path / "cyclictest.json").write_bytes((src / "cyclictest-N-h30000.json").read_bytes())
+    (tmp_path / "stdout.txt").write_bytes(gzip.decompress((src / "cyclictest-N-h30000.txt.gz").read_bytes()))
+    out = SUITES["cyclictest"].parse_output(tmp_path, run)
+    json_only = parse_file(src / "cyclictest-N-h30000.json", tool="cyclictest")
+    assert [t.max_us for t in out.threads] == [t.max_us for t in json_only.threads]
+    assert all(t.max_us < 1000 for t in out.threads), [t.max_us for t in out.threads]
